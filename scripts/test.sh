@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The README's test command (`npm test`): makes sure the system tools the tests use are present
+# (installing them where it can: root on Debian), type-checks, then runs every test file with
+# node's own test runner. Pass file paths to run only those.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v ffmpeg >/dev/null 2>&1 || need+=(ffmpeg)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "npm test: installing ${need[*]} (apt-get)" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "npm test: missing ${need[*]}. Run: sudo apt-get update && sudo apt-get install -y ${need[*]}" >&2
+    exit 1
+  fi
+fi
+
+npx tsc -p tsconfig.json --noEmit
+
+if [ $# -gt 0 ]; then files=("$@"); else mapfile -t files < <(find test -name '*.test.ts' | sort); fi
+exec node --import tsx --test --test-concurrency=1 "${files[@]}"

@@ -1,0 +1,60 @@
+// The one catalogue of errors the gateway itself sends on a socket or in an HTTP refusal.
+// Every message the gateway originates that is not one of the spec's own messages is built here,
+// in the upstream's error shape (DESIGN.md section 1), so error ids stay stable for clients.
+
+export const ERRORS = {
+  // protocol
+  INVALID_MESSAGE: { status: 400, title: 'Invalid message' },
+  UNKNOWN_MESSAGE_TYPE: { status: 400, title: 'Unknown message type' },
+  AUDIO_BEFORE_CONFIG: { status: 409, title: 'Audio sent before CONFIG_ACCEPTED' },
+  MESSAGE_AFTER_END: { status: 409, title: 'Message after end' },
+  SESSION_TIME_LIMIT: { status: 408, title: 'Session reached its maximum duration' },
+  // audio
+  AUDIO_UNRECOGNIZED: { status: 415, title: 'Audio is not in a recognised format' },
+  AUDIO_FORMAT_MISMATCH: { status: 415, title: 'Audio does not match the declared audioFormat' },
+  AUDIO_MALFORMED: { status: 422, title: 'Audio stream is malformed' },
+  AUDIO_BUFFER_OVERRUN: { status: 429, title: 'Audio arrives faster than it can be forwarded' },
+  // upstream
+  UPSTREAM_UNAVAILABLE: { status: 502, title: 'Speech service unavailable' },
+  UPSTREAM_CLOSED: { status: 502, title: 'Speech service closed the session' },
+  UPSTREAM_TIMEOUT: { status: 504, title: 'Speech service did not answer in time' },
+  // gateway lifecycle
+  GATEWAY_SHUTTING_DOWN: { status: 503, title: 'Gateway is shutting down' },
+  // HTTP refusals at the upgrade (auth, routing, limits)
+  NOT_FOUND: { status: 404, title: 'Not found' },
+  INVALID_INTERACTION_ID: { status: 400, title: 'Interaction id must be a UUID' },
+  TOKEN_MISSING: { status: 401, title: 'Missing token' },
+  TOKEN_INVALID: { status: 401, title: 'Invalid token' },
+  TOKEN_EXPIRED: { status: 401, title: 'Token expired' },
+  TENANT_MISSING: { status: 401, title: 'Missing tenant-name' },
+  TENANT_MISMATCH: { status: 403, title: 'Token was not issued for this tenant' },
+  SCOPE_INSUFFICIENT: { status: 403, title: 'Token scope does not grant this endpoint' },
+  FULL_ACCESS_TOKEN_IN_BROWSER: { status: 403, title: 'Full-access tokens may not be used from a browser' },
+  ORIGIN_NOT_ALLOWED: { status: 403, title: 'Origin not allowed' },
+  TENANT_SESSION_LIMIT: { status: 429, title: 'Too many concurrent sessions for this tenant' },
+  UNAUTHORIZED: { status: 401, title: 'Unauthorized' },
+  INTERNAL: { status: 500, title: 'Internal error' },
+} as const;
+
+export type ErrorId = keyof typeof ERRORS;
+
+export interface GatewayError {
+  id: ErrorId;
+  title: string;
+  status: number;
+  details: string;
+  doc: string;
+}
+
+const DOC_BASE = 'docs/errors.md#';
+
+/** Builds the catalogue entry for `id` with a specific, secret-free `details` text. */
+export function gatewayError(id: ErrorId, details: string): GatewayError {
+  const e = ERRORS[id];
+  return { id, title: e.title, status: e.status, details, doc: DOC_BASE + id.toLowerCase() };
+}
+
+/** The socket message shape: {"type":"error","error":{...}}. */
+export function errorMessage(id: ErrorId, details: string): { type: 'error'; error: GatewayError } {
+  return { type: 'error', error: gatewayError(id, details) };
+}
