@@ -1,0 +1,92 @@
+// A whole gateway from one config object: the embedded emulator when no upstream is configured,
+// auth, usage ledger, server. main.ts runs one; tests start several.
+import { createAuthenticator, createUpstreamCredentials, loadUpstreamCredentials } from './auth/index.js';
+import type { GatewayConfig } from './config.js';
+import { startEmulator, type Emulator } from './emulator/index.js';
+import { isNativeUws, startServer, type GatewayServer } from './server/index.js';
+import { logger, setMaxTenantLabels } from './telemetry/index.js';
+import { createUsage } from './usage/index.js';
+
+export interface Gateway {
+  server: GatewayServer;
+  emulator?: Emulator;
+  config: GatewayConfig;
+  /** SIGTERM path: drain sessions, flush the usage journal, stop. */
+  stop(): Promise<void>;
+}
+
+/** Starts a whole gateway from a config object (tests start several this way). */
+export async function startGateway(config: GatewayConfig): Promise<Gateway> {
+  if (!isNativeUws() && !config.ALLOW_UWS_FALLBACK) {
+    throw new Error('uWebSockets.js native binary did not load (pure-JS fallback active); set ALLOW_UWS_FALLBACK=true to run anyway');
+  }
+  setMaxTenantLabels(config.METRICS_MAX_TENANTS);
+
+  let emulator: Emulator | undefined;
+  if (!config.UPSTREAM_URL || !config.AUTH_URL) {
+    emulator = await startEmulator({ port: config.EMULATOR_PORT, host: '127.0.0.1' });
+    logger.warn({ emulator: emulator.authBase }, 'UPSTREAM_URL/AUTH_URL unset: using the embedded upstream EMULATOR (not speech recognition)');
+  }
+  const upstreamWsBase = config.UPSTREAM_URL ?? emulator!.wsBase;
+  const authUrl = config.AUTH_URL ?? emulator!.authBase;
+
+  const auth = createAuthenticator({
+    authUrl,
+    allowedOrigins: config.allowedOrigins,
+    allowFullAccessFromBrowsers: config.ALLOW_FULL_ACCESS_TOKENS_FROM_BROWSERS,
+  });
+  const credentials = createUpstreamCredentials({
+    mode: config.UPSTREAM_AUTH,
+    authUrl,
+    credentials:
+      config.UPSTREAM_AUTH === 'client-credentials'
+        ? loadUpstreamCredentials({ file: config.UPSTREAM_CREDENTIALS_FILE, inline: config.UPSTREAM_CREDENTIALS })
+        : undefined,
+  });
+  if (!config.REDIS_URL) logger.warn('REDIS_URL unset: usage ledger and tenant limits are in-process (single replica only)');
+  const usage = await createUsage({
+    redisUrl: config.REDIS_URL,
+    journalDir: config.USAGE_JOURNAL_DIR,
+    retentionDays: config.USAGE_RETENTION_DAYS,
+    maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
+    apiToken: config.USAGE_API_TOKEN,
+  });
+
+  const server = await startServer({
+    host: config.HOST,
+    port: config.PORT,
+    auth,
+    usageApi: usage.api,
+    maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
+    credentials,
+    ledger: usage.ledger,
+    limiter: usage.limiter,
+    logger,
+    settings: {
+      upstreamWsBase,
+      configTimeoutMs: config.CONFIG_TIMEOUT_MS,
+      streamMaxSeconds: config.STREAM_MAX_SECONDS,
+      chunkMs: config.CHUNK_MS,
+      pace: config.PACE,
+      maxBufferedAudioBytes: config.MAX_BUFFERED_AUDIO_BYTES,
+      endTimeoutMs: 30_000,
+    },
+  });
+
+  let stopping: Promise<void> | undefined;
+  return {
+    server,
+    emulator,
+    config,
+    stop() {
+      stopping ??= (async () => {
+        await server.drain(config.DRAIN_SECONDS);
+        await usage.close();
+        auth.close();
+        credentials.close();
+        await emulator?.close();
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,43 @@
+// The process: config from the environment, start, signals, drain. `npm start` runs this.
+import { loadConfig } from './config.js';
+import { startGateway } from './gateway.js';
+import { logger } from './telemetry/index.js';
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const gw = await startGateway(config);
+  const port = gw.server.port;
+  logger.info({ port }, `speech-gateway listening on :${port}`);
+  if (gw.emulator) {
+    const tokenUrl = `${gw.emulator.authBase}/realms/base/protocol/openid-connect/token`;
+    process.stdout.write(
+      [
+        '',
+        `speech-gateway is listening on http://localhost:${port} (sockets under /audio-bridge/v2/...)`,
+        `Upstream: the embedded EMULATOR on ${gw.emulator.authBase} (a stand-in, not speech recognition).`,
+        'Development token for tenant "base" (loopback only, client dev / dev-secret):',
+        `  curl -s -d grant_type=client_credentials -d client_id=dev -d client_secret=dev-secret -d 'scope=openid transcribe' ${tokenUrl}`,
+        'Stream a file through the gateway:',
+        `  npm run stream -- test/fixtures/dictation.ogg            (add --streams for the ambient API)`,
+        '',
+      ].join('\n') + '\n',
+    );
+  }
+  const onSignal = (signal: string) => {
+    logger.info({ signal }, 'draining');
+    gw.stop().then(
+      () => process.exit(0),
+      (err: Error) => {
+        logger.error({ err: err.message }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => onSignal('SIGTERM'));
+  process.once('SIGINT', () => onSignal('SIGINT'));
+}
+
+main().catch((err: Error) => {
+  logger.fatal({ err: err.message }, 'speech-gateway failed to start');
+  process.exit(1);
+});

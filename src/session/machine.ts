@@ -1,0 +1,210 @@
+// The per-connection protocol of spec 3.3 as data and pure transitions: an event comes in, the new
+// state and a list of effects come out. Nothing here touches a socket or a timer, so every row of
+// the spec is a unit test with a fake clock (test/session/machine.test.ts); src/session/session.ts
+// is the thin shell that performs the effects.
+import type { ClientMessage, Endpoint } from '../protocol/index.js';
+import { errorMessage, type ErrorId } from '../protocol/errors.js';
+
+export type Phase =
+  | 'awaiting_config' // socket open, no config yet (config deadline running)
+  | 'connecting' // config valid locally, upstream session being opened
+  | 'configured' // CONFIG_ACCEPTED relayed: audio flows
+  | 'ending' // end sent (by client, time limit, or client gone): waiting for usage + ended
+  | 'closed';
+
+export type Outcome =
+  | 'ended'
+  | 'client_gone'
+  | 'upstream_lost'
+  | 'config_denied'
+  | 'config_rejected'
+  | 'config_timeout'
+  | 'error'
+  | 'time_limit'
+  | 'shutdown';
+
+export interface SessionState {
+  endpoint: Endpoint;
+  phase: Phase;
+  clientConnected: boolean;
+  /** set once the outcome is known; the session's final word for logs, metrics and the ledger */
+  outcome?: Outcome;
+}
+
+/** What the gateway's local config check decided (protocol validation + audio plan). */
+export type ConfigVerdict =
+  | { ok: true; upstreamConfig: unknown }
+  | { ok: false; status: 'denied' | 'rejected'; reason: string };
+
+export type SessionEvent =
+  | { type: 'client_message'; message: ClientMessage; verdict?: ConfigVerdict }
+  | { type: 'client_invalid'; errorId: ErrorId; details: string }
+  | { type: 'client_audio' }
+  | { type: 'client_closed' }
+  | { type: 'config_deadline' }
+  | { type: 'time_limit' }
+  | { type: 'shutdown' }
+  | { type: 'upstream_config_status'; status: 'CONFIG_ACCEPTED' | 'CONFIG_DENIED' | 'CONFIG_REJECTED' | string }
+  | { type: 'upstream_ended' }
+  | { type: 'upstream_failed'; errorId: ErrorId; details: string }
+  | { type: 'audio_failed'; errorId: ErrorId; details: string };
+
+export type Effect =
+  | { type: 'send_client'; message: object }
+  | { type: 'relay_client' } // relay the upstream message being handled, as bytes
+  | { type: 'close_client'; code: number; reason: string }
+  | { type: 'open_upstream'; config: unknown }
+  | { type: 'forward_audio' } // the client's binary frame being handled goes into the audio pipeline
+  | { type: 'flush_upstream' } // drain the pipeline, then send {"type":"flush"}
+  | { type: 'end_upstream' } // drain the pipeline, then send {"type":"end"}
+  | { type: 'close_upstream' }
+  | { type: 'clear_timer'; timer: 'config_deadline' }
+  | { type: 'finish'; outcome: Outcome };
+
+// WebSocket close codes the gateway uses; 4xxx are application codes a client can switch on.
+export const CLOSE = {
+  normal: 1000,
+  goingAway: 1001,
+  policy: 1008,
+  internal: 1011,
+  tryAgainLater: 1013,
+  badGateway: 1014,
+  configTimeout: 4008,
+  configDenied: 4400,
+  configRejected: 4415,
+  audioInvalid: 4422,
+  upstreamLost: 4502,
+} as const;
+
+export function initialState(endpoint: Endpoint): SessionState {
+  return { endpoint, phase: 'awaiting_config', clientConnected: true };
+}
+
+type Result = { state: SessionState; effects: Effect[] };
+
+const error = (id: ErrorId, details: string): Effect => ({ type: 'send_client', message: errorMessage(id, details) });
+
+/** Ends the session for good: outcome recorded, both sides closed. */
+function finish(s: SessionState, outcome: Outcome, close?: { code: number; reason: string }): Result {
+  const effects: Effect[] = [{ type: 'clear_timer', timer: 'config_deadline' }, { type: 'close_upstream' }];
+  if (close && s.clientConnected) effects.push({ type: 'close_client', ...close });
+  effects.push({ type: 'finish', outcome: s.outcome ?? outcome });
+  return { state: { ...s, phase: 'closed', outcome: s.outcome ?? outcome }, effects };
+}
+
+/** Starts the graceful end: pending audio, then `end` upstream; the session finishes on `ended`. */
+function beginEnding(s: SessionState, outcome: Outcome): Result {
+  return { state: { ...s, phase: 'ending', outcome: s.outcome ?? outcome }, effects: [{ type: 'end_upstream' }] };
+}
+
+export function transition(s: SessionState, e: SessionEvent): Result {
+  if (s.phase === 'closed') return { state: s, effects: [] };
+  switch (e.type) {
+    case 'client_invalid':
+      return { state: s, effects: [error(e.errorId, e.details)] };
+
+    case 'client_message':
+      return onClientMessage(s, e.message, e.verdict);
+
+    case 'client_audio':
+      if (s.phase === 'configured') return { state: s, effects: [{ type: 'forward_audio' }] };
+      if (s.phase === 'awaiting_config') {
+        return { state: s, effects: [{ type: 'send_client', message: { type: 'CONFIG_MISSING', reason: 'send a config message and wait for CONFIG_ACCEPTED before audio; this audio was not forwarded' } }] };
+      }
+      if (s.phase === 'connecting') {
+        return { state: s, effects: [error('AUDIO_BEFORE_CONFIG', 'wait for CONFIG_ACCEPTED before sending audio; this audio was not forwarded')] };
+      }
+      return { state: s, effects: [error('MESSAGE_AFTER_END', 'audio after end was not forwarded')] };
+
+    case 'config_deadline':
+      if (s.phase !== 'awaiting_config') return { state: s, effects: [] };
+      return withFirst(finish(s, 'config_timeout', { code: CLOSE.configTimeout, reason: 'no config within the deadline' }), {
+        type: 'send_client',
+        message: { type: s.endpoint === 'transcribe' ? 'CONFIG_TIMEOUT' : 'CONFIG_NOT_PROVIDED' },
+      });
+
+    case 'time_limit':
+      if (s.phase === 'configured') return beginEnding(s, 'time_limit');
+      if (s.phase === 'awaiting_config' || s.phase === 'connecting') {
+        return finish(s, 'time_limit', { code: CLOSE.normal, reason: 'maximum session duration reached' });
+      }
+      return { state: s, effects: [] };
+
+    case 'shutdown':
+      if (s.phase === 'configured') return beginEnding(s, 'shutdown');
+      if (s.phase === 'ending') return { state: s, effects: [] };
+      return withFirst(finish(s, 'shutdown', { code: CLOSE.goingAway, reason: 'gateway shutting down' }), error('GATEWAY_SHUTTING_DOWN', 'the gateway is restarting; reconnect'));
+
+    case 'client_closed': {
+      const gone = { ...s, clientConnected: false };
+      // A configured session is ended upstream so its usage becomes final.
+      if (s.phase === 'configured') return beginEnding(gone, 'client_gone');
+      if (s.phase === 'ending') return { state: gone, effects: [] };
+      return finish(gone, 'client_gone');
+    }
+
+    case 'upstream_config_status':
+      if (s.phase !== 'connecting') return { state: s, effects: [{ type: 'relay_client' }] };
+      if (e.status === 'CONFIG_ACCEPTED') return { state: { ...s, phase: 'configured' }, effects: [{ type: 'relay_client' }] };
+      return withFirst(
+        finish(s, e.status === 'CONFIG_REJECTED' ? 'config_rejected' : 'config_denied', {
+          code: e.status === 'CONFIG_REJECTED' ? CLOSE.configRejected : CLOSE.configDenied,
+          reason: 'configuration refused by the speech service',
+        }),
+        { type: 'relay_client' },
+      );
+
+    case 'upstream_ended':
+      return withFirst(finish(s, 'ended', { code: CLOSE.normal, reason: 'session ended' }), { type: 'relay_client' });
+
+    case 'upstream_failed':
+      return withFirst(
+        finish(s, s.phase === 'ending' && !s.clientConnected ? (s.outcome ?? 'upstream_lost') : 'upstream_lost', {
+          code: CLOSE.badGateway,
+          reason: e.errorId.toLowerCase(),
+        }),
+        error(e.errorId, e.details),
+      );
+
+    case 'audio_failed':
+      // Nothing of a stream that failed validation goes upstream; the client is told why.
+      return withFirst(finish(s, 'error', { code: CLOSE.audioInvalid, reason: e.errorId.toLowerCase() }), error(e.errorId, e.details));
+  }
+}
+
+function onClientMessage(s: SessionState, m: ClientMessage, verdict?: ConfigVerdict): Result {
+  if (s.phase === 'ending') return { state: s, effects: [error('MESSAGE_AFTER_END', `"${m.type}" after end was ignored`)] };
+  switch (m.type) {
+    case 'config': {
+      if (s.phase !== 'awaiting_config') {
+        return { state: s, effects: [{ type: 'send_client', message: { type: 'CONFIG_ALREADY_RECEIVED', reason: 'a config was already received on this connection' } }] };
+      }
+      if (!verdict) throw new Error('config message without a verdict');
+      if (verdict.ok) {
+        return { state: { ...s, phase: 'connecting' }, effects: [{ type: 'clear_timer', timer: 'config_deadline' }, { type: 'open_upstream', config: verdict.upstreamConfig }] };
+      }
+      const denied = verdict.status === 'denied';
+      return withFirst(
+        finish(s, denied ? 'config_denied' : 'config_rejected', {
+          code: denied ? CLOSE.configDenied : CLOSE.configRejected,
+          reason: denied ? 'invalid configuration' : 'unsupported audioFormat',
+        }),
+        { type: 'send_client', message: { type: denied ? 'CONFIG_DENIED' : 'CONFIG_REJECTED', reason: verdict.reason } },
+      );
+    }
+    case 'flush':
+      if (s.phase === 'configured') return { state: s, effects: [{ type: 'flush_upstream' }] };
+      return { state: s, effects: [{ type: 'send_client', message: { type: 'CONFIG_MISSING', reason: 'flush needs an accepted config' } }] };
+    case 'end':
+      if (s.phase === 'configured') return beginEnding(s, 'ended');
+      // Nothing was sent upstream: end is answered locally, as the upstream would, and the socket closes.
+      return withFirst(finish(s, 'ended', { code: CLOSE.normal, reason: 'session ended' }), {
+        type: 'send_client',
+        message: s.endpoint === 'transcribe' ? { type: 'ended' } : { type: 'ENDED' },
+      });
+  }
+}
+
+function withFirst(r: Result, first: Effect): Result {
+  return { state: r.state, effects: [first, ...r.effects] };
+}

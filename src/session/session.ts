@@ -1,0 +1,356 @@
+// The shell around the pure session machine: it turns socket callbacks into machine events and
+// performs the machine's effects with the real upstream socket, audio pipeline, timers, ledger
+// and metrics. Decisions live in machine.ts; this file only carries them out.
+import { createAudioPipeline, planAudio, type AudioPipeline, type AudioPlan } from '../audio/index.js';
+import type { UpstreamCredentials } from '../auth/index.js';
+import { parseClientMessage, upstreamMessageType, validateConfig, type Endpoint } from '../protocol/index.js';
+import { metrics, tenantLabel, type Logger } from '../telemetry/index.js';
+import { connectUpstream, type UpstreamConnection } from '../upstream/index.js';
+import type { SessionLimiter, UsageLedger } from '../usage/index.js';
+import { initialState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
+
+/** What the server hands a session to talk to its client socket. */
+export interface ClientSink {
+  sendText(text: string | Buffer): void;
+  close(code: number, reason: string): void;
+}
+
+export interface SessionSettings {
+  upstreamWsBase: string;
+  configTimeoutMs: number;
+  streamMaxSeconds: number;
+  chunkMs: number;
+  pace: number;
+  maxBufferedAudioBytes: number;
+  /** how long to wait for the upstream's usage + ended after `end` */
+  endTimeoutMs: number;
+}
+
+export interface SessionDeps {
+  settings: SessionSettings;
+  credentials: UpstreamCredentials;
+  ledger: UsageLedger;
+  limiter: SessionLimiter;
+  logger: Logger;
+}
+
+export interface SessionInfo {
+  /** the gateway's own id for this session (ledger, limiter, logs) */
+  sessionKey: string;
+  endpoint: Endpoint;
+  tenant: string;
+  interactionId?: string;
+  environment?: string;
+  clientToken: string;
+}
+
+export class Session {
+  readonly key: string;
+  private state: SessionState;
+  private readonly startedAt = Date.now();
+  private configReceivedAt = 0;
+  private upstream?: UpstreamConnection;
+  private upstreamSessionId?: string;
+  private plan?: AudioPlan;
+  private pipeline?: AudioPipeline;
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** control messages (flush/end) waiting for the pipeline to drain; audio behind them is held */
+  private pendingControl = 0;
+  private held: Buffer[] = [];
+  private usageSeq = 0;
+  private finalCredits?: number;
+  private deltaCredits = 0;
+  private readonly log: Logger;
+  /** the event being handled, for effects that relay or forward it */
+  private current: { upstreamText?: Buffer; audio?: Buffer } = {};
+  onFinished?: (s: Session) => void;
+
+  constructor(
+    private readonly deps: SessionDeps,
+    readonly info: SessionInfo,
+    private readonly client: ClientSink,
+  ) {
+    this.key = info.sessionKey;
+    this.state = initialState(info.endpoint);
+    this.log = deps.logger.child({ session: this.key, tenant: info.tenant, endpoint: info.endpoint, interaction: info.interactionId });
+    this.timer('config_deadline', deps.settings.configTimeoutMs, () => this.dispatch({ type: 'config_deadline' }));
+    if (info.endpoint === 'streams') {
+      this.timer('time_limit', deps.settings.streamMaxSeconds * 1000, () => this.dispatch({ type: 'time_limit' }));
+    }
+    deps.ledger.sessionStarted({ sessionKey: this.key, tenant: info.tenant, endpoint: info.endpoint, interactionId: info.interactionId, startedAt: this.startedAt });
+    metrics.activeSessions.inc({ endpoint: info.endpoint, tenant: tenantLabel(info.tenant) });
+    this.log.info({ event: 'session_start' }, 'session started');
+  }
+
+  get phase() {
+    return this.state.phase;
+  }
+
+  // ── client side ────────────────────────────────────────────────────────────
+  onClientText(text: string): void {
+    const parsed = parseClientMessage(text);
+    if (!parsed.ok) return this.dispatch({ type: 'client_invalid', errorId: parsed.error.id, details: parsed.error.details });
+    const message = parsed.message;
+    if (message.type === 'config' && this.state.phase === 'awaiting_config') {
+      this.configReceivedAt = Date.now();
+      return this.dispatch({ type: 'client_message', message, verdict: this.checkConfig(message.configuration) });
+    }
+    this.dispatch({ type: 'client_message', message });
+  }
+
+  /** `audio` must already be a copy: uWS reuses its buffer after the callback returns. */
+  onClientBinary(audio: Buffer): void {
+    this.current.audio = audio;
+    try {
+      this.dispatch({ type: 'client_audio' });
+    } finally {
+      this.current.audio = undefined;
+    }
+  }
+
+  onClientClosed(): void {
+    this.dispatch({ type: 'client_closed' });
+  }
+
+  shutdown(): void {
+    this.dispatch({ type: 'shutdown' });
+  }
+
+  /** Protocol validation, then the audio plan (which formats pass through, which are transcoded). */
+  private checkConfig(configuration: unknown): ConfigVerdict {
+    const v = validateConfig(this.info.endpoint, configuration, { isSupportedAudioFormat: (mime) => planAudio(mime).ok });
+    if (!v.ok) return v;
+    const declared = (v.config as { audioFormat?: string }).audioFormat;
+    const planned = planAudio(declared);
+    if (!planned.ok) return { ok: false, status: 'rejected', reason: planned.reason };
+    this.plan = planned.plan;
+    const upstreamConfig: Record<string, unknown> = { ...(v.config as object) };
+    if (planned.plan.upstreamAudioFormat) upstreamConfig.audioFormat = planned.plan.upstreamAudioFormat;
+    else delete upstreamConfig.audioFormat;
+    return { ok: true, upstreamConfig };
+  }
+
+  // ── upstream side ──────────────────────────────────────────────────────────
+  private openUpstream(config: unknown): void {
+    const connectStarted = Date.now();
+    const answerTimer = () =>
+      this.timer('upstream_answer', this.deps.settings.configTimeoutMs, () =>
+        this.dispatch({ type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not answer the config in time' }),
+      );
+    answerTimer();
+    this.deps.credentials
+      .tokenFor(this.info.tenant, this.info.clientToken)
+      .then((token) => {
+        if (this.state.phase === 'closed') return;
+        this.upstream = connectUpstream(
+          { wsBase: this.deps.settings.upstreamWsBase, endpoint: this.info.endpoint, interactionId: this.info.interactionId, tenant: this.info.tenant, token, environment: this.info.environment },
+          {
+            onOpen: () => {
+              metrics.upstreamConnectLatency.observe({ endpoint: this.info.endpoint }, (Date.now() - connectStarted) / 1000);
+              this.upstream?.sendJson({ type: 'config', configuration: config });
+            },
+            onMessage: (data, isBinary) => this.onUpstreamMessage(data, isBinary),
+            onClose: (code) => this.onUpstreamGone(`the speech service closed the connection (code ${code})`),
+            onError: (err) => this.onUpstreamGone(err.message, 'UPSTREAM_UNAVAILABLE'),
+          },
+          { connectTimeoutMs: this.deps.settings.configTimeoutMs },
+        );
+      })
+      .catch((err: Error) => this.dispatch({ type: 'upstream_failed', errorId: 'UPSTREAM_UNAVAILABLE', details: `could not obtain upstream credentials: ${err.message}` }));
+  }
+
+  private onUpstreamGone(details: string, errorId: 'UPSTREAM_CLOSED' | 'UPSTREAM_UNAVAILABLE' = 'UPSTREAM_CLOSED'): void {
+    this.upstream = undefined;
+    this.dispatch({ type: 'upstream_failed', errorId, details });
+  }
+
+  private onUpstreamMessage(data: Buffer, isBinary: boolean): void {
+    if (isBinary) return; // the upstream sends no binary; nothing to relay
+    const type = upstreamMessageType(data.toString('utf8'));
+    this.current.upstreamText = data;
+    try {
+      switch (type) {
+        case 'CONFIG_ACCEPTED':
+          this.clearTimer('upstream_answer');
+          this.onConfigAccepted(data);
+          return this.dispatch({ type: 'upstream_config_status', status: type });
+        case 'CONFIG_DENIED':
+        case 'CONFIG_REJECTED':
+        case 'CONFIG_TIMEOUT':
+        case 'CONFIG_NOT_PROVIDED':
+        case 'CONFIG_ALREADY_RECEIVED':
+        case 'CONFIG_MISSING':
+          this.clearTimer('upstream_answer');
+          return this.dispatch({ type: 'upstream_config_status', status: type });
+        case 'delta_usage':
+        case 'usage':
+          this.recordUsage(type, data);
+          return this.relay();
+        case 'ended':
+        case 'ENDED':
+          this.clearTimer('upstream_answer');
+          return this.dispatch({ type: 'upstream_ended' });
+        default:
+          return this.relay(); // transcripts, facts, commands, flushed, errors: bytes as they came
+      }
+    } finally {
+      this.current.upstreamText = undefined;
+    }
+  }
+
+  private onConfigAccepted(data: Buffer): void {
+    metrics.configLatency.observe({ endpoint: this.info.endpoint }, (Date.now() - this.configReceivedAt) / 1000);
+    try {
+      const sessionId = (JSON.parse(data.toString('utf8')) as { sessionId?: unknown }).sessionId;
+      if (typeof sessionId === 'string') {
+        this.upstreamSessionId = sessionId;
+        this.deps.ledger.setUpstreamSessionId(this.key, sessionId);
+      }
+    } catch {
+      /* relayed as is; the id is only for records */
+    }
+    this.pipeline = createAudioPipeline({
+      plan: this.plan ?? { mode: 'detect' },
+      chunkMs: this.deps.settings.chunkMs,
+      pace: this.deps.settings.pace,
+      maxBufferedBytes: this.deps.settings.maxBufferedAudioBytes,
+      onFrame: (frame) => this.upstream?.send(frame),
+      onError: (err) => this.dispatch({ type: 'audio_failed', errorId: err.id, details: err.details }),
+    });
+  }
+
+  private recordUsage(kind: 'delta_usage' | 'usage', data: Buffer): void {
+    let credits: unknown;
+    try {
+      credits = (JSON.parse(data.toString('utf8')) as { credits?: unknown }).credits;
+    } catch {
+      credits = undefined;
+    }
+    if (typeof credits !== 'number' || !Number.isFinite(credits)) {
+      this.log.warn({ event: 'usage_unreadable', kind }, 'usage message without a numeric credits field');
+      return;
+    }
+    if (kind === 'usage') this.finalCredits = credits;
+    else this.deltaCredits += credits;
+    this.deps.ledger.recordUsage({ sessionKey: this.key, seq: ++this.usageSeq, kind: kind === 'usage' ? 'final' : 'delta', credits, at: Date.now() });
+  }
+
+  // ── the machine and its effects ────────────────────────────────────────────
+  private dispatch(event: SessionEvent): void {
+    const { state, effects } = transition(this.state, event);
+    this.state = state;
+    for (const effect of effects) this.perform(effect);
+  }
+
+  private perform(e: Effect): void {
+    switch (e.type) {
+      case 'send_client':
+        if (this.state.clientConnected) this.client.sendText(JSON.stringify(e.message));
+        return;
+      case 'relay_client':
+        return this.relay();
+      case 'close_client':
+        if (this.state.clientConnected) {
+          this.state = { ...this.state, clientConnected: false };
+          this.client.close(e.code, e.reason);
+        }
+        return;
+      case 'open_upstream':
+        return this.openUpstream(e.config);
+      case 'forward_audio':
+        if (!this.current.audio) return;
+        if (this.pendingControl > 0) this.held.push(this.current.audio);
+        else this.pipeline?.push(this.current.audio);
+        return;
+      case 'flush_upstream':
+        return this.sendControlAfterDrain({ type: 'flush' });
+      case 'end_upstream':
+        this.timer('upstream_answer', this.deps.settings.endTimeoutMs, () =>
+          this.dispatch({ type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not end the session in time' }),
+        );
+        return this.sendControlAfterDrain({ type: 'end' });
+      case 'close_upstream':
+        this.pipeline?.close();
+        this.upstream?.close(1000, 'session over');
+        this.upstream = undefined;
+        return;
+      case 'clear_timer':
+        return this.clearTimer(e.timer);
+      case 'finish':
+        return this.finish(e.outcome);
+    }
+  }
+
+  private relay(): void {
+    if (this.current.upstreamText && this.state.clientConnected) this.client.sendText(this.current.upstreamText);
+  }
+
+  /** flush/end keep their place in the stream: audio before them goes first, audio after waits. */
+  private sendControlAfterDrain(message: { type: 'flush' | 'end' }): void {
+    this.pendingControl++;
+    const pipeline = this.pipeline;
+    (pipeline ? pipeline.drain() : Promise.resolve())
+      .then(() => {
+        if (this.state.phase === 'closed') return;
+        this.upstream?.sendJson(message);
+        this.pendingControl--;
+        if (this.pendingControl === 0 && this.held.length) {
+          const held = this.held;
+          this.held = [];
+          for (const audio of held) this.pipeline?.push(audio);
+        }
+      })
+      .catch((err: Error) => this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_MALFORMED', details: err.message }));
+  }
+
+  private finish(outcome: Outcome): void {
+    for (const t of this.timers.values()) clearTimeout(t);
+    this.timers.clear();
+    const stats = this.pipeline?.stats;
+    const mediaSeconds = stats?.mediaSecondsIn ?? 0;
+    this.deps.ledger.sessionEnded({ sessionKey: this.key, outcome, mediaSeconds, endedAt: Date.now() });
+    void this.deps.limiter.release(this.info.tenant, this.key);
+    const tenant = tenantLabel(this.info.tenant);
+    metrics.activeSessions.dec({ endpoint: this.info.endpoint, tenant });
+    metrics.sessionsTotal.inc({ endpoint: this.info.endpoint, outcome });
+    const credits = this.finalCredits ?? this.deltaCredits;
+    if (credits > 0) metrics.credits.inc({ tenant, endpoint: this.info.endpoint }, credits);
+    if (stats) {
+      const format = stats.source ?? 'unknown';
+      metrics.audioBytes.inc({ direction: 'in', format }, stats.bytesIn);
+      metrics.audioBytes.inc({ direction: 'out', format }, stats.bytesOut);
+      metrics.audioSeconds.inc({ direction: 'in', format }, stats.mediaSecondsIn);
+      metrics.audioSeconds.inc({ direction: 'out', format }, stats.mediaSecondsOut);
+      metrics.framesSplit.inc(stats.framesSplit);
+      metrics.framesCoalesced.inc(stats.framesCoalesced);
+      if (stats.transcodeSeconds > 0) metrics.transcodeSeconds.inc({ format }, stats.transcodeSeconds);
+    }
+    this.log.info(
+      {
+        event: 'session_end',
+        upstreamSession: this.upstreamSessionId,
+        durationSeconds: (Date.now() - this.startedAt) / 1000,
+        mediaSeconds,
+        credits,
+        estimated: this.finalCredits === undefined,
+        outcome,
+      },
+      'session ended',
+    );
+    this.onFinished?.(this);
+  }
+
+  private timer(name: string, ms: number, fn: () => void): void {
+    this.clearTimer(name);
+    const t = setTimeout(fn, ms);
+    t.unref?.();
+    this.timers.set(name, t);
+  }
+
+  private clearTimer(name: string): void {
+    const t = this.timers.get(name);
+    if (t) clearTimeout(t);
+    this.timers.delete(name);
+  }
+}
+
