@@ -20,6 +20,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 npx tsc -p tsconfig.json --noEmit
+export LOG_LEVEL="${LOG_LEVEL:-silent}"
 
 if [ $# -gt 0 ]; then files=("$@"); else mapfile -t files < <(find test -name '*.test.ts' | sort); fi
 exec node --import tsx --test --test-concurrency=1 "${files[@]}"

@@ -27,12 +27,18 @@ export const ERRORS = {
   TOKEN_INVALID: { status: 401, title: 'Invalid token' },
   TOKEN_EXPIRED: { status: 401, title: 'Token expired' },
   TENANT_MISSING: { status: 401, title: 'Missing tenant-name' },
+  TENANT_INVALID: { status: 401, title: 'Invalid tenant-name' },
+  AUTH_UNAVAILABLE: { status: 503, title: 'Token keys could not be fetched from the auth server' },
   TENANT_MISMATCH: { status: 403, title: 'Token was not issued for this tenant' },
   SCOPE_INSUFFICIENT: { status: 403, title: 'Token scope does not grant this endpoint' },
   FULL_ACCESS_TOKEN_IN_BROWSER: { status: 403, title: 'Full-access tokens may not be used from a browser' },
   ORIGIN_NOT_ALLOWED: { status: 403, title: 'Origin not allowed' },
   TENANT_SESSION_LIMIT: { status: 429, title: 'Too many concurrent sessions for this tenant' },
   UNAUTHORIZED: { status: 401, title: 'Unauthorized' },
+  // ops HTTP API (usage)
+  BAD_REQUEST: { status: 400, title: 'Bad request' },
+  METHOD_NOT_ALLOWED: { status: 405, title: 'Method not allowed' },
+  USAGE_STORE_UNAVAILABLE: { status: 503, title: 'Usage store unavailable' },
   INTERNAL: { status: 500, title: 'Internal error' },
 } as const;
 

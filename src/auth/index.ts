@@ -1,0 +1,16 @@
+// Authentication and tenancy at the WebSocket upgrade, and the credentials presented upstream.
+export type {
+  AuthDecision,
+  AuthOptions,
+  Authenticator,
+  Endpoint,
+  RefusalReason,
+  UpgradeRequest,
+} from './types.js';
+export { REFUSAL_REASONS } from './types.js';
+export { createAuthenticator } from './authenticator.js';
+export { createUpstreamCredentials } from './upstream-credentials.js';
+export type { ClientCredentials, UpstreamCredentials, UpstreamCredentialsOptions } from './upstream-credentials.js';
+export { loadUpstreamCredentials } from './credentials-file.js';
+export { redactUrl } from './redact.js';
+export { isValidTenant } from './tenant.js';

@@ -1,0 +1,182 @@
+// Every row of spec 3.3 as a transition of the pure session machine. Timers are events here
+// (config_deadline, time_limit), so the "clock" is whatever order the test feeds them in.
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { CLOSE, initialState, transition, type Effect, type SessionEvent, type SessionState } from '../../src/session/machine.js';
+
+const run = (s: SessionState, ...events: SessionEvent[]) => {
+  let state = s;
+  let effects: Effect[] = [];
+  for (const e of events) ({ state, effects } = transition(state, e));
+  return { state, effects };
+};
+const sent = (effects: Effect[]) => effects.filter((e) => e.type === 'send_client').map((e) => (e as { message: { type: string } }).message);
+const types = (effects: Effect[]) => effects.map((e) => e.type);
+
+const okConfig: SessionEvent = { type: 'client_message', message: { type: 'config', configuration: {} }, verdict: { ok: true, upstreamConfig: { primaryLanguage: 'en' } } };
+const accepted: SessionEvent = { type: 'upstream_config_status', status: 'CONFIG_ACCEPTED' };
+
+describe('session machine (spec 3.3)', () => {
+  it('opened + valid config → connecting, opens the upstream with the validated config', () => {
+    const { state, effects } = run(initialState('transcribe'), okConfig);
+    assert.equal(state.phase, 'connecting');
+    assert.deepEqual(effects.find((e) => e.type === 'open_upstream'), { type: 'open_upstream', config: { primaryLanguage: 'en' } });
+    assert.ok(types(effects).includes('clear_timer'), 'config deadline is cancelled');
+  });
+
+  it('upstream CONFIG_ACCEPTED is relayed and the session is configured', () => {
+    const { state, effects } = run(initialState('transcribe'), okConfig, accepted);
+    assert.equal(state.phase, 'configured');
+    assert.deepEqual(types(effects), ['relay_client']);
+  });
+
+  it('invalid config → CONFIG_DENIED with the reason, nothing opened upstream, socket closed', () => {
+    const { state, effects } = run(initialState('streams'), {
+      type: 'client_message',
+      message: { type: 'config', configuration: {} },
+      verdict: { ok: false, status: 'denied', reason: 'configuration.mode.type: required' },
+    });
+    assert.equal(state.phase, 'closed');
+    assert.equal(state.outcome, 'config_denied');
+    assert.deepEqual(sent(effects), [{ type: 'CONFIG_DENIED', reason: 'configuration.mode.type: required' }]);
+    assert.ok(!types(effects).includes('open_upstream'));
+    assert.equal((effects.find((e) => e.type === 'close_client') as { code: number }).code, CLOSE.configDenied);
+  });
+
+  it('unsupported audioFormat → CONFIG_REJECTED', () => {
+    const { state, effects } = run(initialState('transcribe'), {
+      type: 'client_message',
+      message: { type: 'config', configuration: {} },
+      verdict: { ok: false, status: 'rejected', reason: 'configuration.audioFormat: unsupported' },
+    });
+    assert.equal(state.outcome, 'config_rejected');
+    assert.equal(sent(effects)[0].type, 'CONFIG_REJECTED');
+  });
+
+  it('no config by the deadline: CONFIG_TIMEOUT on /transcribe, CONFIG_NOT_PROVIDED on /streams, then close', () => {
+    for (const [endpoint, type] of [['transcribe', 'CONFIG_TIMEOUT'], ['streams', 'CONFIG_NOT_PROVIDED']] as const) {
+      const { state, effects } = run(initialState(endpoint), { type: 'config_deadline' });
+      assert.equal(state.phase, 'closed');
+      assert.deepEqual(sent(effects), [{ type }]);
+      assert.ok(types(effects).indexOf('send_client') < types(effects).indexOf('close_client'), 'message before close');
+    }
+  });
+
+  it('the deadline firing after a config changes nothing', () => {
+    const { state, effects } = run(initialState('transcribe'), okConfig, { type: 'config_deadline' });
+    assert.equal(state.phase, 'connecting');
+    assert.deepEqual(effects, []);
+  });
+
+  it('a second config → CONFIG_ALREADY_RECEIVED, session unchanged', () => {
+    const { state, effects } = run(initialState('transcribe'), okConfig, accepted, okConfig);
+    assert.equal(state.phase, 'configured');
+    assert.equal(sent(effects)[0].type, 'CONFIG_ALREADY_RECEIVED');
+    assert.ok(!types(effects).includes('open_upstream'));
+  });
+
+  it('audio before any config → CONFIG_MISSING, not forwarded', () => {
+    const { effects } = run(initialState('transcribe'), { type: 'client_audio' });
+    assert.equal(sent(effects)[0].type, 'CONFIG_MISSING');
+    assert.ok(!types(effects).includes('forward_audio'));
+  });
+
+  it('audio while the upstream has not accepted yet → error, not forwarded', () => {
+    const { effects } = run(initialState('transcribe'), okConfig, { type: 'client_audio' });
+    assert.deepEqual(sent(effects).map((m) => (m as { error?: { id: string } }).error?.id), ['AUDIO_BEFORE_CONFIG']);
+    assert.ok(!types(effects).includes('forward_audio'));
+  });
+
+  it('configured + audio → forwarded', () => {
+    const { effects } = run(initialState('transcribe'), okConfig, accepted, { type: 'client_audio' });
+    assert.deepEqual(types(effects), ['forward_audio']);
+  });
+
+  it('flush stays open and is forwarded behind pending audio', () => {
+    const { state, effects } = run(initialState('streams'), okConfig, accepted, { type: 'client_message', message: { type: 'flush' } });
+    assert.equal(state.phase, 'configured');
+    assert.deepEqual(types(effects), ['flush_upstream']);
+  });
+
+  it('end → ending; upstream ended → relayed, then both sides close', () => {
+    let r = run(initialState('transcribe'), okConfig, accepted, { type: 'client_message', message: { type: 'end' } });
+    assert.equal(r.state.phase, 'ending');
+    assert.deepEqual(types(r.effects), ['end_upstream']);
+    r = run(r.state, { type: 'upstream_ended' });
+    assert.equal(r.state.phase, 'closed');
+    assert.equal(r.state.outcome, 'ended');
+    const t = types(r.effects);
+    assert.ok(t.indexOf('relay_client') < t.indexOf('close_client'));
+    assert.equal((r.effects.find((e) => e.type === 'close_client') as { code: number }).code, CLOSE.normal);
+  });
+
+  it('messages after end get an error and are not forwarded', () => {
+    const { effects } = run(initialState('transcribe'), okConfig, accepted, { type: 'client_message', message: { type: 'end' } }, { type: 'client_message', message: { type: 'flush' } });
+    assert.equal((sent(effects)[0] as { error: { id: string } }).error.id, 'MESSAGE_AFTER_END');
+    assert.ok(!types(effects).includes('flush_upstream'));
+  });
+
+  it('/streams reaching its time limit ends like `end`, outcome time_limit', () => {
+    let r = run(initialState('streams'), okConfig, accepted, { type: 'time_limit' });
+    assert.equal(r.state.phase, 'ending');
+    assert.deepEqual(types(r.effects), ['end_upstream']);
+    r = run(r.state, { type: 'upstream_ended' });
+    assert.equal(r.state.outcome, 'time_limit');
+  });
+
+  it('a client that disconnects while configured: the upstream is ended gracefully (usage becomes final)', () => {
+    let r = run(initialState('transcribe'), okConfig, accepted, { type: 'client_closed' });
+    assert.equal(r.state.phase, 'ending');
+    assert.deepEqual(types(r.effects), ['end_upstream']);
+    r = run(r.state, { type: 'upstream_ended' });
+    assert.equal(r.state.outcome, 'client_gone');
+    assert.ok(!types(r.effects).includes('close_client'), 'nothing is sent to a gone client');
+    assert.ok(!types(r.effects).includes('relay_client') || !r.state.clientConnected);
+  });
+
+  it('an upstream that fails: error in the catalogue shape and a close code that says so', () => {
+    const { state, effects } = run(initialState('transcribe'), okConfig, accepted, { type: 'upstream_failed', errorId: 'UPSTREAM_CLOSED', details: 'gone' });
+    assert.equal(state.outcome, 'upstream_lost');
+    const msg = sent(effects)[0] as { type: string; error: { id: string; title: string; status: number; details: string; doc: string } };
+    assert.equal(msg.type, 'error');
+    assert.deepEqual(Object.keys(msg.error).sort(), ['details', 'doc', 'id', 'status', 'title']);
+    assert.equal((effects.find((e) => e.type === 'close_client') as { code: number }).code, CLOSE.badGateway);
+  });
+
+  it('upstream CONFIG_DENIED is relayed and closes the session', () => {
+    const { state, effects } = run(initialState('transcribe'), okConfig, { type: 'upstream_config_status', status: 'CONFIG_DENIED' });
+    assert.equal(state.outcome, 'config_denied');
+    assert.equal(types(effects)[0], 'relay_client');
+  });
+
+  it('audio that fails validation: error to the client, session closed, nothing forwarded', () => {
+    const { state, effects } = run(initialState('transcribe'), okConfig, accepted, { type: 'audio_failed', errorId: 'AUDIO_FORMAT_MISMATCH', details: 'declared ogg, got webm' });
+    assert.equal(state.phase, 'closed');
+    assert.equal((sent(effects)[0] as { error: { id: string } }).error.id, 'AUDIO_FORMAT_MISMATCH');
+    assert.equal((effects.find((e) => e.type === 'close_client') as { code: number }).code, CLOSE.audioInvalid);
+  });
+
+  it('invalid client messages get a specific error and do not change the state', () => {
+    const s0 = run(initialState('transcribe'), okConfig, accepted).state;
+    const { state, effects } = transition(s0, { type: 'client_invalid', errorId: 'INVALID_MESSAGE', details: 'message is not valid JSON' });
+    assert.deepEqual(state, s0);
+    assert.equal((sent(effects)[0] as { error: { details: string } }).error.details, 'message is not valid JSON');
+  });
+
+  it('end before any config is answered locally and closes', () => {
+    const { state, effects } = run(initialState('streams'), { type: 'client_message', message: { type: 'end' } });
+    assert.equal(state.phase, 'closed');
+    assert.deepEqual(sent(effects), [{ type: 'ENDED' }]);
+  });
+
+  it('a closed session ignores everything', () => {
+    const closed = run(initialState('transcribe'), { type: 'config_deadline' }).state;
+    assert.deepEqual(transition(closed, { type: 'client_audio' }).effects, []);
+  });
+
+  it('shutdown ends configured sessions gracefully', () => {
+    const { state, effects } = run(initialState('transcribe'), okConfig, accepted, { type: 'shutdown' });
+    assert.equal(state.phase, 'ending');
+    assert.deepEqual(types(effects), ['end_upstream']);
+  });
+});

@@ -1,0 +1,127 @@
+// Test support: a real gateway (uWS) and the upstream emulator on ephemeral loopback ports,
+// and a WebSocket client that records what a user would see.
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import WebSocket from 'ws';
+import { loadConfig } from '../../src/config.js';
+import type { Emulator } from '../../src/emulator/index.js';
+import { startGateway, type Gateway } from '../../src/gateway.js';
+
+export interface Stack {
+  gateway: Gateway;
+  emulator: Emulator;
+  /** ws://127.0.0.1:PORT */
+  base: string;
+  token(scope?: string, tenant?: string): Promise<string>;
+  /** Opens a socket with the token in the query (as browsers do). */
+  connect(endpoint: 'transcribe' | 'streams', o?: { token?: string; tenant?: string; interactionId?: string }): Promise<TestClient>;
+  close(): Promise<void>;
+}
+
+export async function startStack(env: Record<string, string> = {}): Promise<Stack> {
+  const config = loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    EMULATOR_PORT: '0',
+    USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-journal-')),
+    DRAIN_SECONDS: '5',
+    ...env,
+  });
+  const gateway = await startGateway(config);
+  const emulator = gateway.emulator!;
+  const base = `ws://127.0.0.1:${gateway.server.port}`;
+  const stack: Stack = {
+    gateway,
+    emulator,
+    base,
+    token: (scope = 'openid transcribe streams', tenant = 'base') => emulator.issueToken({ tenant, scope }),
+    async connect(endpoint, o = {}) {
+      const token = o.token ?? (await stack.token(endpoint === 'transcribe' ? 'openid transcribe' : 'openid streams', o.tenant));
+      const path = endpoint === 'transcribe' ? '/audio-bridge/v2/transcribe' : `/audio-bridge/v2/interactions/${o.interactionId ?? '0b0c5f3e-7a7e-4a7a-9d3c-2f6f1f0c9a11'}/streams`;
+      const q = new URLSearchParams({ 'tenant-name': o.tenant ?? 'base', token: `Bearer ${token}` });
+      return openClient(`${base}${path}?${q}`);
+    },
+    close: () => gateway.stop(),
+  };
+  return stack;
+}
+
+export interface TestClient {
+  ws: WebSocket;
+  messages: Array<Record<string, any>>;
+  /** Resolves with the first message (from the start) of this type not yet taken by next(). */
+  next(type: string, timeoutMs?: number): Promise<Record<string, any>>;
+  closed: Promise<{ code: number; reason: string }>;
+  sendJson(m: unknown): void;
+  send(data: Buffer | string): void;
+  types(): string[];
+}
+
+export function openClient(url: string, protocols?: string[], headers?: Record<string, string>): Promise<TestClient> {
+  const ws = new WebSocket(url, protocols, { headers, perMessageDeflate: false });
+  const messages: Array<Record<string, any>> = [];
+  const waiters: Array<() => void> = [];
+  const taken = new Set<number>();
+  ws.on('message', (data) => {
+    messages.push(JSON.parse(data.toString()));
+    for (const w of waiters.splice(0)) w();
+  });
+  const closed = new Promise<{ code: number; reason: string }>((resolve) => {
+    ws.on('close', (code, reason) => {
+      resolve({ code, reason: reason.toString() });
+      for (const w of waiters.splice(0)) w();
+    });
+  });
+  const client: TestClient = {
+    ws,
+    messages,
+    closed,
+    sendJson: (m) => ws.send(JSON.stringify(m)),
+    send: (d) => ws.send(d),
+    types: () => messages.map((m) => m.type),
+    next(type, timeoutMs = 10_000) {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no "${type}" message within ${timeoutMs} ms; got ${JSON.stringify(client.types())}`)), timeoutMs);
+        const check = () => {
+          const i = messages.findIndex((m, k) => m.type === type && !taken.has(k));
+          if (i >= 0) {
+            taken.add(i);
+            clearTimeout(timer);
+            return resolve(messages[i]);
+          }
+          if (ws.readyState === WebSocket.CLOSED) {
+            clearTimeout(timer);
+            return reject(new Error(`socket closed before "${type}"; got ${JSON.stringify(client.types())}`));
+          }
+          waiters.push(check);
+        };
+        check();
+      });
+    },
+  };
+  return new Promise((resolve, reject) => {
+    ws.once('open', () => resolve(client));
+    ws.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c));
+      res.on('end', () => reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode, body })));
+    });
+    ws.once('error', reject);
+  });
+}
+
+/** The HTTP answer to an upgrade the gateway refuses. */
+export async function refusal(url: string, protocols?: string[], headers?: Record<string, string>): Promise<{ status: number; body: any }> {
+  try {
+    const c = await openClient(url, protocols, headers);
+    c.ws.close();
+    throw new Error('the upgrade was accepted');
+  } catch (err) {
+    const e = err as { status?: number; body?: string };
+    if (!e.status) throw err;
+    return { status: e.status, body: JSON.parse(e.body ?? '{}') };
+  }
+}
+
+export const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
