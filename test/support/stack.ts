@@ -19,8 +19,11 @@ export interface Stack {
   close(): Promise<void>;
 }
 
-export async function startStack(env: Record<string, string> = {}): Promise<Stack> {
+/** With `o.emulator`, the gateway talks to that emulator (started by the test with its own options). */
+export async function startStack(env: Record<string, string> = {}, o: { emulator?: Emulator } = {}): Promise<Stack> {
+  const external = o.emulator ? { UPSTREAM_URL: o.emulator.wsBase, AUTH_URL: o.emulator.authBase } : {};
   const config = loadConfig({
+    ...external,
     PORT: '0',
     HOST: '127.0.0.1',
     EMULATOR_PORT: '0',
@@ -29,7 +32,7 @@ export async function startStack(env: Record<string, string> = {}): Promise<Stac
     ...env,
   });
   const gateway = await startGateway(config);
-  const emulator = gateway.emulator!;
+  const emulator = o.emulator ?? gateway.emulator!;
   const base = `ws://127.0.0.1:${gateway.server.port}`;
   const stack: Stack = {
     gateway,
@@ -42,7 +45,10 @@ export async function startStack(env: Record<string, string> = {}): Promise<Stac
       const q = new URLSearchParams({ 'tenant-name': o.tenant ?? 'base', token: `Bearer ${token}` });
       return openClient(`${base}${path}?${q}`);
     },
-    close: () => gateway.stop(),
+    close: async () => {
+      await gateway.stop();
+      await o.emulator?.close();
+    },
   };
   return stack;
 }

@@ -1,0 +1,49 @@
+// Configuration pieces both sockets share (spec 4.12 formatting/audioEvents/replacements/keyterms).
+// Objects pass unknown fields through: the upstream may know fields the spec does not show.
+import { z } from 'zod';
+
+export const nonBlank = z.string().refine((s) => s.trim() !== '', { message: 'must not be empty' });
+
+/** Refinement for the /streams limit "at most N words" (words = whitespace-separated runs). */
+export function maxWords(n: number) {
+  return (s: string, ctx: z.RefinementCtx) => {
+    const words = s.trim() === '' ? 0 : s.trim().split(/\s+/).length;
+    if (words > n) ctx.addIssue({ code: z.ZodIssueCode.custom, message: `at most ${n} words (got ${words})` });
+  };
+}
+
+export const formattingSchema = z
+  .object({
+    dates: z.enum(['locale:long', 'locale:medium', 'locale:short', 'iso', 'as_dictated']).optional(),
+    times: z.enum(['locale', 'h24', 'h12']).optional(),
+    numbers: z.enum(['numerals_above_nine', 'numerals', 'as_dictated']).optional(),
+    measurements: z.enum(['abbreviated', 'as_dictated']).optional(),
+    numericRanges: z.enum(['numerals', 'as_dictated']).optional(),
+    ordinals: z.enum(['numerals_above_nine', 'numerals', 'as_dictated']).optional(),
+  })
+  .passthrough();
+
+export const audioEventsSchema = z.object({ enabled: z.boolean() }).passthrough();
+
+export const MAX_LIST_ITEMS = 1000;
+export const MAX_TERM_CHARS = 50;
+export const MAX_STREAMS_WORDS = 5;
+
+/** `/transcribe`: find and replace are plain strings. */
+export const replacementsSchema = z
+  .array(z.object({ find: z.string(), replace: z.string() }).passthrough())
+  .max(MAX_LIST_ITEMS);
+
+/** `/streams`: each side at most 50 characters and 5 words. */
+const shortPhrase = z.string().max(MAX_TERM_CHARS).superRefine(maxWords(MAX_STREAMS_WORDS));
+export const streamsReplacementsSchema = z
+  .array(z.object({ find: shortPhrase, replace: shortPhrase }).passthrough())
+  .max(MAX_LIST_ITEMS);
+
+export const keytermsSchema = z
+  .object({ terms: z.array(z.object({ term: z.string().max(MAX_TERM_CHARS) }).passthrough()).max(MAX_LIST_ITEMS) })
+  .passthrough();
+
+export const streamsKeytermsSchema = z
+  .object({ terms: z.array(z.object({ term: shortPhrase }).passthrough()).max(MAX_LIST_ITEMS) })
+  .passthrough();

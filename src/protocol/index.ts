@@ -1,0 +1,23 @@
+// The protocol as code: everything the gateway knows about the messages on both sockets.
+//   errors.ts            the one catalogue of gateway errors (gatewayError, errorMessage)
+//   client-messages.ts   parseClientMessage: client text frames (config, flush, end)
+//   validate-config.ts   validateConfig: per-endpoint config validation with reasons naming the field
+//   transcribe-config.ts / streams-config.ts / commands.ts / config-common.ts   the zod schemas (spec 4.12, 4.13)
+//   reasons.ts           human zod messages and field paths ("configuration.commands[2].phrases: ...")
+//   audio-format.ts      parseAudioFormat, isUpstreamAudioFormat (DESIGN.md section 1 MIME list)
+//   server-messages.ts   serverMessages: config status, flushed, usage, ended in the spec's shapes
+//   upstream-type.ts     upstreamMessageType: hot-path classification of upstream messages
+export * from './errors.js';
+export { parseClientMessage, clientMessageSchema } from './client-messages.js';
+export type { ClientMessage, ClientMessageType, ParsedClientMessage } from './client-messages.js';
+export { validateConfig } from './validate-config.js';
+export type { Endpoint, ConfigValidation, ValidateConfigOptions } from './validate-config.js';
+export { transcribeConfigSchema } from './transcribe-config.js';
+export type { TranscribeConfig } from './transcribe-config.js';
+export { streamsConfigSchema } from './streams-config.js';
+export type { StreamsConfig } from './streams-config.js';
+export { parseAudioFormat, isUpstreamAudioFormat } from './audio-format.js';
+export type { AudioFormat } from './audio-format.js';
+export { serverMessages, configTimeoutType } from './server-messages.js';
+export type { ConfigStatusType, ConfigStatusExtra, ConfigStatusMessage } from './server-messages.js';
+export { upstreamMessageType } from './upstream-type.js';
