@@ -1,0 +1,21 @@
+// `npm run bench`: runs every benchmark in bench/, one after another (they share two cores, so
+// never in parallel), each printing its own table and writing bench/results/<name>.json.
+import { spawnSync } from 'node:child_process';
+import { readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+const only = process.argv.slice(2);
+const suites = readdirSync(here)
+  .filter((d) => statSync(join(here, d)).isDirectory() && d !== 'results')
+  .flatMap((d) => readdirSync(join(here, d)).filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts') && !f.startsWith('_')).map((f) => join(d, f)))
+  .filter((f) => only.length === 0 || only.some((o) => f.includes(o)));
+
+let failed = 0;
+for (const file of suites) {
+  console.log(`\n=== ${file} ===`);
+  const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, file)], { stdio: 'inherit' });
+  if (r.status !== 0) failed++;
+}
+process.exit(failed ? 1 : 0);
