@@ -1,0 +1,14 @@
+// The upstream emulator: a local stand-in for the clinical speech service's auth server and its
+// /transcribe and /streams sockets, for the gateway's tests, benchmarks and `npm start`.
+// It is NOT speech recognition: transcripts are numbered one-second segments of the media time
+// received ("[emulator] segment 7 (7.00-8.00 s)"), so tests can prove nothing was lost or
+// duplicated. It enforces the upstream's protocol and records every rule a client broke.
+export { startEmulator } from './server.js';
+export type {
+  Emulator, EmulatorOptions, EmulatorSession, FaultSwitches, IssueTokenOptions, TokenRequestRecord,
+} from './types.js';
+export { isSupportedAudioFormat } from './config-check.js';
+export { opusPacketSeconds } from './opus-toc.js';
+export { createMediaClock, type MediaClock } from './media-clock.js';
+export { PacingCheck, PACING } from './pacing.js';
+export { sniffContainer, type Container } from './sniff.js';

@@ -1,0 +1,94 @@
+// Starts the emulator: one node:http server for the auth routes, with `ws` handling socket upgrades.
+import { createServer, STATUS_CODES, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer } from 'ws';
+import { handleAuthRequest } from './auth-http.js';
+import { KeyStore } from './keys.js';
+import { SessionRecord } from './session-record.js';
+import { UpstreamSession } from './session.js';
+import { issueToken } from './tokens.js';
+import { checkUpgrade } from './upgrade.js';
+import { defaultFaults, type Emulator, type EmulatorOptions, type TokenRequestRecord } from './types.js';
+
+function refuse(socket: Duplex, status: number, reason: string): void {
+  const body = JSON.stringify({ error: STATUS_CODES[status] ?? 'error', reason });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> {
+  const host = o.host ?? '127.0.0.1';
+  const now = o.now ?? Date.now;
+  const keys = new KeyStore();
+  const faults = defaultFaults();
+  const violations: string[] = [];
+  const tokenRequests: TokenRequestRecord[] = [];
+  const live = new Set<UpstreamSession>();
+  const sessions: SessionRecord[] = [];
+  let authBase = '';
+  const clients = o.clients ?? { base: [{ clientId: 'dev', clientSecret: 'dev-secret' }] };
+
+  const http: Server = createServer((req, res) => {
+    handleAuthRequest({ keys, authBase: () => authBase, now, clients, tokenRequests }, req, res).catch(() => {
+      if (!res.headersSent) res.writeHead(500).end();
+    });
+  });
+  // Frames above the upstream's 64000-byte limit are accepted so they can be recorded as violations.
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 * 1024 });
+
+  http.on('upgrade', (req, socket, head) => {
+    socket.on('error', () => undefined);
+    if (faults.rejectUpgradeStatus !== null) return refuse(socket, faults.rejectUpgradeStatus, 'emulator: rejectUpgradeStatus');
+    checkUpgrade(req, keys, authBase, now()).then((v) => {
+      if (!v.ok) return refuse(socket, v.status, v.reason);
+      wss.handleUpgrade(req, socket, head, (ws) => {
+        const record = new SessionRecord(v.endpoint, v.tenant, v.token, true);
+        record.interactionId = v.interactionId;
+        sessions.push(record);
+        const session = new UpstreamSession(ws, record, `${v.endpoint} session ${sessions.length}`, {
+          faults, violations, now,
+          creditsPerSecond: o.creditsPerSecond ?? 0.1,
+          configTimeoutMs: o.configTimeoutMs ?? 10_000,
+          streamsMaxAgeMs: o.streamsMaxAgeMs ?? 2 * 60 * 60 * 1000,
+        });
+        live.add(session);
+        ws.on('close', () => live.delete(session));
+      });
+    }, () => refuse(socket, 500, 'emulator error'));
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(o.port ?? 0, host, () => resolve());
+  });
+  const port = (http.address() as AddressInfo).port;
+  authBase = `http://${host}:${port}`;
+
+  const dropAll = (code?: number) => {
+    for (const s of live) s.terminate(code);
+    live.clear();
+  };
+
+  return {
+    port,
+    wsBase: `ws://${host}:${port}/audio-bridge/v2`,
+    authBase,
+    faults,
+    sessions,
+    violations,
+    tokenRequests,
+    issueToken: (t) => issueToken(keys, authBase, now(), t),
+    rotateKeys: (tenant, r) => keys.rotate(tenant, r?.dropOld ?? false),
+    dropAllSessions: dropAll,
+    close: async () => {
+      dropAll();
+      wss.close();
+      const closed = new Promise<void>((resolve) => http.close(() => resolve()));
+      http.closeAllConnections(); // idle keep-alive connections would hold close() open
+      await closed;
+    },
+  };
+}

@@ -1,0 +1,85 @@
+// Public types of the upstream emulator (see index.ts for what it is and is not).
+
+export interface EmulatorOptions {
+  port?: number; // 0 (default) = ephemeral
+  host?: string; // default '127.0.0.1'
+  /** OAuth clients per tenant. Default: { base: [{ clientId: 'dev', clientSecret: 'dev-secret' }] } */
+  clients?: Record<string, Array<{ clientId: string; clientSecret: string }>>;
+  /** credits per second of media, default 0.1 */
+  creditsPerSecond?: number;
+  now?: () => number; // ms clock, default Date.now (token iat/exp)
+  /** deadline for the config message, default 10000 (spec section 8) */
+  configTimeoutMs?: number;
+  /** /streams maximum connection age, default 2 h (spec section 8); then the end sequence runs */
+  streamsMaxAgeMs?: number;
+}
+
+export interface IssueTokenOptions {
+  tenant: string; // realm
+  scope?: string; // default 'openid' (full access)
+  expiresInSeconds?: number; // default 300; negative => already expired
+  notBeforeSeconds?: number; // nbf offset from now
+  issuer?: string; // override iss (default `${authBase}/realms/${tenant}`)
+  alg?: 'RS256' | 'ES256' | 'HS256' | 'none'; // default RS256
+  signWithUnknownKey?: boolean; // signed by a key NOT in the JWKS
+  clientId?: string; // azp / client_id claim, default 'dev'
+}
+
+export interface FaultSwitches {
+  configDelayMs: number;
+  messageDelayMs: number;
+  refuseConfigs: boolean;
+  dropAfterMediaSeconds: number | null;
+  stall: boolean;
+  rejectUpgradeStatus: number | null;
+}
+
+export interface EmulatorSession {
+  endpoint: 'transcribe' | 'streams';
+  interactionId?: string;
+  tenant: string;
+  token: string;
+  sessionId?: string;
+  config?: unknown;
+  configCount: number;
+  frames: number[];
+  audio: Buffer;
+  firstFrame?: Buffer;
+  mediaSeconds: number;
+  received: Array<{ t: number; kind: 'config' | 'audio' | 'flush' | 'end' | 'other'; bytes?: number }>;
+  sent: unknown[];
+  closed: boolean;
+  closeCode?: number;
+}
+
+export interface TokenRequestRecord {
+  tenant: string;
+  clientId: string;
+  scope: string;
+  at: number;
+}
+
+export interface Emulator {
+  port: number;
+  wsBase: string;
+  authBase: string;
+  faults: FaultSwitches;
+  sessions: EmulatorSession[];
+  violations: string[];
+  tokenRequests: TokenRequestRecord[];
+  issueToken(o: IssueTokenOptions): Promise<string>;
+  rotateKeys(tenant: string, o?: { dropOld?: boolean }): Promise<void>;
+  dropAllSessions(code?: number): void;
+  close(): Promise<void>;
+}
+
+export function defaultFaults(): FaultSwitches {
+  return {
+    configDelayMs: 0,
+    messageDelayMs: 0,
+    refuseConfigs: false,
+    dropAfterMediaSeconds: null,
+    stall: false,
+    rejectUpgradeStatus: null,
+  };
+}
