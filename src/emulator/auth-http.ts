@@ -11,6 +11,8 @@ export interface AuthContext {
   now: () => number;
   clients: Record<string, Array<{ clientId: string; clientSecret: string }>>;
   tokenRequests: TokenRequestRecord[];
+  /** lifetime of tokens from the token endpoint (spec: 300 s; tests shorten it to watch refreshes) */
+  tokenLifetimeSeconds: number;
 }
 
 const ROUTE = /^\/realms\/([^/]+)\/protocol\/openid-connect\/(token|certs)$/;
@@ -65,6 +67,6 @@ export async function handleAuthRequest(ctx: AuthContext, req: IncomingMessage, 
   if (!scopes.includes('openid') || scopes.some((s) => !ALLOWED_SCOPES.has(s))) {
     return json(res, 400, { error: 'invalid_scope', error_description: 'Invalid scopes: ' + scope });
   }
-  const access_token = await issueToken(ctx.keys, ctx.authBase(), ctx.now(), { tenant, scope, clientId });
-  return json(res, 200, { access_token, expires_in: 300, token_type: 'Bearer', scope, 'not-before-policy': 0 });
+  const access_token = await issueToken(ctx.keys, ctx.authBase(), ctx.now(), { tenant, scope, clientId, expiresInSeconds: ctx.tokenLifetimeSeconds });
+  return json(res, 200, { access_token, expires_in: ctx.tokenLifetimeSeconds, token_type: 'Bearer', scope, 'not-before-policy': 0 });
 }

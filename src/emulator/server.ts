@@ -32,7 +32,7 @@ export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> 
   const clients = o.clients ?? { base: [{ clientId: 'dev', clientSecret: 'dev-secret' }] };
 
   const http: Server = createServer((req, res) => {
-    handleAuthRequest({ keys, authBase: () => authBase, now, clients, tokenRequests }, req, res).catch(() => {
+    handleAuthRequest({ keys, authBase: () => authBase, now, clients, tokenRequests, tokenLifetimeSeconds: o.tokenLifetimeSeconds ?? 300 }, req, res).catch(() => {
       if (!res.headersSent) res.writeHead(500).end();
     });
   });

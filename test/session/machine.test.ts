@@ -10,7 +10,7 @@ const run = (s: SessionState, ...events: SessionEvent[]) => {
   for (const e of events) ({ state, effects } = transition(state, e));
   return { state, effects };
 };
-const sent = (effects: Effect[]) => effects.filter((e) => e.type === 'send_client').map((e) => (e as { message: { type: string } }).message);
+const sent = (effects: Effect[]) => effects.filter((e) => e.type === 'send_client').map((e) => (e as { message: Record<string, any> }).message);
 const types = (effects: Effect[]) => effects.map((e) => e.type);
 
 const okConfig: SessionEvent = { type: 'client_message', message: { type: 'config', configuration: {} }, verdict: { ok: true, upstreamConfig: { primaryLanguage: 'en' } } };
