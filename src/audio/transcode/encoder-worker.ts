@@ -1,0 +1,56 @@
+// Worker thread: keeps one StreamEncoder per stream id (Opus state must persist across a
+// stream's calls, so the pool pins each stream to one worker).
+import { parentPort } from 'node:worker_threads';
+import { StreamEncoder } from './stream-encoder.js';
+import type { WorkerReply, WorkerRequest } from './encoder-protocol.js';
+
+const port = parentPort;
+if (!port) throw new Error('encoder-worker must run in a worker thread');
+const streams = new Map<number, Promise<StreamEncoder>>();
+
+function reply(m: WorkerReply, transfer: ArrayBuffer[] = []): void {
+  port!.postMessage(m, transfer);
+}
+
+function packed(packets: Buffer[]): { packets: Uint8Array; lengths: number[] } {
+  const all = new Uint8Array(packets.reduce((n, p) => n + p.length, 0));
+  let off = 0;
+  for (const p of packets) { all.set(p, off); off += p.length; }
+  return { packets: all, lengths: packets.map((p) => p.length) };
+}
+
+port.on('message', async (m: WorkerRequest) => {
+  if (m.op === 'open') {
+    const p = StreamEncoder.create(m.format, m.options);
+    p.catch(() => {}); // reported on the stream's first push/end
+    streams.set(m.stream, p);
+    return;
+  }
+  if (m.op === 'ping') {
+    reply({ req: m.req, ok: true, packets: new Uint8Array(0), lengths: [], seconds: 0 });
+    return;
+  }
+  const enc = streams.get(m.stream);
+  if (m.op === 'close') {
+    streams.delete(m.stream);
+    enc?.then((e) => e.destroy(), () => {});
+    return;
+  }
+  try {
+    if (!enc) throw new Error(`unknown stream ${m.stream}`);
+    const e = await enc;
+    if (m.op === 'push') {
+      const r = e.push(m.pcm);
+      const p = packed(r.packets);
+      reply({ req: m.req, ok: true, ...p, seconds: r.seconds }, [p.packets.buffer as ArrayBuffer]);
+    } else {
+      streams.delete(m.stream);
+      const r = e.end();
+      const p = packed(r.packets);
+      reply({ req: m.req, ok: true, ...p, seconds: r.seconds, endGranule: r.endGranule }, [p.packets.buffer as ArrayBuffer]);
+    }
+  } catch (err) {
+    if (m.op === 'end') streams.delete(m.stream);
+    reply({ req: m.req, ok: false, error: err instanceof Error ? err.message : String(err) });
+  }
+});

@@ -1,0 +1,11 @@
+// PCM → Ogg/Opus transcoding and Ogg Opus muxing (for Opus packets remuxed without re-encoding).
+export type { PcmFormat } from './pcm-format.js';
+export { OPUS_RATES, encoderRate } from './pcm-format.js';
+export { createPcmToOpus, setDefaultTranscodeMode } from './pcm-to-opus.js';
+export type { PcmToOpus, PcmToOpusOptions, TranscodeMode } from './pcm-to-opus.js';
+export { createOggOpusMuxer } from './ogg-opus-muxer.js';
+export type { OggOpusMuxer, OggOpusMuxerOptions } from './ogg-opus-muxer.js';
+export { createEncoderPool, warmDefaultEncoderPool, closeDefaultEncoderPool } from './encoder-pool.js';
+export type { EncoderPool } from './encoder-pool.js';
+export { opusPacketSamples48 } from './opus-toc.js';
+export { oggCrc32 } from './ogg-page.js';
