@@ -30,6 +30,8 @@ const schema = z.object({
   ALLOWED_ORIGINS: z.string().optional(),
   /** Allow full-access (non limited-scope) tokens from requests that carry an Origin header. */
   ALLOW_FULL_ACCESS_TOKENS_FROM_BROWSERS: bool.default('false'),
+  /** Minimum time between JWKS refetches triggered by an unknown key id (rate limit). */
+  JWKS_COOLDOWN_MS: int(30_000),
   /** Refuse to start on uWS's slow pure-JS fallback unless this is set. */
   ALLOW_UWS_FALLBACK: bool.default('false'),
   /** Per-session bound on audio buffered for pacing, in bytes. */

@@ -34,6 +34,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     authUrl,
     allowedOrigins: config.allowedOrigins,
     allowFullAccessFromBrowsers: config.ALLOW_FULL_ACCESS_TOKENS_FROM_BROWSERS,
+    jwksCooldownMs: config.JWKS_COOLDOWN_MS,
   });
   const credentials = createUpstreamCredentials({
     mode: config.UPSTREAM_AUTH,
