@@ -58,6 +58,8 @@ export class Session {
   private pendingControl = 0;
   private held: Buffer[] = [];
   private usageSeq = 0;
+  /** arrival time of the oldest client audio not yet sent upstream (re-chunking + pacing delay) */
+  private oldestUnsentAudioAt?: number;
   private finalCredits?: number;
   private deltaCredits = 0;
   private readonly log: Logger;
@@ -214,7 +216,13 @@ export class Session {
       chunkMs: this.deps.settings.chunkMs,
       pace: this.deps.settings.pace,
       maxBufferedBytes: this.deps.settings.maxBufferedAudioBytes,
-      onFrame: (frame) => this.upstream?.send(frame),
+      onFrame: (frame) => {
+        this.upstream?.send(frame);
+        if (this.oldestUnsentAudioAt !== undefined) {
+          metrics.forwardLatency.observe({ direction: 'client_to_upstream' }, (performance.now() - this.oldestUnsentAudioAt) / 1000);
+          this.oldestUnsentAudioAt = undefined;
+        }
+      },
       onError: (err) => this.dispatch({ type: 'audio_failed', errorId: err.id, details: err.details }),
     });
   }
@@ -259,6 +267,7 @@ export class Session {
         return this.openUpstream(e.config);
       case 'forward_audio':
         if (!this.current.audio) return;
+        this.oldestUnsentAudioAt ??= performance.now();
         if (this.pendingControl > 0) this.held.push(this.current.audio);
         else this.pipeline?.push(this.current.audio);
         return;
@@ -282,7 +291,10 @@ export class Session {
   }
 
   private relay(): void {
-    if (this.current.upstreamText && this.state.clientConnected) this.client.sendText(this.current.upstreamText);
+    if (!this.current.upstreamText || !this.state.clientConnected) return;
+    const started = performance.now();
+    this.client.sendText(this.current.upstreamText);
+    metrics.forwardLatency.observe({ direction: 'upstream_to_client' }, (performance.now() - started) / 1000);
   }
 
   /** flush/end keep their place in the stream: audio before them goes first, audio after waits. */
