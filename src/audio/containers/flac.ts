@@ -1,0 +1,115 @@
+// Incremental FLAC parser, hand-written: nothing on npm parses FLAC frames incrementally, and
+// re-chunking needs frame boundaries. A frame has no length field: it ends where the next valid
+// frame header (sync code + header CRC-8) begins. Media time: each header's block size.
+import { ByteQueue } from './byte-queue.js';
+import { MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
+
+const CRC8 = (() => {
+  const t = new Uint8Array(256);
+  for (let i = 0; i < 256; i++) {
+    let c = i;
+    for (let b = 0; b < 8; b++) c = c & 0x80 ? ((c << 1) ^ 0x07) & 0xff : (c << 1) & 0xff;
+    t[i] = c;
+  }
+  return t;
+})();
+
+/** Block size of the frame whose header starts at `off`, or 0 when no valid header is there. */
+function frameHeader(b: Buffer, off: number): number {
+  if (off + 6 > b.length || b[off] !== 0xff || (b[off + 1] & 0xfe) !== 0xf8) return 0;
+  const bsCode = b[off + 2] >> 4, srCode = b[off + 2] & 15;
+  if (bsCode === 0 || srCode === 15 || b[off + 3] >> 4 >= 11 || b[off + 3] & 1) return 0;
+  let p = off + 4;
+  const lead = b[p];
+  let n = 0;
+  while (n < 8 && lead & (0x80 >> n)) n++;
+  if (n === 1 || n > 7) return 0;
+  p += n === 0 ? 1 : n;
+  let bs = bsCode === 1 ? 192 : bsCode <= 5 ? 576 << (bsCode - 2) : bsCode >= 8 ? 256 << (bsCode - 8) : 0;
+  if (bsCode === 6) { if (p + 1 > b.length) return 0; bs = b[p] + 1; p += 1; }
+  if (bsCode === 7) { if (p + 2 > b.length) return 0; bs = b.readUInt16BE(p) + 1; p += 2; }
+  if (srCode === 12) p += 1;
+  else if (srCode === 13 || srCode === 14) p += 2;
+  if (p + 1 > b.length) return 0;
+  let crc = 0;
+  for (let i = off; i < p; i++) crc = CRC8[crc ^ b[i]];
+  return crc === b[p] ? bs : 0;
+}
+
+export class FlacParser implements ContainerParser {
+  info: TrackInfo | undefined;
+  private q = new ByteQueue();
+  private need = 4;
+  private started = false;
+  private lastBlock = false;
+  private samples = 0;
+
+  get bufferedBytes(): number { return this.q.length; }
+
+  push(chunk: Buffer): Unit[] {
+    this.q.push(chunk);
+    const out: Unit[] = [];
+    while (this.q.length >= this.need) {
+      const u = this.step(false);
+      if (!u) break;
+      out.push(u);
+    }
+    return out;
+  }
+
+  pause(): Unit[] {
+    const out = this.push(Buffer.alloc(0));
+    if (this.lastBlock && this.q.length >= 16 && frameHeader(this.q.peek(16), 0)) {
+      const u = this.step(true);
+      if (u) out.push(u);
+    }
+    return out;
+  }
+
+  private step(atEnd: boolean): Unit | undefined {
+    this.need = 4;
+    if (!this.started) {
+      if (this.q.peek(4).toString('latin1') !== 'fLaC') throw new MalformedAudio('FLAC stream does not start with fLaC');
+      this.started = true;
+      return { bytes: this.q.take(4), header: true };
+    }
+    if (!this.lastBlock) {
+      const h = this.q.peek(4);
+      const len = 4 + ((h[1] << 16) | (h[2] << 8) | h[3]);
+      if (this.q.length < len) { this.need = len; return undefined; }
+      const bytes = this.q.take(len);
+      if ((h[0] & 0x7f) === 0) this.streamInfo(bytes.subarray(4));
+      if (h[0] & 0x80) {
+        this.lastBlock = true;
+        if (!this.info) throw new MalformedAudio('FLAC metadata without STREAMINFO');
+      }
+      return { bytes, header: true };
+    }
+    const all = this.q.peek(this.q.length);
+    const bs = frameHeader(all, 0);
+    if (!bs) {
+      if (all.length < 16 && !atEnd) { this.need = 16; return undefined; }
+      // Not at a frame header (a tag, or the rest of a frame sent on after a pause): pass the
+      // bytes on up to the next frame header.
+      let i = 1;
+      while (i < all.length && !(all[i] === 0xff && frameHeader(all, i))) i++;
+      if (i === all.length && !atEnd) { this.need = this.q.length + 512; return undefined; }
+      return { bytes: this.q.take(i), header: false };
+    }
+    let next = -1;
+    for (let i = all.indexOf(0xff, 2); i >= 0 && i + 1 < all.length; i = all.indexOf(0xff, i + 1)) {
+      if (frameHeader(all, i)) { next = i; break; }
+    }
+    if (next < 0 && !atEnd) { this.need = this.q.length + 512; return undefined; } // rescan once more has come
+    const bytes = this.q.take(next < 0 ? all.length : next);
+    const start = this.samples / (this.info?.sampleRate ?? 1);
+    this.samples += bs;
+    return { bytes, header: false, start, end: this.samples / (this.info?.sampleRate ?? 1) };
+  }
+
+  private streamInfo(b: Buffer): void {
+    if (b.length < 18) throw new MalformedAudio('FLAC STREAMINFO too short');
+    const sampleRate = (b[10] << 12) | (b[11] << 4) | (b[12] >> 4);
+    this.info = { codec: 'flac', sampleRate, channels: ((b[12] >> 1) & 7) + 1 };
+  }
+}

@@ -1,0 +1,274 @@
+// Incremental MP4 box parser, hand-written: no npm demuxer streams fragmented MP4 with byte
+// offsets. Handles Chromium's fragmented MP4 (ftyp, moov with an Opus/dOps sample entry, then
+// moof+mdat) and plain files; a plain file whose moov comes after its mdat (not "faststart") is
+// held until the moov arrives, which then goes out first with its chunk offsets moved accordingly
+// (the one case where passthrough bytes are rearranged: the upstream can't decode without it).
+import { ByteQueue } from './byte-queue.js';
+import { MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
+
+const CONTAINERS = new Set(['moov', 'trak', 'mdia', 'minf', 'stbl', 'mvex', 'moof', 'traf', 'edts', 'dinf']);
+
+/** Child boxes of a box body: [type, body, offset of the box in `b`]. */
+function* boxes(b: Buffer, from = 0): Generator<[string, Buffer, number]> {
+  let off = from;
+  while (off + 8 <= b.length) {
+    let size = b.readUInt32BE(off);
+    let head = 8;
+    if (size === 1) { size = Number(b.readBigUInt64BE(off + 8)); head = 16; }
+    else if (size === 0) size = b.length - off;
+    if (size < head || off + size > b.length) throw new MalformedAudio('MP4 box overruns its parent');
+    yield [b.toString('latin1', off + 4, off + 8), b.subarray(off + head, off + size), off];
+    off += size;
+  }
+}
+
+function find(b: Buffer, path: string[]): Buffer | undefined {
+  let cur: Buffer | undefined = b;
+  for (const t of path) {
+    let next: Buffer | undefined;
+    for (const [type, body] of boxes(cur)) if (type === t) { next = body; break; }
+    if (!next) return undefined;
+    cur = next;
+  }
+  return cur;
+}
+
+/** MPEG-4 descriptor: tag and body; sizes use 7 bits a byte. */
+function descriptor(b: Buffer, off: number): { tag: number; body: Buffer; next: number } | undefined {
+  if (off + 2 > b.length) return undefined;
+  const tag = b[off];
+  let size = 0, p = off + 1;
+  for (let i = 0; i < 4 && p < b.length; i++) {
+    const x = b[p++];
+    size = (size << 7) | (x & 0x7f);
+    if (!(x & 0x80)) break;
+  }
+  return { tag, body: b.subarray(p, p + size), next: p + size };
+}
+
+/** objectTypeIndication from an esds body: 0x40 AAC, 0x69/0x6B MP3. */
+function esdsObjectType(esds: Buffer): number | undefined {
+  const es = descriptor(esds, 4);
+  if (!es || es.tag !== 3) return undefined;
+  const flags = es.body[2];
+  let p = 3 + (flags & 0x80 ? 2 : 0) + (flags & 0x40 ? 1 + es.body[3] : 0) + (flags & 0x20 ? 2 : 0);
+  while (p < es.body.length) {
+    const d = descriptor(es.body, p);
+    if (!d) return undefined;
+    if (d.tag === 4) return d.body[0];
+    p = d.next;
+  }
+  return undefined;
+}
+
+interface Track { id: number; timescale: number; duration: number; defDuration: number; defSize: number }
+
+interface Sample { size: number; duration: number }
+
+export class Mp4Parser implements ContainerParser {
+  info: TrackInfo | undefined;
+  private q = new ByteQueue();
+  private need = 8;
+  private track: Track | undefined;
+  private deferred: Buffer[] = []; // mdat (and what follows it) before the moov
+  private deferredBytes = 0;
+  private time = 0;
+  private liveMdat = false;
+  private moovSamplesTimed = false;
+  private fragment: { samples: Sample[]; start: number; dataOffset: number; moofSize: number } | undefined;
+
+  get bufferedBytes(): number { return this.q.length + this.deferredBytes; }
+
+  push(chunk: Buffer): Unit[] {
+    this.q.push(chunk);
+    const out: Unit[] = [];
+    while (this.q.length >= this.need) {
+      const u = this.step();
+      if (!u) break;
+      out.push(...u);
+    }
+    return out;
+  }
+
+  private step(): Unit[] | undefined {
+    if (this.liveMdat) { this.need = 1; return [{ bytes: this.q.takeAll(), header: false }]; }
+    const h = this.q.peek(Math.min(16, this.q.length));
+    let size = h.readUInt32BE(0);
+    const type = h.toString('latin1', 4, 8);
+    if (!/^[\x20-\x7e]{4}$/.test(type)) throw new MalformedAudio('invalid MP4 box type');
+    if (size === 1) {
+      if (h.length < 16) { this.need = 16; return undefined; }
+      size = Number(h.readBigUInt64BE(8));
+    } else if (size === 0) size = Infinity; // to the end of the stream
+    if (size < 8) throw new MalformedAudio(`MP4 box ${type} with size ${size}`);
+    if (!Number.isFinite(size) && type === 'mdat') {
+      // Live mdat without a size: it runs to the end of the stream; its bytes go out as they come.
+      this.liveMdat = true;
+      this.need = 1;
+      return [{ bytes: this.q.takeAll(), header: false }];
+    }
+    if (this.q.length < size) { this.need = size; return undefined; }
+    this.need = 8;
+    const bytes = this.q.take(size);
+    switch (type) {
+      case 'moov': return this.moov(bytes);
+      case 'moof': this.moof(bytes); return [{ bytes, header: false }];
+      case 'mdat':
+        if (!this.info) { this.deferred.push(bytes); this.deferredBytes += bytes.length; return []; }
+        return this.mediaUnits(bytes);
+      default:
+        if (this.deferred.length) { this.deferred.push(bytes); this.deferredBytes += bytes.length; return []; }
+        return [{ bytes, header: !this.info }];
+    }
+  }
+
+  private moov(bytes: Buffer): Unit[] {
+    const body = bytes.subarray(8);
+    for (const [type, trak] of boxes(body)) {
+      if (type !== 'trak') continue;
+      const hdlr = find(trak, ['mdia', 'hdlr']);
+      if (!hdlr || hdlr.toString('latin1', 8, 12) !== 'soun') continue;
+      this.audioTrack(trak, body);
+      break;
+    }
+    if (!this.info) this.info = { codec: 'none' };
+    if (!this.deferred.length) return [{ bytes, header: true }];
+    // moov after mdat: move it ahead of the held boxes, so every chunk offset grows by its size.
+    shiftChunkOffsets(bytes, bytes.length);
+    const held = Buffer.concat(this.deferred, this.deferredBytes);
+    this.deferred = [];
+    this.deferredBytes = 0;
+    const seconds = this.track && this.track.timescale ? this.track.duration / this.track.timescale : 0;
+    this.time = seconds;
+    return [{ bytes, header: true }, ...spread(held, 0, seconds)];
+  }
+
+  private audioTrack(trak: Buffer, moov: Buffer): void {
+    const tkhd = find(trak, ['tkhd']);
+    const mdhd = find(trak, ['mdia', 'mdhd']);
+    const stsd = find(trak, ['mdia', 'minf', 'stbl', 'stsd']);
+    if (!tkhd || !mdhd || !stsd) throw new MalformedAudio('MP4 audio track without tkhd/mdhd/stsd');
+    const id = tkhd[0] === 1 ? tkhd.readUInt32BE(20) : tkhd.readUInt32BE(12);
+    const v1 = mdhd[0] === 1;
+    const timescale = mdhd.readUInt32BE(v1 ? 20 : 12);
+    const duration = v1 ? Number(mdhd.readBigUInt64BE(24)) : mdhd.readUInt32BE(16);
+    this.track = { id, timescale, duration, defDuration: 0, defSize: 0 };
+    for (const [type, trex] of boxes(find(moov, ['mvex']) ?? Buffer.alloc(0))) {
+      if (type === 'trex' && trex.readUInt32BE(4) === id) {
+        this.track.defDuration = trex.readUInt32BE(12);
+        this.track.defSize = trex.readUInt32BE(16);
+      }
+    }
+    // First sample entry: 8 bytes of stsd fields, then the entry box.
+    const [[format, entry]] = [...boxes(stsd, 8)];
+    const channels = entry.readUInt16BE(16), sampleRate = entry.readUInt32BE(24) >>> 16;
+    const ext = entry.subarray(28);
+    if (format === 'Opus') {
+      const dOps = find(ext, ['dOps']);
+      if (!dOps || dOps.length < 11) throw new MalformedAudio('MP4 Opus sample entry without dOps');
+      this.info = { codec: 'opus', channels: dOps[1], preSkip: dOps.readUInt16BE(2), inputSampleRate: dOps.readUInt32BE(4), sampleRate: 48000 };
+    } else if (format === 'mp4a') {
+      const esds = find(ext, ['esds']);
+      const ot = esds && esdsObjectType(esds);
+      const codec = ot === 0x40 || ot === 0x66 || ot === 0x67 || ot === 0x68 ? 'aac' : ot === 0x69 || ot === 0x6b ? 'mp3' : `mp4a-0x${(ot ?? 0).toString(16)}`;
+      this.info = { codec, channels, sampleRate };
+    } else if (format === '.mp3') this.info = { codec: 'mp3', channels, sampleRate };
+    else this.info = { codec: format.trim(), channels, sampleRate };
+  }
+
+  private moof(bytes: Buffer): void {
+    const t = this.track;
+    if (!t) throw new MalformedAudio('MP4 fragment before its moov');
+    for (const [type, traf] of boxes(bytes.subarray(8))) {
+      if (type !== 'traf') continue;
+      const tfhd = find(traf, ['tfhd']);
+      if (!tfhd || tfhd.readUInt32BE(4) !== t.id) continue;
+      const ff = tfhd.readUInt32BE(0) & 0xffffff;
+      let p = 8;
+      if (ff & 0x1) p += 8;
+      if (ff & 0x2) p += 4;
+      let defDuration = t.defDuration, defSize = t.defSize;
+      if (ff & 0x8) { defDuration = tfhd.readUInt32BE(p); p += 4; }
+      if (ff & 0x10) defSize = tfhd.readUInt32BE(p);
+      const tfdt = find(traf, ['tfdt']);
+      const start = tfdt ? (tfdt[0] === 1 ? Number(tfdt.readBigUInt64BE(4)) : tfdt.readUInt32BE(4)) / t.timescale : this.time;
+      const samples: Sample[] = [];
+      let dataOffset = -1;
+      for (const [rt, trun] of boxes(traf)) {
+        if (rt !== 'trun') continue;
+        const tf = trun.readUInt32BE(0) & 0xffffff;
+        const count = trun.readUInt32BE(4);
+        let q = 8;
+        if (tf & 0x1) { if (dataOffset < 0) dataOffset = trun.readInt32BE(q); q += 4; }
+        if (tf & 0x4) q += 4;
+        for (let i = 0; i < count; i++) {
+          let duration = defDuration, size = defSize;
+          if (tf & 0x100) { duration = trun.readUInt32BE(q); q += 4; }
+          if (tf & 0x200) { size = trun.readUInt32BE(q); q += 4; }
+          if (tf & 0x400) q += 4;
+          if (tf & 0x800) q += 4;
+          samples.push({ size, duration });
+        }
+      }
+      this.fragment = { samples, start, dataOffset, moofSize: bytes.length };
+      return;
+    }
+  }
+
+  /** An mdat: media time from the fragment's samples (or the running time), Opus packets as payload. */
+  private mediaUnits(bytes: Buffer): Unit[] {
+    const f = this.fragment;
+    this.fragment = undefined;
+    if (!this.track) return [{ bytes, header: false }];
+    if (!f) {
+      // Samples described in the moov itself (a plain file, or the part of a fragmented file
+      // before its first moof): mdhd's duration is theirs.
+      if (this.moovSamplesTimed || !this.track.timescale) return [{ bytes, header: false }];
+      this.moovSamplesTimed = true;
+      const start = this.time;
+      this.time += this.track.duration / this.track.timescale;
+      return spread(bytes, start, this.time);
+    }
+    const ticks = f.samples.reduce((s, x) => s + x.duration, 0);
+    const start = f.start, end = start + ticks / this.track.timescale;
+    this.time = end;
+    // Data offsets count from the moof's first byte; the mdat's payload starts after its 8-byte head.
+    let off = f.dataOffset >= 0 ? f.dataOffset - f.moofSize : 8;
+    const payload: Buffer[] = [];
+    for (const s of f.samples) {
+      if (off + s.size > bytes.length) throw new MalformedAudio('MP4 sample outside its mdat');
+      payload.push(bytes.subarray(off, off + s.size));
+      off += s.size;
+    }
+    return [{ bytes, header: false, start, end, payload }];
+  }
+}
+
+/** A whole track's mdat as units of about 50 ms each (byte-proportional times), so that it is
+ * re-chunked and paced like any other stream instead of going out in 64000-byte pieces. */
+function spread(bytes: Buffer, start: number, end: number): Unit[] {
+  const n = Math.max(1, Math.min(Math.ceil((end - start) / 0.05), Math.ceil(bytes.length / 64)));
+  const out: Unit[] = [];
+  for (let i = 0; i < n; i++) {
+    const a = Math.floor((bytes.length * i) / n), b = Math.floor((bytes.length * (i + 1)) / n);
+    out.push({ bytes: bytes.subarray(a, b), header: false, start: start + ((end - start) * i) / n, end: start + ((end - start) * (i + 1)) / n });
+  }
+  return out;
+}
+
+/** Adds `delta` to every stco/co64 entry inside a moov (in place). */
+function shiftChunkOffsets(moov: Buffer, delta: number): void {
+  const walk = (b: Buffer) => {
+    for (const [type, body] of boxes(b)) {
+      if (CONTAINERS.has(type)) walk(body);
+      else if (type === 'stco') {
+        const n = body.readUInt32BE(4);
+        for (let i = 0; i < n; i++) body.writeUInt32BE(body.readUInt32BE(8 + 4 * i) + delta, 8 + 4 * i);
+      } else if (type === 'co64') {
+        const n = body.readUInt32BE(4);
+        for (let i = 0; i < n; i++) body.writeBigUInt64BE(body.readBigUInt64BE(8 + 8 * i) + BigInt(delta), 8 + 8 * i);
+      }
+    }
+  };
+  walk(moov.subarray(8));
+}

@@ -1,0 +1,85 @@
+// Incremental Ogg page parser, hand-written: prism-media's OggDemuxer yields packets, not pages,
+// and re-chunking passthrough audio must cut at page boundaries and know where the header pages
+// end. Also re-chunks the transcoder's own Ogg/Opus output.
+import { ByteQueue } from './byte-queue.js';
+import { MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
+
+export class OggParser implements ContainerParser {
+  info: TrackInfo | undefined;
+  private q = new ByteQueue();
+  private serial: number | undefined;
+  private headerPackets = Infinity; // header packets still to complete on the first stream
+  private lastEnd = 0;
+  private base = 0; // media time where the current chained stream starts
+
+  get bufferedBytes(): number { return this.q.length; }
+
+  push(chunk: Buffer): Unit[] {
+    this.q.push(chunk);
+    const out: Unit[] = [];
+    for (;;) {
+      const u = this.page();
+      if (!u) return out;
+      out.push(u);
+    }
+  }
+
+  private page(): Unit | undefined {
+    if (this.q.length < 27) return undefined;
+    const h = this.q.peek(27);
+    if (h.toString('latin1', 0, 4) !== 'OggS' || h[4] !== 0) throw new MalformedAudio('lost Ogg page sync');
+    const nseg = h[26];
+    if (this.q.length < 27 + nseg) return undefined;
+    const lacing = this.q.peek(27 + nseg).subarray(27);
+    let bodyLen = 0;
+    for (const l of lacing) bodyLen += l;
+    if (this.q.length < 27 + nseg + bodyLen) return undefined;
+    const bytes = this.q.take(27 + nseg + bodyLen);
+    const serial = bytes.readUInt32LE(14);
+    if ((bytes[5] & 0x02) && this.serial !== undefined && this.headerPackets <= 0) {
+      // A chained stream (BOS after the first one's headers): its time follows on.
+      this.serial = serial;
+      this.base = this.lastEnd;
+      this.info = undefined;
+      this.headerPackets = Infinity;
+    }
+    if (this.serial === undefined) this.serial = serial;
+    if (serial !== this.serial) return { bytes, header: false }; // a multiplexed stream: pass along
+    const wasHeader = this.headerPackets > 0;
+    const body = bytes.subarray(27 + nseg);
+    // Count packets completed on this page (a lacing value < 255 ends one).
+    let off = 0;
+    const packets: Buffer[] = [];
+    let from = 0;
+    for (const l of lacing) {
+      off += l;
+      if (l < 255) { packets.push(body.subarray(from, off)); from = off; }
+    }
+    if (this.info === undefined) this.identify(packets[0] ?? body);
+    this.headerPackets -= packets.length;
+    const granule = bytes.readBigInt64LE(6);
+    const unit: Unit = { bytes, header: wasHeader };
+    if (!wasHeader && granule >= 0n && this.info?.sampleRate) {
+      const rate = this.info.codec === 'opus' ? 48000 : this.info.sampleRate;
+      const end = this.base + Math.max(0, Number(granule) - (this.info.preSkip ?? 0)) / rate;
+      unit.start = this.lastEnd;
+      unit.end = Math.max(end, this.lastEnd);
+      this.lastEnd = unit.end;
+    }
+    if (!wasHeader) unit.payload = packets;
+    return unit;
+  }
+
+  private identify(p: Buffer): void {
+    if (p.length >= 19 && p.toString('latin1', 0, 8) === 'OpusHead') {
+      this.info = { codec: 'opus', channels: p[9], preSkip: p.readUInt16LE(10), inputSampleRate: p.readUInt32LE(12), sampleRate: 48000 };
+      this.headerPackets = 2;
+    } else if (p.length >= 16 && p[0] === 1 && p.toString('latin1', 1, 7) === 'vorbis') {
+      this.info = { codec: 'vorbis', channels: p[11], sampleRate: p.readUInt32LE(12) };
+      this.headerPackets = 3;
+    } else {
+      this.info = { codec: p.subarray(0, 8).toString('latin1').replace(/[^\x20-\x7e]/g, '?') };
+      this.headerPackets = 1;
+    }
+  }
+}

@@ -1,0 +1,37 @@
+// What every container parser yields: consecutive slices of its input, in order, each tagged with
+// what the re-chunker and the transcoder need to know.
+
+export interface Unit {
+  /** The exact input bytes (their concatenation over all units equals the input). */
+  bytes: Buffer;
+  /** Part of the headers that the first upstream frame must carry in full. */
+  header: boolean;
+  /** Media time (seconds, stream time) this unit covers, when it carries media. */
+  start?: number;
+  end?: number;
+  /** Codec payload inside the unit, for the transcoder (PCM bytes or whole Opus packets). */
+  payload?: Buffer[];
+}
+
+export interface TrackInfo {
+  /** 'opus' | 'vorbis' | 'pcm-f32' | 'pcm-s16' | 'aac' | 'mp3' | 'flac', or the container's own codec id. */
+  codec: string;
+  sampleRate?: number;
+  channels?: number;
+  /** Opus: pre-skip samples at 48 kHz (from OpusHead/dOps). */
+  preSkip?: number;
+  inputSampleRate?: number;
+}
+
+export interface ContainerParser {
+  /** Units complete so far; throws MalformedAudio on bytes the container can't hold. */
+  push(chunk: Buffer): Unit[];
+  /** Input pauses here (client flush/end), more may follow: units complete as far as can be told
+   * (FLAC's last frame, which otherwise waits for the next frame's header). */
+  pause?(): Unit[];
+  /** Codec and format, once the headers say. */
+  readonly info: TrackInfo | undefined;
+  readonly bufferedBytes: number;
+}
+
+export class MalformedAudio extends Error {}

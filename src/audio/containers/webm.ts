@@ -1,0 +1,191 @@
+// Incremental WebM/Matroska parser, hand-written: prism-media's WebmDemuxer yields packets but not
+// byte offsets, and re-chunking passthrough audio needs to cut at element boundaries and know
+// where the headers end. Handles live browser WebM (unknown-size Segment and Clusters).
+import { ByteQueue } from './byte-queue.js';
+import { MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
+
+const ID = {
+  EBML: 0x1a45dfa3, DocType: 0x4282,
+  Segment: 0x18538067, Cluster: 0x1f43b675,
+  Info: 0x1549a966, TimecodeScale: 0x2ad7b1,
+  Tracks: 0x1654ae6b, TrackEntry: 0xae, TrackNumber: 0xd7, TrackType: 0x83, CodecID: 0x86, CodecPrivate: 0x63a2,
+  Audio: 0xe1, SamplingFrequency: 0xb5, Channels: 0x9f, BitDepth: 0x6264,
+  Timecode: 0xe7, SimpleBlock: 0xa3, BlockGroup: 0xa0, Block: 0xa1, BlockDuration: 0x9b,
+};
+
+/** Elements entered rather than read whole (they may be live, with unknown size). */
+const DESCEND = new Set([ID.Segment, ID.Cluster]);
+
+function vintLength(first: number): number {
+  for (let i = 0; i < 8; i++) if (first & (0x80 >> i)) return i + 1;
+  return 0;
+}
+
+interface Vint { value: number; length: number; unknown: boolean }
+
+/** An EBML variable-size integer; `keepMarker` for element ids. undefined: need more bytes. */
+function readVint(b: Buffer, off: number, keepMarker: boolean): Vint | undefined {
+  if (off >= b.length) return undefined;
+  const len = vintLength(b[off]);
+  if (len === 0) throw new MalformedAudio('invalid EBML variable-size integer');
+  if (off + len > b.length) return undefined;
+  let value = keepMarker ? b[off] : b[off] & (0xff >> len);
+  let allOnes = value === 0xff >> len;
+  for (let i = 1; i < len; i++) {
+    value = value * 256 + b[off + i];
+    if (b[off + i] !== 0xff) allOnes = false;
+  }
+  return { value, length: len, unknown: !keepMarker && allOnes };
+}
+
+/** Children of a master element's body: [id, data]. */
+function* children(body: Buffer): Generator<[number, Buffer]> {
+  let off = 0;
+  while (off < body.length) {
+    const id = readVint(body, off, true);
+    const size = id && readVint(body, off + id.length, false);
+    if (!id || !size || size.unknown) throw new MalformedAudio('truncated EBML element');
+    const start = off + id.length + size.length;
+    if (start + size.value > body.length) throw new MalformedAudio('EBML element overruns its parent');
+    yield [id.value, body.subarray(start, start + size.value)];
+    off = start + size.value;
+  }
+}
+
+function uint(b: Buffer): number {
+  let v = 0;
+  for (const x of b) v = v * 256 + x;
+  return v;
+}
+
+function float(b: Buffer): number {
+  return b.length === 4 ? b.readFloatBE(0) : b.length === 8 ? b.readDoubleBE(0) : 0;
+}
+
+const CODECS: Record<string, string> = {
+  A_OPUS: 'opus', A_VORBIS: 'vorbis', 'A_PCM/FLOAT/IEEE': 'pcm-f32', 'A_PCM/INT/LIT': 'pcm-s16',
+};
+
+export class WebmParser implements ContainerParser {
+  info: TrackInfo | undefined;
+  private q = new ByteQueue();
+  private need = 1;
+  private inHeader = true;
+  private docTypeOk = false;
+  private track = -1;
+  private timecodeScale = 1e6; // ns per tick
+  private clusterTime = 0;
+  private lastStart: number | undefined;
+  private lastDuration = 0;
+
+  get bufferedBytes(): number { return this.q.length; }
+
+  push(chunk: Buffer): Unit[] {
+    this.q.push(chunk);
+    const out: Unit[] = [];
+    while (this.q.length >= this.need) {
+      const u = this.step();
+      if (!u) break;
+      out.push(u);
+    }
+    return out;
+  }
+
+  /** One element (or a descended element's head) if complete; sets `need` otherwise. */
+  private step(): Unit | undefined {
+    const avail = this.q.peek(Math.min(this.q.length, 12));
+    const id = readVint(avail, 0, true);
+    const size = id && readVint(avail, id.length, false);
+    if (!id || !size) { this.need = this.q.length + 1; return undefined; }
+    const headLen = id.length + size.length;
+    if (!this.docTypeOk && id.value !== ID.EBML) throw new MalformedAudio('WebM stream does not start with an EBML header');
+    if (DESCEND.has(id.value)) {
+      if (id.value === ID.Cluster) this.inHeader = false;
+      this.need = 1;
+      return { bytes: this.q.take(headLen), header: this.inHeader };
+    }
+    if (size.unknown) throw new MalformedAudio(`unknown-size EBML element 0x${id.value.toString(16)}`);
+    const total = headLen + size.value;
+    if (this.q.length < total) { this.need = total; return undefined; }
+    this.need = 1;
+    const bytes = this.q.take(total);
+    const body = bytes.subarray(headLen);
+    const unit: Unit = { bytes, header: this.inHeader };
+    switch (id.value) {
+      case ID.EBML: this.ebmlHeader(body); break;
+      case ID.Info: for (const [cid, d] of children(body)) if (cid === ID.TimecodeScale) this.timecodeScale = uint(d); break;
+      case ID.Tracks: this.tracks(body); break;
+      case ID.Timecode: this.clusterTime = uint(body); break;
+      case ID.SimpleBlock: this.block(body, undefined, unit); break;
+      case ID.BlockGroup: {
+        let blk: Buffer | undefined, dur: number | undefined;
+        for (const [cid, d] of children(body)) {
+          if (cid === ID.Block) blk = d;
+          else if (cid === ID.BlockDuration) dur = uint(d);
+        }
+        if (blk) this.block(blk, dur, unit);
+        break;
+      }
+    }
+    return unit;
+  }
+
+  private ebmlHeader(body: Buffer): void {
+    for (const [cid, d] of children(body)) {
+      if (cid === ID.DocType) {
+        const t = d.toString('latin1').replace(/\0+$/, '');
+        if (t !== 'webm' && t !== 'matroska') throw new MalformedAudio(`EBML DocType ${t} is not WebM/Matroska`);
+      }
+    }
+    this.docTypeOk = true;
+  }
+
+  private tracks(body: Buffer): void {
+    for (const [cid, entry] of children(body)) {
+      if (cid !== ID.TrackEntry) continue;
+      let num = -1, codec = '', type = 0, rate: number | undefined, channels = 1;
+      for (const [eid, d] of children(entry)) {
+        if (eid === ID.TrackNumber) num = uint(d);
+        else if (eid === ID.TrackType) type = uint(d);
+        else if (eid === ID.CodecID) codec = d.toString('latin1').replace(/\0+$/, '');
+        else if (eid === ID.Audio) {
+          for (const [aid, a] of children(d)) {
+            if (aid === ID.SamplingFrequency) rate = float(a);
+            else if (aid === ID.Channels) channels = uint(a);
+          }
+        }
+      }
+      // The first audio track decides (a video track ahead of it is not audio for us).
+      if (type === 2 || codec.startsWith('A_')) {
+        this.track = num;
+        this.info = { codec: CODECS[codec] ?? codec, sampleRate: rate, channels };
+        return;
+      }
+    }
+    this.info = { codec: 'none' };
+  }
+
+  private block(b: Buffer, durationTicks: number | undefined, unit: Unit): void {
+    const tn = readVint(b, 0, false);
+    if (!tn || b.length < tn.length + 3) throw new MalformedAudio('truncated WebM block');
+    if (tn.value !== this.track) return;
+    const ticks = this.clusterTime + b.readInt16BE(tn.length);
+    const start = (ticks * this.timecodeScale) / 1e9;
+    const flags = b[tn.length + 2];
+    const payload = b.subarray(tn.length + 3);
+    let duration: number;
+    if (durationTicks !== undefined) duration = (durationTicks * this.timecodeScale) / 1e9;
+    else if (this.info?.codec === 'pcm-f32' || this.info?.codec === 'pcm-s16') {
+      const bytesPerFrame = (this.info.codec === 'pcm-f32' ? 4 : 2) * (this.info.channels ?? 1);
+      duration = payload.length / bytesPerFrame / (this.info.sampleRate ?? 48000);
+    } else {
+      // Without BlockDuration a block lasts until the next one: assume the previous spacing.
+      if (this.lastStart !== undefined && start > this.lastStart) this.lastDuration = start - this.lastStart;
+      duration = this.lastDuration;
+    }
+    this.lastStart = start;
+    unit.start = start;
+    unit.end = start + duration;
+    if ((flags & 0x06) === 0) unit.payload = [payload]; // unlaced: the payload is one frame
+  }
+}

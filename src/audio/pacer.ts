@@ -1,0 +1,76 @@
+// Releases frames no faster than `pace` × real time by media time: the frame starting at media
+// time m goes out at t0 + m/pace. t0 is when the stream's first bytes arrived (start()), not when
+// the first frame went out: the first frame waits for the headers and a chunk of media, and counting
+// from its release would delay every later frame of a real-time client by that wait. Frames already
+// due go out at once, so a real-time client sees no added delay.
+import type { Frame } from './rechunk.js';
+import type { Clock } from './types.js';
+
+export class Pacer {
+  private queue: Frame[] = [];
+  private queued = 0;
+  private t0: number | undefined;
+  private origin = 0;
+  private started = false;
+  private timer: unknown;
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(private o: { pace: number; clock: Clock; emit(frame: Frame): void }) {}
+
+  get bufferedBytes(): number { return this.queued; }
+
+  /** The stream's first bytes arrived now. */
+  start(): void {
+    this.t0 ??= this.o.clock.now();
+  }
+
+  push(f: Frame): void {
+    this.queue.push(f);
+    this.queued += f.bytes.length;
+    if (this.timer === undefined) this.release();
+  }
+
+  /** Resolves once every queued frame has been emitted. */
+  idle(): Promise<void> {
+    if (this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  close(): void {
+    if (this.timer !== undefined) this.o.clock.clearTimeout(this.timer);
+    this.timer = undefined;
+    this.queue = [];
+    this.queued = 0;
+    this.wakeIdle();
+  }
+
+  private due(f: Frame): number {
+    return (this.t0 as number) + ((f.start - this.origin) / this.o.pace) * 1000;
+  }
+
+  private release(): void {
+    this.timer = undefined;
+    while (this.queue.length > 0) {
+      const f = this.queue[0];
+      const now = this.o.clock.now();
+      this.t0 ??= now;
+      if (!this.started) { this.started = true; this.origin = f.start; }
+      const wait = this.due(f) - now;
+      if (wait > 0) {
+        this.timer = this.o.clock.setTimeout(() => this.release(), wait);
+        return;
+      }
+      this.queue.shift();
+      this.queued -= f.bytes.length;
+      this.o.emit(f);
+      if (this.timer !== undefined) return; // emit() closed or re-entered us
+    }
+    this.wakeIdle();
+  }
+
+  private wakeIdle(): void {
+    const w = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const r of w) r();
+  }
+}

@@ -1,0 +1,224 @@
+// The audio path of one session: sniff → container parser → (transcoder) → re-chunker → pacer.
+// Every stage sees the stream and either passes it on or stops it with one error.
+import { gatewayError, type ErrorId } from '../protocol/errors.js';
+import { logger } from '../telemetry/logger.js';
+import { PcmParser } from './containers/pcm.js';
+import { MalformedAudio, type ContainerParser, type Unit } from './containers/unit.js';
+import { Pacer } from './pacer.js';
+import { Rechunker, type Frame } from './rechunk.js';
+import { OpusRemuxRoute, PassRoute, PcmRoute, type Route } from './routes.js';
+import { sniff, SNIFF_BYTES, type Container } from './sniff.js';
+import { createParser, sourceKind } from './source.js';
+import { KIND_LABEL, PASSTHROUGH_KINDS, type AudioPipeline, type AudioPipelineOptions, type AudioStats, type Clock } from './types.js';
+
+const realClock: Clock = {
+  now: () => performance.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+};
+
+class Pipeline implements AudioPipeline {
+  readonly stats: AudioStats = {
+    bytesIn: 0, bytesOut: 0, mediaSecondsIn: 0, mediaSecondsOut: 0, framesIn: 0, framesOut: 0,
+    framesSplit: 0, framesCoalesced: 0, transcodeSeconds: 0,
+  };
+  private stopped = false;
+  private draining: Promise<void> = Promise.resolve();
+  private sniffed: Buffer[] = [];
+  private sniffedBytes = 0;
+  private container: Container | 'pcm' | undefined;
+  private parser: ContainerParser | undefined;
+  private held: Unit[] = [];
+  private heldBytes = 0;
+  private route: Route | undefined;
+  private mediaOrigin: number | undefined;
+  private outOrigin: number | undefined;
+  private rechunker: Rechunker;
+  private pacer: Pacer;
+
+  constructor(private o: AudioPipelineOptions) {
+    const clock = o.clock ?? realClock;
+    const maxFrameBytes = o.maxFrameBytes ?? 64000;
+    this.pacer = new Pacer({ pace: o.pace, clock, emit: (f) => this.emit(f) });
+    this.rechunker = new Rechunker({
+      chunkMs: o.chunkMs, maxFrameBytes, clock,
+      emit: (f, how) => {
+        if (how.split) this.stats.framesSplit++;
+        if (how.coalesced) this.stats.framesCoalesced++;
+        this.pacer.push(f);
+      },
+    });
+  }
+
+  get bufferedBytes(): number {
+    return this.sniffedBytes + (this.parser?.bufferedBytes ?? 0) + this.heldBytes + (this.route?.bufferedBytes ?? 0)
+      + this.rechunker.bufferedBytes + this.pacer.bufferedBytes;
+  }
+
+  push(chunk: Buffer): void {
+    if (this.stopped) return;
+    this.stats.framesIn++;
+    this.stats.bytesIn += chunk.length;
+    if (chunk.length > 0) this.pacer.start();
+    this.guard(() => {
+      if (!this.parser) {
+        this.sniffed.push(chunk);
+        this.sniffedBytes += chunk.length;
+        if (!this.start()) return;
+      } else this.accept(this.parser.push(chunk));
+    });
+    if (!this.stopped && this.bufferedBytes > this.o.maxBufferedBytes) {
+      this.fail('AUDIO_BUFFER_OVERRUN', `more than ${this.o.maxBufferedBytes} bytes of audio waiting to be forwarded; send audio at real time`);
+    }
+  }
+
+  /** Flush or end (client `flush`/`end`): everything buffered goes out (the transcoder's tail
+   * too), paced; resolves when the last frame has been passed to onFrame. More audio may follow:
+   * the transcoder then starts a chained Ogg stream. Calls run one after another. */
+  drain(): Promise<void> {
+    this.draining = this.draining.then(() => this.drainNow());
+    return this.draining;
+  }
+
+  private async drainNow(): Promise<void> {
+    if (this.stopped) return;
+    this.guard(() => {
+      if (!this.parser && this.sniffedBytes > 0) this.start();
+      if (this.parser?.pause) this.accept(this.parser.pause());
+    });
+    if (this.stopped || !this.route) return; // headers not complete yet: nothing can go out
+    try {
+      await this.route.finish();
+    } catch (e) {
+      this.failWith(e);
+    }
+    if (this.stopped) return;
+    this.stats.transcodeSeconds = this.route.transcodeSeconds;
+    this.rechunker.flush();
+    await this.pacer.idle();
+  }
+
+  close(): void {
+    this.stopped = true;
+    this.rechunker.close();
+    this.pacer.close();
+    this.sniffed = [];
+    this.sniffedBytes = 0;
+    this.held = [];
+    this.heldBytes = 0;
+  }
+
+  /** Picks the parser once the first bytes say which container this is; false: need more bytes. */
+  private start(): boolean {
+    const bytes = Buffer.concat(this.sniffed, this.sniffedBytes);
+    let r = sniff(bytes.subarray(0, SNIFF_BYTES));
+    const plan = this.o.plan;
+    // Samples can look like an MPEG frame sync by chance; only an ID3 tag marks MP3 under PCM.
+    if (plan.pcm && r === 'mp3' && bytes.toString('latin1', 0, 3) !== 'ID3') r = 'unknown';
+    if (plan.pcm) {
+      // Raw PCM can't be sniffed; but container magic under a PCM declaration is a mismatch.
+      if (r === 'more') return false;
+      if (r !== 'unknown') { this.mismatch(`a ${r.toUpperCase()} container`); return false; }
+      this.container = 'pcm';
+      this.parser = new PcmParser(plan.pcm);
+    } else {
+      if (r === 'more') return false;
+      if (r === 'unknown') {
+        this.fail('AUDIO_UNRECOGNIZED', plan.declared ? `declared ${plan.declared} but the bytes are no audio format the gateway knows` : 'the bytes are no audio format the gateway knows');
+        return false;
+      }
+      this.container = r;
+      this.parser = createParser(r);
+    }
+    this.sniffed = [];
+    this.sniffedBytes = 0;
+    this.accept(this.parser.push(bytes));
+    return true;
+  }
+
+  private accept(units: Unit[]): void {
+    if (this.stopped) return;
+    if (!this.route) {
+      for (const u of units) { this.held.push(u); this.heldBytes += u.bytes.length; }
+      const info = this.parser?.info;
+      if (!info || !this.decide()) return;
+      units = this.held;
+      this.held = [];
+      this.heldBytes = 0;
+    }
+    for (const u of units) {
+      if (this.stopped) return;
+      if (u.end !== undefined) {
+        this.mediaOrigin ??= u.start ?? 0;
+        this.stats.mediaSecondsIn = Math.max(this.stats.mediaSecondsIn, u.end - this.mediaOrigin);
+      }
+      (this.route as Route).unit(u);
+      this.stats.transcodeSeconds = (this.route as Route).transcodeSeconds;
+    }
+  }
+
+  /** Checks the stream against the declaration and sets the route; false when it failed. */
+  private decide(): boolean {
+    const info = this.parser?.info;
+    if (!info || !this.container) return false;
+    const plan = this.o.plan;
+    const { kind, label } = sourceKind(this.container, info);
+    if (!kind) {
+      if (this.container === 'wav') this.fail('AUDIO_UNRECOGNIZED', `${label}: the gateway takes WAV with 16-bit integer or 32-bit float PCM`);
+      else if (plan.declared) this.mismatch(label);
+      else this.fail('AUDIO_UNRECOGNIZED', `the stream is ${label}, which the gateway does not take`);
+      return false;
+    }
+    if (plan.expect && !plan.expect.includes(kind)) { this.mismatch(KIND_LABEL[kind]); return false; }
+    this.stats.source = kind;
+    const sink = (u: Unit) => { if (!this.stopped) this.rechunker.add(u); };
+    const passthrough = plan.mode === 'passthrough' || (plan.mode === 'detect' && PASSTHROUGH_KINDS.has(kind));
+    if (passthrough) this.route = new PassRoute(sink);
+    else if (kind === 'mp4-opus') this.route = new OpusRemuxRoute(info, sink);
+    else {
+      const encoding = plan.pcm?.encoding ?? (info.codec === 'pcm-f32' ? 'f32le' : 's16le');
+      if (!info.sampleRate || !info.channels || info.channels > 2) {
+        this.fail('AUDIO_UNRECOGNIZED', `${KIND_LABEL[kind]} with ${info.channels} channels at ${info.sampleRate} Hz cannot be transcoded (mono or stereo only)`);
+        return false;
+      }
+      this.route = new PcmRoute({ sampleRate: Math.round(info.sampleRate), channels: info.channels, encoding }, sink, (e) => this.failWith(e));
+    }
+    logger.debug({ source: kind, passthrough }, 'audio source recognised');
+    return true;
+  }
+
+  private emit(f: Frame): void {
+    if (this.stopped) return;
+    this.outOrigin ??= f.start;
+    this.stats.framesOut++;
+    this.stats.bytesOut += f.bytes.length;
+    this.stats.mediaSecondsOut = Math.max(this.stats.mediaSecondsOut, f.end - this.outOrigin);
+    this.o.onFrame(f.bytes);
+  }
+
+  private mismatch(what: string): void {
+    this.fail('AUDIO_FORMAT_MISMATCH', `declared ${this.o.plan.declared} but the stream is ${what}`);
+  }
+
+  private guard(fn: () => void): void {
+    try { fn(); } catch (e) { this.failWith(e); }
+  }
+
+  private failWith(e: unknown): void {
+    if (e instanceof MalformedAudio) this.fail('AUDIO_MALFORMED', e.message);
+    else {
+      logger.error({ err: e }, 'audio pipeline failed');
+      this.fail('INTERNAL', 'the audio pipeline failed');
+    }
+  }
+
+  private fail(id: ErrorId, details: string): void {
+    if (this.stopped) return;
+    this.close();
+    this.o.onError(gatewayError(id, details));
+  }
+}
+
+export function createAudioPipeline(o: AudioPipelineOptions): AudioPipeline {
+  return new Pipeline(o);
+}

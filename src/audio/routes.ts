@@ -1,0 +1,129 @@
+// Where a recognised stream's units go: straight to the re-chunker (passthrough), or through the
+// transcoder, whose Ogg/Opus output is parsed into pages and re-chunked like passthrough audio.
+import { performance } from 'node:perf_hooks';
+import { OggParser } from './containers/ogg.js';
+import type { TrackInfo, Unit } from './containers/unit.js';
+import { createOggOpusMuxer, createPcmToOpus, type PcmFormat, type PcmToOpus, type OggOpusMuxer } from './transcode/index.js';
+
+export interface Route {
+  unit(u: Unit): void;
+  /** End of input: push out everything (the transcoder's tail included). */
+  finish(): Promise<void>;
+  /** Mid-stream: wait until what was handed in so far has come out (no stream end). */
+  settle(): Promise<void>;
+  readonly bufferedBytes: number;
+  readonly transcodeSeconds: number;
+}
+
+export type Sink = (u: Unit) => void;
+
+export class PassRoute implements Route {
+  readonly bufferedBytes = 0;
+  readonly transcodeSeconds = 0;
+  constructor(private sink: Sink) {}
+  unit(u: Unit): void { this.sink(u); }
+  async finish(): Promise<void> {}
+  async settle(): Promise<void> {}
+}
+
+/** PCM (WAV, raw, WebM/PCM) → Opus encoder → Ogg pages. Encoder calls run one at a time, on one
+ * promise chain. finish() ends the encoder (tail + EOS page); PCM after that (audio after a client
+ * flush) starts a fresh encoder, i.e. a chained Ogg stream. */
+export class PcmRoute implements Route {
+  private enc: PcmToOpus | undefined;
+  private ended = 0; // CPU seconds of encoders already ended
+  private ogg = new OggParser();
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private chain: Promise<void> = Promise.resolve();
+  private scheduled = false;
+
+  constructor(private format: PcmFormat, private sink: Sink, private fail: (e: unknown) => void) {}
+
+  get bufferedBytes(): number { return this.pendingBytes + this.ogg.bufferedBytes; }
+  get transcodeSeconds(): number { return this.ended + (this.enc?.transcodeSeconds ?? 0); }
+
+  unit(u: Unit): void {
+    for (const p of u.payload ?? []) { this.pending.push(p); this.pendingBytes += p.length; }
+    if (this.pendingBytes > 0 && !this.scheduled) {
+      this.scheduled = true;
+      this.chain = this.chain.then(() => this.encodePending()).catch(this.fail);
+    }
+  }
+
+  settle(): Promise<void> {
+    return this.chain;
+  }
+
+  finish(): Promise<void> {
+    const done = this.chain.then(async () => {
+      await this.encodePending();
+      const enc = this.enc;
+      if (!enc) return;
+      this.enc = undefined;
+      const tail = await enc.end();
+      this.ended += enc.transcodeSeconds;
+      this.out(tail.data);
+    });
+    this.chain = done.catch(() => {});
+    return done;
+  }
+
+  private async encodePending(): Promise<void> {
+    this.scheduled = false;
+    while (this.pendingBytes > 0) {
+      const pcm = this.pending.length === 1 ? this.pending[0] : Buffer.concat(this.pending, this.pendingBytes);
+      this.pending = [];
+      this.pendingBytes = 0;
+      this.enc ??= createPcmToOpus(this.format);
+      const r = await this.enc.push(pcm);
+      this.out(r.data);
+    }
+  }
+
+  private out(data: Buffer): void {
+    if (data.length) for (const u of this.ogg.push(data)) this.sink(u);
+  }
+}
+
+/** Opus packets from MP4 → Ogg pages, no re-encoding. */
+export class OpusRemuxRoute implements Route {
+  readonly bufferedBytes = 0;
+  transcodeSeconds = 0;
+  private mux: OggOpusMuxer | undefined;
+  private ogg = new OggParser();
+
+  constructor(private info: TrackInfo, private sink: Sink) {}
+
+  unit(u: Unit): void {
+    if (!u.payload?.length) return;
+    let head: Buffer | undefined;
+    if (!this.mux) {
+      const mux = this.timed(() => createOggOpusMuxer({ channels: this.info.channels ?? 1, inputSampleRate: this.info.inputSampleRate ?? 48000, preSkip: this.info.preSkip }));
+      this.mux = mux;
+      head = this.timed(() => mux.header());
+    }
+    const mux = this.mux;
+    const body = this.timed(() => mux.write(u.payload as Buffer[]).data);
+    if (head) this.out(head);
+    this.out(body);
+  }
+
+  async settle(): Promise<void> {}
+
+  /** Ends the Ogg stream; packets after it (audio after a client flush) start a new chained one. */
+  async finish(): Promise<void> {
+    const mux = this.mux;
+    this.mux = undefined;
+    if (mux) this.out(this.timed(() => mux.end()));
+  }
+
+  private timed<T>(fn: () => T): T {
+    const t = performance.now();
+    try { return fn(); } finally { this.transcodeSeconds += (performance.now() - t) / 1000; }
+  }
+
+  private out(data: Buffer): void {
+    if (data.length) for (const u of this.ogg.push(data)) this.sink(u);
+  }
+}

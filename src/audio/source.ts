@@ -1,0 +1,40 @@
+// Container family → parser, and (container, codec) → the source kind the plan is checked against.
+import { Mp3Parser } from './containers/mp3.js';
+import { FlacParser } from './containers/flac.js';
+import { Mp4Parser } from './containers/mp4.js';
+import { OggParser } from './containers/ogg.js';
+import { WavParser } from './containers/wav.js';
+import { WebmParser } from './containers/webm.js';
+import type { ContainerParser, TrackInfo } from './containers/unit.js';
+import type { Container } from './sniff.js';
+import type { SourceKind } from './types.js';
+
+export function createParser(c: Container): ContainerParser {
+  switch (c) {
+    case 'webm': return new WebmParser();
+    case 'ogg': return new OggParser();
+    case 'wav': return new WavParser();
+    case 'mp4': return new Mp4Parser();
+    case 'mp3': return new Mp3Parser();
+    case 'flac': return new FlacParser();
+  }
+}
+
+const CONTAINER_LABEL: Record<Container, string> = { webm: 'WebM', ogg: 'Ogg', wav: 'WAV', mp4: 'MP4', mp3: 'MP3', flac: 'FLAC' };
+
+/** The kind, or undefined with a label of what the stream is for the error message. */
+export function sourceKind(c: Container | 'pcm', info: TrackInfo): { kind?: SourceKind; label: string } {
+  const codec = info.codec;
+  const k = ((): SourceKind | undefined => {
+    switch (c) {
+      case 'webm': return codec === 'opus' ? 'webm-opus' : codec === 'vorbis' ? 'webm-vorbis' : codec.startsWith('pcm-') ? 'webm-pcm' : undefined;
+      case 'ogg': return codec === 'opus' ? 'ogg-opus' : codec === 'vorbis' ? 'ogg-vorbis' : undefined;
+      case 'wav': return codec.startsWith('pcm-') ? 'wav' : undefined;
+      case 'mp4': return codec === 'aac' ? 'mp4-aac' : codec === 'opus' ? 'mp4-opus' : codec === 'mp3' ? 'mp4-mp3' : undefined;
+      case 'mp3': return 'mp3';
+      case 'flac': return 'flac';
+      case 'pcm': return 'pcm';
+    }
+  })();
+  return { kind: k, label: c === 'pcm' ? 'raw PCM' : `${CONTAINER_LABEL[c]}/${codec}` };
+}

@@ -1,0 +1,66 @@
+// Public types of the audio pipeline (re-exported by index.ts).
+import type { GatewayError } from '../protocol/errors.js';
+
+export type SourceKind =
+  | 'webm-opus' | 'webm-vorbis' | 'webm-pcm'
+  | 'ogg-opus' | 'ogg-vorbis'
+  | 'wav' | 'flac' | 'mp3'
+  | 'mp4-aac' | 'mp4-opus' | 'mp4-mp3'
+  | 'pcm';
+
+export interface PcmDeclaration { sampleRate: number; channels: number; encoding: 's16le' | 's16be' | 'f32le' }
+
+export interface AudioPlan {
+  declared?: string;
+  mode: 'passthrough' | 'transcode' | 'detect';
+  upstreamAudioFormat?: string;
+  pcm?: PcmDeclaration;
+  /** Source kinds the declaration admits; undefined: anything recognisable (undeclared). */
+  expect?: SourceKind[];
+}
+
+export interface Clock { now(): number; setTimeout(fn: () => void, ms: number): unknown; clearTimeout(h: unknown): void }
+
+export interface AudioPipelineOptions {
+  plan: AudioPlan;
+  chunkMs: number;
+  pace: number;
+  maxBufferedBytes: number;
+  maxFrameBytes?: number;
+  onFrame(frame: Buffer): void;
+  onError(err: GatewayError): void;
+  clock?: Clock;
+}
+
+export interface AudioStats {
+  bytesIn: number; bytesOut: number;
+  mediaSecondsIn: number; mediaSecondsOut: number;
+  framesIn: number; framesOut: number;
+  /** Output frames cut inside one container unit (page/block/box larger than maxFrameBytes). */
+  framesSplit: number;
+  /** Output frames that carry more than one container unit. */
+  framesCoalesced: number;
+  transcodeSeconds: number;
+  source?: SourceKind;
+}
+
+export interface AudioPipeline {
+  push(chunk: Buffer): void;
+  /** Client flush/end: everything buffered (re-chunk remainder and transcoder tail) goes out, paced;
+   * resolves when the last frame has been passed to onFrame. More audio may follow. */
+  drain(): Promise<void>;
+  close(): void;
+  readonly stats: AudioStats;
+  readonly bufferedBytes: number;
+}
+
+/** Source kinds the upstream takes as they are; the rest are transcoded to Ogg/Opus. */
+export const PASSTHROUGH_KINDS: ReadonlySet<SourceKind> = new Set<SourceKind>([
+  'webm-opus', 'webm-vorbis', 'ogg-opus', 'ogg-vorbis', 'flac', 'mp3', 'mp4-aac', 'mp4-mp3',
+]);
+
+export const KIND_LABEL: Record<SourceKind, string> = {
+  'webm-opus': 'WebM/Opus', 'webm-vorbis': 'WebM/Vorbis', 'webm-pcm': 'WebM/PCM',
+  'ogg-opus': 'Ogg/Opus', 'ogg-vorbis': 'Ogg/Vorbis', wav: 'WAV', flac: 'FLAC', mp3: 'MP3',
+  'mp4-aac': 'MP4/AAC', 'mp4-opus': 'MP4/Opus', 'mp4-mp3': 'MP4/MP3', pcm: 'raw PCM',
+};

@@ -1,0 +1,90 @@
+// Pacing with a fake clock: no faster than real time by media time, bounded buffering.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { chromeChunks, drain, fixture, open } from './helpers.js';
+
+test('a whole file pushed at once is released at real time', async () => {
+  const run = open('audio/webm');
+  run.pipeline.push(fixture('dictation.webm'));
+  assert.ok(run.frames.length <= 2, 'only the first frame(s) go out at once');
+  run.clock.advance(10_000);
+  const at10 = Buffer.concat(run.frames).length;
+  assert.ok(run.pipeline.stats.mediaSecondsOut <= 10.3 && run.pipeline.stats.mediaSecondsOut >= 9.5, `media out at 10 s: ${run.pipeline.stats.mediaSecondsOut}`);
+  assert.ok(at10 < fixture('dictation.webm').length * 0.5);
+  await drain(run);
+  // The last frame starts about 25.6 s into the media, so it goes out about 25.6 s after the first.
+  const span = run.times[run.times.length - 1] - run.times[0];
+  assert.ok(span > 25_000 && span < 26_000, `released over ${span} ms`);
+  run.pipeline.close();
+});
+
+test('pace 2 releases twice as fast', async () => {
+  const run = open('audio/ogg', { pace: 2 });
+  run.pipeline.push(fixture('dictation.ogg'));
+  await drain(run);
+  const span = run.times[run.times.length - 1] - run.times[0];
+  assert.ok(span > 11_000 && span < 13_500, `released over ${span} ms`);
+  run.pipeline.close();
+});
+
+test('a real-time client sees no pacing delay: nothing piles up', async () => {
+  const run = open('audio/webm;codecs=opus');
+  for (const c of chromeChunks('webm-opus')) {
+    // Each chunk arrives when its last sample has been recorded (the fixture's media runs a bit
+    // faster than its 250 ms timeslice, so follow its media clock rather than the timeslice).
+    run.pipeline.push(c);
+    run.clock.advance(Math.max(0, run.pipeline.stats.mediaSecondsIn * 1000 - run.clock.now()));
+    const waiting = run.pipeline.stats.bytesIn - run.pipeline.stats.bytesOut;
+    assert.ok(waiting < 6000, `${waiting} bytes waiting`);
+    // Within one chunk interval everything complete has gone out.
+    run.clock.advance(250);
+    assert.ok(run.pipeline.stats.bytesIn - run.pipeline.stats.bytesOut < 1500, 'sent within chunkMs');
+  }
+  await drain(run);
+  run.pipeline.close();
+});
+
+test('a partial frame waits at most chunkMs of wall time', async () => {
+  const data = Buffer.concat(chromeChunks('webm-opus'));
+  const run = open('audio/webm');
+  run.pipeline.push(data.subarray(0, 4366 + 300)); // headers, a little media
+  const before = run.frames.length;
+  run.clock.advance(249);
+  assert.equal(run.frames.length, before);
+  run.clock.advance(1);
+  assert.ok(run.frames.length > before, 'sent after 250 ms');
+  run.pipeline.close();
+});
+
+test('bytes beyond maxBufferedBytes: AUDIO_BUFFER_OVERRUN, then nothing more', async () => {
+  const run = open('audio/webm', { maxBufferedBytes: 50_000 });
+  const data = fixture('dictation.webm');
+  run.pipeline.push(data.subarray(0, 40_000));
+  assert.equal(run.errors.length, 0);
+  run.pipeline.push(data.subarray(40_000));
+  assert.deepEqual(run.errors.map((e) => e.id), ['AUDIO_BUFFER_OVERRUN']);
+  const n = run.frames.length;
+  run.clock.advance(60_000);
+  run.pipeline.push(data);
+  await run.pipeline.drain();
+  assert.equal(run.frames.length, n);
+  assert.equal(run.errors.length, 1);
+});
+
+test('drain mid-stream (client flush) sends the partial frame at once and the stream goes on', async () => {
+  const data = fixture('dictation.webm');
+  const run = open('audio/webm', { chunkMs: 10_000 });
+  run.pipeline.push(data.subarray(0, 30_000));
+  const before = Buffer.concat(run.frames).length;
+  const flushed = run.pipeline.drain();
+  run.clock.advance(30_000);
+  await flushed;
+  const after = Buffer.concat(run.frames).length;
+  assert.ok(after > before, 'the partial frame went out');
+  assert.ok(30_000 - after < 1000, `${30_000 - after} bytes still held (at most one incomplete block)`);
+  run.pipeline.push(data.subarray(30_000));
+  await drain(run);
+  assert.ok(Buffer.concat(run.frames).equals(data));
+  assert.equal(run.errors.length, 0);
+  run.pipeline.close();
+});
