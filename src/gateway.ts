@@ -1,5 +1,6 @@
 // A whole gateway from one config object: the embedded emulator when no upstream is configured,
 // auth, usage ledger, server. main.ts runs one; tests start several.
+import { closeDefaultEncoderPool, warmDefaultEncoderPool } from './audio/index.js';
 import { createAuthenticator, createUpstreamCredentials, loadUpstreamCredentials } from './auth/index.js';
 import type { GatewayConfig } from './config.js';
 import { startEmulator, type Emulator } from './emulator/index.js';
@@ -21,6 +22,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     throw new Error('uWebSockets.js native binary did not load (pure-JS fallback active); set ALLOW_UWS_FALLBACK=true to run anyway');
   }
   setMaxTenantLabels(config.METRICS_MAX_TENANTS);
+  const warming = warmDefaultEncoderPool();
 
   let emulator: Emulator | undefined;
   if (!config.UPSTREAM_URL || !config.AUTH_URL) {
@@ -74,6 +76,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     },
   });
 
+  await warming;
   let stopping: Promise<void> | undefined;
   return {
     server,
@@ -86,6 +89,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
         auth.close();
         credentials.close();
         await emulator?.close();
+        await closeDefaultEncoderPool();
       })();
       return stopping;
     },

@@ -100,6 +100,7 @@ class Pipeline implements AudioPipeline {
 
   close(): void {
     this.stopped = true;
+    this.route?.close();
     this.rechunker.close();
     this.pacer.close();
     this.sniffed = [];

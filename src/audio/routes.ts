@@ -13,6 +13,8 @@ export interface Route {
   settle(): Promise<void>;
   readonly bufferedBytes: number;
   readonly transcodeSeconds: number;
+  /** Abandoned session: release what the route holds (a transcoder's worker-side encoder). */
+  close(): void;
 }
 
 export type Sink = (u: Unit) => void;
@@ -20,6 +22,7 @@ export type Sink = (u: Unit) => void;
 export class PassRoute implements Route {
   readonly bufferedBytes = 0;
   readonly transcodeSeconds = 0;
+  close(): void {}
   constructor(private sink: Sink) {}
   unit(u: Unit): void { this.sink(u); }
   async finish(): Promise<void> {}
@@ -42,6 +45,10 @@ export class PcmRoute implements Route {
 
   get bufferedBytes(): number { return this.pendingBytes + this.ogg.bufferedBytes; }
   get transcodeSeconds(): number { return this.ended + (this.enc?.transcodeSeconds ?? 0); }
+  close(): void {
+    this.enc?.close();
+    this.enc = undefined;
+  }
 
   unit(u: Unit): void {
     for (const p of u.payload ?? []) { this.pending.push(p); this.pendingBytes += p.length; }
@@ -90,6 +97,7 @@ export class PcmRoute implements Route {
 export class OpusRemuxRoute implements Route {
   readonly bufferedBytes = 0;
   transcodeSeconds = 0;
+  close(): void {}
   private mux: OggOpusMuxer | undefined;
   private ogg = new OggParser();
 

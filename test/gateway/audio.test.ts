@@ -62,7 +62,6 @@ describe('audio through the gateway', () => {
     ['convo-2ch.webm', 'audio/webm;codecs=opus'],
     ['dictation.mp3', 'audio/mpeg'],
     ['dictation.flac', 'audio/flac'],
-    ['dictation.m4a', 'audio/mp4'],
   ];
   for (const [name, format] of passthrough) {
     it(`${name} (${format}) passes through byte-identical in frames ≤ 64000, headers first`, async () => {
@@ -73,6 +72,19 @@ describe('audio through the gateway', () => {
       assert.deepEqual(protocolViolations(stack), []);
     });
   }
+
+  it('dictation.m4a (moov after mdat) goes upstream with its moov first, same bytes otherwise, and decodes to the same duration', async () => {
+    const audio = fixture('dictation.m4a');
+    const { upstream } = await streamThrough(stack, 'audio/mp4', randomChunks(audio, 3));
+    assert.equal(upstream.audio.length, audio.length);
+    assert.equal(upstream.audio.subarray(4, 8).toString('latin1'), 'ftyp');
+    assert.ok(upstream.audio.subarray(0, upstream.frames[0]).includes('moov'), 'the first frame holds the moov (complete headers)');
+    assert.ok(upstream.frames.every((n) => n <= 64000));
+    const want = decodedSeconds(audio, 'in.m4a');
+    const got = decodedSeconds(upstream.audio, 'out.m4a');
+    assert.ok(Math.abs(got - want) <= 0.001, `decoded ${got} s vs ${want} s`);
+    assert.deepEqual(protocolViolations(stack), []);
+  });
 
   it('Chromium live WebM/Opus with its real chunk boundaries, and then in random 1 B–200 KB chunks', async () => {
     const chunks = chromeChunks('webm-opus');
