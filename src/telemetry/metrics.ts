@@ -1,0 +1,59 @@
+// The process's Prometheus registry and every gateway metric, defined once. Names follow the
+// runtime contract (DESIGN.md section 2); label sets are bounded (tenants go through tenantLabel).
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export const registry = new Registry();
+// Default process metrics include nodejs_eventloop_lag_seconds and the lag percentiles.
+collectDefaultMetrics({ register: registry });
+
+const registers = [registry];
+// Latencies the gateway adds are sub-millisecond to seconds; connects and config answers are slower.
+const fastBuckets = [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+const slowBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export const metrics = {
+  activeSessions: new Gauge<'endpoint' | 'tenant'>({
+    name: 'speech_gateway_active_sessions', help: 'Sessions currently open', labelNames: ['endpoint', 'tenant'], registers,
+  }),
+  sessionsTotal: new Counter<'endpoint' | 'outcome'>({
+    name: 'speech_gateway_sessions_total', help: 'Sessions finished, by outcome', labelNames: ['endpoint', 'outcome'], registers,
+  }),
+  configLatency: new Histogram<'endpoint'>({
+    name: 'speech_gateway_config_latency_seconds', help: 'Config received until CONFIG_ACCEPTED relayed',
+    labelNames: ['endpoint'], buckets: slowBuckets, registers,
+  }),
+  upstreamConnectLatency: new Histogram<'endpoint'>({
+    name: 'speech_gateway_upstream_connect_seconds', help: 'Time to open the upstream socket',
+    labelNames: ['endpoint'], buckets: slowBuckets, registers,
+  }),
+  forwardLatency: new Histogram<'direction'>({
+    name: 'speech_gateway_added_latency_seconds', help: 'Latency the gateway adds to a message',
+    labelNames: ['direction'], buckets: fastBuckets, registers,
+  }),
+  audioBytes: new Counter<'direction' | 'format'>({
+    name: 'speech_gateway_audio_bytes_total', help: 'Audio bytes received (in) and forwarded (out)',
+    labelNames: ['direction', 'format'], registers,
+  }),
+  audioSeconds: new Counter<'direction' | 'format'>({
+    name: 'speech_gateway_audio_seconds_total', help: 'Audio duration received (in) and forwarded (out)',
+    labelNames: ['direction', 'format'], registers,
+  }),
+  framesSplit: new Counter({ name: 'speech_gateway_frames_split_total', help: 'Client frames split to fit the chunk size', registers }),
+  framesCoalesced: new Counter({ name: 'speech_gateway_frames_coalesced_total', help: 'Client frames merged into larger chunks', registers }),
+  transcodeSeconds: new Counter<'format'>({
+    name: 'speech_gateway_transcode_seconds_total', help: 'Audio duration transcoded, by source format', labelNames: ['format'], registers,
+  }),
+  credits: new Counter<'tenant' | 'endpoint'>({
+    name: 'speech_gateway_credits_total', help: 'Credits of finished sessions (final figure, or the provisional sum when estimated)',
+    labelNames: ['tenant', 'endpoint'], registers,
+  }),
+  refusals: new Counter<'reason'>({ name: 'speech_gateway_refusals_total', help: 'Connections refused, by reason', labelNames: ['reason'], registers }),
+  journalDepth: new Gauge({ name: 'speech_gateway_usage_journal_depth', help: 'Usage events waiting in the on-disk journal for Redis', registers }),
+  journalDropped: new Counter({
+    name: 'speech_gateway_usage_journal_dropped_total', help: 'Usage events refused because the on-disk journal was full', registers,
+  }),
+  redisUp: new Gauge({ name: 'speech_gateway_redis_up', help: '1 if the usage ledger can write to Redis', registers }),
+  fullAccessTokenAttempts: new Counter({
+    name: 'speech_gateway_full_access_token_refusals_total', help: 'Full-access tokens refused from browsers', registers,
+  }),
+};

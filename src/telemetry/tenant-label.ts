@@ -1,0 +1,23 @@
+// Tenant names become metric labels; an unbounded set would grow Prometheus without limit,
+// so the first `max` distinct tenants keep their name and the rest share 'other'.
+let maxTenants = Number(process.env.METRICS_MAX_TENANTS ?? 50) || 50;
+const known = new Set<string>();
+
+export function tenantLabel(tenant: string): string {
+  if (known.has(tenant)) return tenant;
+  if (known.size < maxTenants) {
+    known.add(tenant);
+    return tenant;
+  }
+  return 'other';
+}
+
+/** Sets the cap (config METRICS_MAX_TENANTS). Tenants already labelled keep their name. */
+export function setMaxTenantLabels(max: number): void {
+  maxTenants = Math.max(0, Math.floor(max));
+}
+
+/** Forgets the labelled tenants (tests). */
+export function resetTenantLabels(): void {
+  known.clear();
+}

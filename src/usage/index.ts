@@ -1,0 +1,91 @@
+// Usage: the credit ledger (Redis, or in process), per-tenant session limits, and the ops usage
+// API. createUsage wires them to one Redis connection (or none) and one on-disk journal.
+import { logger } from '../telemetry/index.js';
+import { UsageHttpApi, type UsageApi } from './api.js';
+import { Journal } from './journal.js';
+import { Ledger, type Health, type UsageLedger } from './ledger.js';
+import { MemoryLimiter, RedisLimiter, type SessionLimiter } from './limiter.js';
+import { MemoryUsageStore } from './memory-store.js';
+import { RedisHealth } from './redis-health.js';
+import { RedisUsageStore, createRedisClient } from './redis-store.js';
+
+export type { Endpoint, Outcome, SessionStart } from './model.js';
+export type { UsageLedger } from './ledger.js';
+export type { SessionLimiter } from './limiter.js';
+export type { UsageApi } from './api.js';
+
+export interface UsageOptions {
+  redisUrl?: string;
+  journalDir: string;
+  retentionDays: number;
+  maxSessionsPerTenant: number;
+  apiToken?: string;
+  now?: () => number;
+  /** Prefix of every Redis key (default 'sg:usage:'); lets tests and deployments share a Redis. */
+  keyPrefix?: string;
+  /** Session lease lifetime and renewal period (defaults 30 s and 10 s). */
+  leaseTtlMs?: number;
+  leaseRenewMs?: number;
+  /** Journal bounds (defaults 100 000 events, 50 MB); beyond them the newest events are refused. */
+  journalMaxEvents?: number;
+  journalMaxBytes?: number;
+  /** How long start-up waits for Redis before going on with the journal (default 2 s). */
+  connectTimeoutMs?: number;
+}
+
+export interface Usage { ledger: UsageLedger; limiter: SessionLimiter; api: UsageApi; close(): Promise<void> }
+
+const DAY_MS = 86_400_000;
+
+export async function createUsage(o: UsageOptions): Promise<Usage> {
+  const now = o.now ?? Date.now;
+  const retentionMs = Math.max(1, o.retentionDays) * DAY_MS;
+
+  if (!o.redisUrl) {
+    logger.warn('REDIS_URL not set: usage ledger and session limits are in process (single replica only, lost on restart)');
+    const store = new MemoryUsageStore(retentionMs, now);
+    const alwaysUp: Health = { healthy: true, markFailed: () => undefined, onHealthy: () => undefined };
+    const ledger = new Ledger(store, null, alwaysUp);
+    const limiter = new MemoryLimiter(o.maxSessionsPerTenant);
+    const close = once(async () => {
+      await ledger.flush();
+      await limiter.close();
+    });
+    ledger.close = close;
+    return { ledger, limiter, api: new UsageHttpApi(store, o.apiToken), close };
+  }
+
+  const prefix = o.keyPrefix ?? 'sg:usage:';
+  const redis = createRedisClient(o.redisUrl);
+  const health = new RedisHealth(redis);
+  const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timed out')), o.connectTimeoutMs ?? 2000).unref());
+  await Promise.race([redis.connect(), timeout]).catch((err: Error) => {
+    // ioredis keeps reconnecting; until then events go to the journal.
+    logger.warn({ err: err.message }, 'redis not reachable at start; usage events go to the journal until it is');
+  });
+
+  const journal = await Journal.open(o.journalDir, {
+    maxEvents: o.journalMaxEvents ?? 100_000,
+    maxBytes: o.journalMaxBytes ?? 50 * 1024 * 1024,
+  });
+  const store = new RedisUsageStore(redis, prefix, retentionMs, now);
+  const ledger = new Ledger(store, journal, health);
+  const limiter = new RedisLimiter(redis, prefix, o.maxSessionsPerTenant, {
+    ttlMs: o.leaseTtlMs ?? 30_000,
+    renewMs: o.leaseRenewMs ?? 10_000,
+  });
+  const close = once(async () => {
+    await ledger.flush();
+    await limiter.close();
+    health.close();
+    await redis.quit().catch(() => redis.disconnect());
+    if (journal.depth > 0) logger.warn({ events: journal.depth }, 'usage journal left for the next start to replay');
+  });
+  ledger.close = close;
+  return { ledger, limiter, api: new UsageHttpApi(store, o.apiToken), close };
+}
+
+function once(f: () => Promise<void>): () => Promise<void> {
+  let p: Promise<void> | null = null;
+  return () => (p ??= f());
+}

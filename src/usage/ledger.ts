@@ -1,0 +1,173 @@
+// The usage ledger the sessions call. Calls only enqueue (never throw, never wait); one drain
+// loop applies events in order to the store, or, while the store is unavailable, appends them
+// to the on-disk journal. While the journal holds anything, new events go behind it, and the
+// journal is replayed (idempotently, in order) as soon as the store is back.
+import { logger, metrics } from '../telemetry/index.js';
+import type { Journal } from './journal.js';
+import {
+  StoreUnavailable, toMediaMs, toMicro, type LedgerEvent, type Outcome,
+  type SessionStart, type UsageStore,
+} from './model.js';
+
+export interface UsageLedger {
+  sessionStarted(s: SessionStart): void;
+  setUpstreamSessionId(sessionKey: string, upstreamSessionId: string): void;
+  recordUsage(e: { sessionKey: string; seq: number; kind: 'delta' | 'final'; credits: number; at: number }): void;
+  sessionEnded(e: { sessionKey: string; outcome: Outcome; mediaSeconds: number; endedAt: number }): void;
+  flush(): Promise<void>;
+  close(): Promise<void>;
+  readonly journalDepth: number;
+  readonly redisHealthy: boolean;
+}
+
+/** What the ledger needs to know about the store's availability (always up in process). */
+export interface Health { readonly healthy: boolean; markFailed(reason: string): void; onHealthy(f: () => void): void }
+
+const BATCH = 500;
+
+export class Ledger implements UsageLedger {
+  private queue: LedgerEvent[] = [];
+  private running: Promise<void> | null = null;
+
+  constructor(
+    private readonly store: UsageStore,
+    private readonly journal: Journal | null,
+    private readonly health: Health,
+  ) {
+    health.onHealthy(() => this.kick());
+    metrics.journalDepth.set(journal?.depth ?? 0);
+    if (journal && journal.depth > 0) logger.info({ events: journal.depth }, 'usage journal found; replaying when redis is available');
+    this.kick();
+  }
+
+  get journalDepth(): number {
+    return this.journal?.depth ?? 0;
+  }
+
+  get redisHealthy(): boolean {
+    return this.health.healthy;
+  }
+
+  sessionStarted(s: SessionStart): void {
+    this.guard(() =>
+      this.push({ t: 'start', k: s.sessionKey, tenant: s.tenant, endpoint: s.endpoint, iid: s.interactionId, at: s.startedAt }));
+  }
+
+  setUpstreamSessionId(sessionKey: string, upstreamSessionId: string): void {
+    this.guard(() => this.push({ t: 'upstream', k: sessionKey, usid: upstreamSessionId }));
+  }
+
+  recordUsage(e: { sessionKey: string; seq: number; kind: 'delta' | 'final'; credits: number; at: number }): void {
+    this.guard(() => {
+      if (!Number.isFinite(e.credits) || !Number.isInteger(e.seq)) {
+        logger.warn({ sessionKey: e.sessionKey, seq: e.seq }, 'usage event with invalid credits or seq ignored');
+        return;
+      }
+      this.push({ t: 'usage', k: e.sessionKey, seq: e.seq, kind: e.kind, micro: toMicro(e.credits), at: e.at });
+    });
+  }
+
+  sessionEnded(e: { sessionKey: string; outcome: Outcome; mediaSeconds: number; endedAt: number }): void {
+    // The session counts speech_gateway_credits_total itself; the ledger only records.
+    this.guard(() => {
+      const mediaMs = Number.isFinite(e.mediaSeconds) ? toMediaMs(e.mediaSeconds) : 0;
+      this.push({ t: 'end', k: e.sessionKey, outcome: e.outcome, mediaMs, at: e.endedAt });
+    });
+  }
+
+  async flush(): Promise<void> {
+    this.kick();
+    while (this.running) await this.running;
+  }
+
+  async close(): Promise<void> {
+    await this.flush();
+  }
+
+  private guard(f: () => void): void {
+    try {
+      f();
+    } catch (err) {
+      logger.error({ err }, 'usage ledger: event not recorded');
+    }
+  }
+
+  private push(e: LedgerEvent): void {
+    this.queue.push(e);
+    this.kick();
+  }
+
+  private kick(): void {
+    if (this.running) return;
+    let failed = false;
+    this.running = this.drain()
+      .catch((err) => {
+        failed = true;
+        logger.error({ err }, 'usage ledger drain failed');
+      })
+      .finally(() => {
+        this.running = null;
+        if (this.queue.length === 0) return;
+        // After an unexpected failure (disk, bug) retry later rather than spin.
+        if (failed) setTimeout(() => this.kick(), 1000).unref();
+        else this.kick();
+      });
+  }
+
+  private async drain(): Promise<void> {
+    // Let callers in the same tick enqueue first, so they travel in one batch.
+    await Promise.resolve();
+    for (;;) {
+      if (this.journal && this.journal.depth > 0 && this.health.healthy) await this.replay(this.journal);
+      if (this.queue.length === 0) return;
+      const batch = this.queue.splice(0, BATCH);
+      if ((!this.journal || this.journal.depth === 0) && this.health.healthy) {
+        try {
+          await this.store.apply(batch);
+          continue;
+        } catch (err) {
+          if (!(err instanceof StoreUnavailable) || !this.journal) throw err;
+          this.health.markFailed(err.message);
+        }
+      }
+      await this.toJournal(batch);
+    }
+  }
+
+  private async toJournal(batch: LedgerEvent[]): Promise<void> {
+    if (!this.journal) {
+      logger.error({ events: batch.length }, 'usage store unavailable and no journal; events lost');
+      return;
+    }
+    let refused: number;
+    try {
+      refused = await this.journal.append(batch);
+    } catch (err) {
+      logger.error({ err, events: batch.length }, 'usage journal write failed; events lost');
+      refused = batch.length;
+    }
+    if (refused > 0) {
+      metrics.journalDropped.inc(refused);
+      logger.error({ refused }, 'usage journal full; newest events refused');
+    }
+    metrics.journalDepth.set(this.journal.depth);
+  }
+
+  private async replay(journal: Journal): Promise<void> {
+    const events = await journal.readAll();
+    for (let i = 0; i < events.length; i += BATCH) {
+      try {
+        await this.store.apply(events.slice(i, i + BATCH));
+      } catch (err) {
+        if (!(err instanceof StoreUnavailable)) throw err;
+        this.health.markFailed(err.message);
+        await journal.rewrite(events.slice(i)); // keep what did not make it, in order
+        metrics.journalDepth.set(journal.depth);
+        return;
+      }
+    }
+    await journal.clear();
+    metrics.journalDepth.set(0);
+    logger.info({ events: events.length }, 'usage journal replayed into redis');
+  }
+}

@@ -1,0 +1,137 @@
+// The usage store without Redis: the same semantics as the Lua scripts in lua.ts, in process
+// memory (single replica, lost on restart). Kept line-for-line parallel to those scripts.
+import {
+  DAY_MS, HOUR_MS, type BucketRow, type Endpoint, type Granularity, type LedgerEvent, type Outcome,
+  type SessionCursor, type SessionPage, type SessionRow, type UsageStore,
+} from './model.js';
+
+interface Session {
+  sessionKey: string; tenant?: string; endpoint?: Endpoint; start?: number; iid?: string; usid?: string;
+  started: boolean; ended: boolean; seqs: Set<number>; dsum: number; final?: number; counted: number;
+  end?: number; outcome?: Outcome; mediaMs?: number; mediaCounted: boolean;
+}
+
+const GRAINS: [Granularity, number][] = [['hour', HOUR_MS], ['day', DAY_MS]];
+
+export class MemoryUsageStore implements UsageStore {
+  private readonly sessionsByKey = new Map<string, Session>();
+  private readonly buckets_ = new Map<string, Map<number, BucketRow>>(); // tenant\0endpoint\0granularity → start → row
+  private readonly tenantSet = new Set<string>();
+  private lastPrune = 0;
+
+  constructor(private readonly retentionMs: number, private readonly now: () => number) {}
+
+  async apply(events: LedgerEvent[]): Promise<void> {
+    for (const e of events) this.applyOne(e);
+    this.prune();
+  }
+
+  private session(k: string): Session {
+    let s = this.sessionsByKey.get(k);
+    if (!s) {
+      s = { sessionKey: k, started: false, ended: false, seqs: new Set(), dsum: 0, counted: 0, mediaCounted: false };
+      this.sessionsByKey.set(k, s);
+    }
+    return s;
+  }
+
+  private applyOne(e: LedgerEvent): void {
+    const s = this.session(e.k);
+    if (e.t === 'start') {
+      if (s.started) return;
+      Object.assign(s, { started: true, tenant: e.tenant, endpoint: e.endpoint, start: e.at, iid: e.iid });
+      this.tenantSet.add(e.tenant);
+      this.bump(s, 'sessions', 1);
+    } else if (e.t === 'upstream') {
+      s.usid = e.usid;
+    } else if (e.t === 'usage') {
+      if (s.seqs.has(e.seq)) return;
+      s.seqs.add(e.seq);
+      if (e.kind === 'final') s.final = e.micro;
+      else s.dsum += e.micro;
+    } else {
+      if (s.ended) return;
+      Object.assign(s, { ended: true, outcome: e.outcome, mediaMs: e.mediaMs, end: e.at });
+    }
+    this.reconcile(s);
+  }
+
+  private reconcile(s: Session): void {
+    if (s.tenant === undefined || s.start === undefined) return;
+    const target = s.final ?? s.dsum;
+    if (target !== s.counted) {
+      this.bump(s, 'micro', target - s.counted);
+      s.counted = target;
+    }
+    if (s.mediaMs !== undefined && !s.mediaCounted) {
+      this.bump(s, 'mediaMs', s.mediaMs);
+      s.mediaCounted = true;
+    }
+  }
+
+  private bump(s: Session, field: 'micro' | 'sessions' | 'mediaMs', delta: number): void {
+    if (s.tenant === undefined || s.endpoint === undefined || s.start === undefined) return;
+    for (const [g, ms] of GRAINS) {
+      const start = s.start - (s.start % ms);
+      const id = `${s.tenant}\0${s.endpoint}\0${g}`;
+      let m = this.buckets_.get(id);
+      if (!m) this.buckets_.set(id, (m = new Map()));
+      const row = m.get(start) ?? { start, micro: 0, sessions: 0, mediaMs: 0 };
+      row[field] += delta;
+      m.set(start, row);
+    }
+  }
+
+  /** Drops what Redis would have expired; at most once an hour of the ledger's clock. */
+  private prune(): void {
+    const now = this.now();
+    if (now - this.lastPrune < HOUR_MS) return;
+    this.lastPrune = now;
+    const cutoff = now - this.retentionMs;
+    for (const m of this.buckets_.values()) for (const start of m.keys()) if (start < cutoff) m.delete(start);
+    for (const [k, s] of this.sessionsByKey) if (s.start !== undefined && s.start < cutoff) this.sessionsByKey.delete(k);
+  }
+
+  async buckets(q: { tenant: string; endpoints: readonly Endpoint[]; granularity: Granularity; from: number; to: number }): Promise<BucketRow[]> {
+    const cutoff = this.now() - this.retentionMs;
+    const merged = new Map<number, BucketRow>();
+    for (const endpoint of q.endpoints) {
+      for (const row of this.buckets_.get(`${q.tenant}\0${endpoint}\0${q.granularity}`)?.values() ?? []) {
+        if (row.start < q.from || row.start >= q.to || row.start < cutoff) continue;
+        if (row.micro === 0 && row.sessions === 0 && row.mediaMs === 0) continue;
+        const m = merged.get(row.start) ?? { start: row.start, micro: 0, sessions: 0, mediaMs: 0 };
+        m.micro += row.micro;
+        m.sessions += row.sessions;
+        m.mediaMs += row.mediaMs;
+        merged.set(row.start, m);
+      }
+    }
+    return [...merged.values()].sort((a, b) => a.start - b.start);
+  }
+
+  async sessions(q: { tenant: string; from: number; to: number; after: SessionCursor | null; limit: number }): Promise<SessionPage> {
+    const cutoff = this.now() - this.retentionMs;
+    const all = [...this.sessionsByKey.values()]
+      .filter((s) => s.started && s.tenant === q.tenant && s.start! >= q.from && s.start! < q.to && s.start! >= cutoff)
+      .filter((s) => !q.after || s.start! > q.after.start || (s.start === q.after.start && s.sessionKey > q.after.key))
+      .sort((a, b) => a.start! - b.start! || (a.sessionKey < b.sessionKey ? -1 : a.sessionKey > b.sessionKey ? 1 : 0));
+    const page = all.slice(0, q.limit);
+    const last = page[page.length - 1];
+    return {
+      rows: page.map(toRow),
+      next: all.length > q.limit && last ? { start: last.start!, key: last.sessionKey } : null,
+    };
+  }
+
+  async tenants(): Promise<string[]> {
+    return [...this.tenantSet].sort();
+  }
+}
+
+function toRow(s: Session): SessionRow {
+  return {
+    sessionKey: s.sessionKey, upstreamSessionId: s.usid ?? null, tenant: s.tenant!, endpoint: s.endpoint!,
+    interactionId: s.iid ?? null, start: s.start!, end: s.end ?? null, micro: s.final ?? s.dsum,
+    estimated: s.final === undefined, outcome: s.outcome ?? null, mediaMs: s.mediaMs ?? null,
+  };
+}

@@ -1,0 +1,59 @@
+// Shared vocabulary of the usage ledger: public types, the events that flow from the ledger to
+// a store (and through the on-disk journal), stored records, and exact-number conversions.
+
+export type Endpoint = 'transcribe' | 'streams';
+export const ENDPOINTS: readonly Endpoint[] = ['transcribe', 'streams'];
+export type Outcome =
+  | 'ended' | 'client_gone' | 'upstream_lost' | 'config_denied' | 'config_rejected' | 'config_timeout'
+  | 'error' | 'time_limit' | 'shutdown';
+export type Granularity = 'hour' | 'day';
+
+export interface SessionStart { sessionKey: string; tenant: string; endpoint: Endpoint; interactionId?: string; startedAt: number }
+
+/** One ledger event, self-contained and JSON-serialisable (it is what the journal stores). */
+export type LedgerEvent =
+  | { t: 'start'; k: string; tenant: string; endpoint: Endpoint; iid?: string; at: number }
+  | { t: 'upstream'; k: string; usid: string }
+  | { t: 'usage'; k: string; seq: number; kind: 'delta' | 'final'; micro: number; at: number }
+  | { t: 'end'; k: string; outcome: Outcome; mediaMs: number; at: number };
+
+/** A bucket as stored: integers only (micro-credits, milliseconds of media). */
+export interface BucketRow { start: number; micro: number; sessions: number; mediaMs: number }
+
+/** A session record as stored, integers only. */
+export interface SessionRow {
+  sessionKey: string; upstreamSessionId: string | null; tenant: string; endpoint: Endpoint;
+  interactionId: string | null; start: number; end: number | null; micro: number; estimated: boolean;
+  outcome: Outcome | null; mediaMs: number | null;
+}
+
+export interface SessionPage { rows: SessionRow[]; next: SessionCursor | null }
+export interface SessionCursor { start: number; key: string }
+
+export const PAGE_SIZE = 100;
+export const HOUR_MS = 3_600_000;
+export const DAY_MS = 86_400_000;
+export const granularityMs = (g: Granularity): number => (g === 'hour' ? HOUR_MS : DAY_MS);
+/** Buckets are UTC-aligned; a session's bucket is the one holding its start time. */
+export const bucketStart = (t: number, g: Granularity): number => t - (t % granularityMs(g));
+
+// Credits are floats on the wire; sums of floats drift, so the ledger adds integer micro-credits.
+export const toMicro = (credits: number): number => Math.round(credits * 1e6);
+export const fromMicro = (micro: number): number => micro / 1e6;
+export const toMediaMs = (seconds: number): number => Math.round(seconds * 1000);
+export const fromMediaMs = (ms: number): number => ms / 1000;
+
+/** Where the ledger writes; throws StoreUnavailable when the backing service cannot take it now. */
+export interface UsageStore {
+  apply(events: LedgerEvent[]): Promise<void>;
+  buckets(q: { tenant: string; endpoints: readonly Endpoint[]; granularity: Granularity; from: number; to: number }): Promise<BucketRow[]>;
+  sessions(q: { tenant: string; from: number; to: number; after: SessionCursor | null; limit: number }): Promise<SessionPage>;
+  tenants(): Promise<string[]>;
+}
+
+export class StoreUnavailable extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StoreUnavailable';
+  }
+}

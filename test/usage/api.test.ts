@@ -1,0 +1,156 @@
+// The ops usage API: bearer auth, exact shapes, 400s, pagination; Redis and in-process answer alike.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { createUsage, type UsageApi } from '../../src/usage/index.js';
+import { TOKEN, get, tempDir, uniquePrefix } from './helpers.js';
+import { startRedis, type TestRedis } from './redis.js';
+
+const DAY = 86_400_000;
+const D = Math.floor(Date.now() / DAY) * DAY - DAY; // yesterday 00:00 UTC
+const FROM = new Date(D).toISOString();
+const TO = new Date(D + DAY).toISOString();
+
+let redis: TestRedis;
+before(async () => {
+  redis = await startRedis();
+});
+after(async () => {
+  await redis.stop();
+});
+
+type Usage = Awaited<ReturnType<typeof createUsage>>;
+
+/** 250 sessions of tenant acme, several sharing a start millisecond, and one of tenant beta. */
+async function seed(u: Usage): Promise<void> {
+  for (let i = 0; i < 250; i++) {
+    const k = `s${String(i).padStart(3, '0')}`;
+    const startedAt = D + 3_600_000 + Math.floor(i / 3) * 1000;
+    u.ledger.sessionStarted({ sessionKey: k, tenant: 'acme', endpoint: i % 2 ? 'streams' : 'transcribe', startedAt });
+    u.ledger.recordUsage({ sessionKey: k, seq: 1, kind: 'delta', credits: 0.001, at: startedAt });
+    if (i % 5) u.ledger.recordUsage({ sessionKey: k, seq: 2, kind: 'final', credits: 0.002, at: startedAt });
+    u.ledger.sessionEnded({ sessionKey: k, outcome: 'ended', mediaSeconds: 0.5, endedAt: startedAt + 500 });
+  }
+  u.ledger.sessionStarted({ sessionKey: 'b1', tenant: 'beta', endpoint: 'transcribe', startedAt: D });
+  await u.ledger.flush();
+}
+
+async function allPages(api: UsageApi, tenant: string): Promise<{ pages: number[]; keys: string[] }> {
+  const pages: number[] = [];
+  const keys: string[] = [];
+  let cursor: string | null = null;
+  do {
+    const res = await get(api, `/v1/usage/sessions?tenant=${tenant}&from=${FROM}&to=${TO}${cursor ? `&cursor=${cursor}` : ''}`);
+    assert.equal(res.status, 200);
+    pages.push(res.body.sessions.length);
+    keys.push(...res.body.sessions.map((s: { sessionKey: string }) => s.sessionKey));
+    cursor = res.body.next;
+  } while (cursor);
+  return { pages, keys };
+}
+
+const modes = {
+  redis: () => createUsage({ redisUrl: redis.url, keyPrefix: uniquePrefix(), journalDir: tempDir(), retentionDays: 30, maxSessionsPerTenant: 0, apiToken: TOKEN }),
+  'in-process': () => createUsage({ journalDir: tempDir(), retentionDays: 30, maxSessionsPerTenant: 0, apiToken: TOKEN }),
+};
+
+for (const [mode, make] of Object.entries(modes)) {
+  describe(`usage API (${mode})`, () => {
+    let u: Usage;
+    before(async () => {
+      u = await make();
+      await seed(u);
+    });
+    after(async () => {
+      await u.close();
+    });
+
+    test('refuses a missing or wrong token with 401 in the catalogue shape', async () => {
+      for (const token of [null, 'wrong', `${TOKEN}x`, '']) {
+        const res = await get(u.api, '/v1/tenants', token);
+        assert.equal(res.status, 401);
+        assert.equal(res.body.error.id, 'UNAUTHORIZED');
+        assert.equal(res.body.error.status, 401);
+      }
+    });
+
+    test('tenants', async () => {
+      assert.deepEqual(await get(u.api, '/v1/tenants'), { status: 200, body: { tenants: ['acme', 'beta'] } });
+    });
+
+    test('usage totals and buckets', async () => {
+      const res = await get(u.api, `/v1/usage?tenant=acme&from=${FROM}&to=${TO}&granularity=day`);
+      // 200 sessions with a final 0.002, 50 estimated at 0.001: exactly 0.45.
+      assert.deepEqual(res.body, {
+        tenant: 'acme', from: FROM, to: TO, granularity: 'day',
+        total: { credits: 0.45, sessions: 250, mediaSeconds: 125 },
+        buckets: [{ start: FROM, credits: 0.45, sessions: 250, mediaSeconds: 125 }],
+      });
+      const streams = await get(u.api, `/v1/usage?tenant=acme&from=${FROM}&to=${TO}&granularity=hour&endpoint=streams`);
+      assert.deepEqual(streams.body.total, { credits: 0.225, sessions: 125, mediaSeconds: 62.5 });
+      assert.deepEqual(streams.body.buckets.map((b: { start: string }) => b.start), [new Date(D + 3_600_000).toISOString()]);
+      const none = await get(u.api, `/v1/usage?tenant=nobody&from=${FROM}&to=${TO}&granularity=hour`);
+      assert.deepEqual(none.body.total, { credits: 0, sessions: 0, mediaSeconds: 0 });
+      assert.deepEqual(none.body.buckets, []);
+    });
+
+    test('sessions come in pages of 100 sorted by start, each exactly once', async () => {
+      const { pages, keys } = await allPages(u.api, 'acme');
+      assert.deepEqual(pages, [100, 100, 50]);
+      assert.deepEqual(keys, Array.from({ length: 250 }, (_, i) => `s${String(i).padStart(3, '0')}`));
+      const first = (await get(u.api, '/v1/usage/sessions?tenant=acme')).body.sessions[0];
+      assert.deepEqual(Object.keys(first).sort(), [
+        'credits', 'end', 'endpoint', 'estimated', 'interactionId', 'mediaSeconds', 'outcome', 'sessionKey', 'start', 'tenant', 'upstreamSessionId',
+      ]);
+      assert.equal(first.estimated, true); // s000: no final
+      assert.equal(first.credits, 0.001);
+    });
+
+    test('bad parameters get 400 with a reason', async () => {
+      const bad = [
+        `/v1/usage?from=${FROM}&to=${TO}`,
+        `/v1/usage?tenant=acme&to=${TO}`,
+        `/v1/usage?tenant=acme&from=yesterday&to=${TO}`,
+        `/v1/usage?tenant=acme&from=${TO}&to=${FROM}`,
+        `/v1/usage?tenant=acme&from=${FROM}&to=${TO}&granularity=week`,
+        `/v1/usage?tenant=acme&from=${FROM}&to=${TO}&endpoint=rest`,
+        '/v1/usage/sessions',
+        '/v1/usage/sessions?tenant=acme&cursor=not-a-cursor',
+      ];
+      for (const path of bad) {
+        const res = await get(u.api, path);
+        assert.equal(res.status, 400, path);
+        assert.equal(res.body.type, 'error');
+        assert.equal(res.body.error.id, 'BAD_REQUEST');
+        assert.ok(res.body.error.details.length > 0);
+      }
+    });
+
+    test('other paths are not the API’s; other methods are refused', async () => {
+      assert.equal(await u.api.handle({ method: 'GET', path: '/v1/other', query: new URLSearchParams() }), null);
+      assert.equal(await u.api.handle({ method: 'GET', path: '/metrics', query: new URLSearchParams() }), null);
+      const post = await u.api.handle({ method: 'POST', path: '/v1/tenants', query: new URLSearchParams(), authorization: `Bearer ${TOKEN}` });
+      assert.equal(post?.status, 405);
+    });
+  });
+}
+
+test('Redis and in-process ledgers answer the same', async () => {
+  const [r, m] = await Promise.all([modes.redis(), modes['in-process']()]);
+  await Promise.all([seed(r), seed(m)]);
+  for (const path of [
+    `/v1/usage?tenant=acme&from=${FROM}&to=${TO}&granularity=hour`,
+    `/v1/usage/sessions?tenant=acme&from=${FROM}&to=${TO}`,
+    '/v1/tenants',
+  ]) {
+    assert.deepEqual(await get(r.api, path), await get(m.api, path), path);
+  }
+  await Promise.all([r.close(), m.close()]);
+});
+
+test('without USAGE_API_TOKEN every request is refused, saying why', async () => {
+  const u = await createUsage({ journalDir: tempDir(), retentionDays: 30, maxSessionsPerTenant: 0 });
+  const res = await get(u.api, '/v1/tenants', 'anything');
+  assert.equal(res.status, 401);
+  assert.match(res.body.error.details, /USAGE_API_TOKEN is not set/);
+  await u.close();
+});

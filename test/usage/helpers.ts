@@ -1,0 +1,41 @@
+// Test helpers for the usage tests: temp dirs, polling for an eventual state, API calls.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { UsageApi } from '../../src/usage/index.js';
+
+const dirs: string[] = [];
+process.once('exit', () => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+/** A temp dir removed when the test process exits. */
+export function tempDir(): string {
+  const d = mkdtempSync(join(tmpdir(), 'sg-usage-'));
+  dirs.push(d);
+  return d;
+}
+
+let n = 0;
+/** A Redis key prefix of its own per test, so tests sharing one Redis do not see each other. */
+export const uniquePrefix = (): string => `t${process.pid}-${++n}:`;
+
+/** Polls until f() is truthy; the deadline is generous, it only stops a broken test hanging. */
+export async function until(f: () => boolean | Promise<boolean>, what: string, deadlineMs = 20_000): Promise<void> {
+  const end = Date.now() + deadlineMs;
+  while (!(await f())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export const TOKEN = 'ops-secret-token';
+
+/** token null: no Authorization header. */
+export async function get(api: UsageApi, pathAndQuery: string, token: string | null = TOKEN) {
+  const url = new URL(pathAndQuery, 'http://gateway');
+  const res = await api.handle({
+    method: 'GET', path: url.pathname, query: url.searchParams, authorization: token === null ? undefined : `Bearer ${token}`,
+  });
+  if (!res) throw new Error(`api did not handle ${pathAndQuery}`);
+  return res as { status: number; body: any };
+}

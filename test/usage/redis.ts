@@ -1,0 +1,65 @@
+// Test helper: a real redis-server on a free port. stop() sends SIGTERM and waits for exit;
+// restart() starts it again on the same port. With persist, an append-only file in a temp dir
+// keeps the data across stop/restart (a production Redis with persistence).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface TestRedis { url: string; port: number; stop(): Promise<void>; restart(): Promise<void> }
+
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as { port: number }).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+function launch(args: string[]): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const onData = (b: Buffer) => {
+      out += b.toString();
+      if (out.includes('Ready to accept connections')) {
+        child.stdout!.off('data', onData);
+        child.stdout!.resume();
+        resolve(child);
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.resume();
+    child.once('exit', (code) => reject(new Error(`redis-server exited (${code}): ${out.slice(-500)}`)));
+    child.once('error', reject);
+  });
+}
+
+export async function startRedis(opts: { persist?: boolean } = {}): Promise<TestRedis> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'sg-redis-'));
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--dir', dir,
+    ...(opts.persist ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'])];
+  let child: ChildProcess | null = await launch(args);
+  process.once('exit', () => {
+    child?.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    async stop() {
+      const c = child;
+      child = null;
+      if (!c || c.exitCode !== null) return;
+      const exited = new Promise((r) => c.once('exit', r));
+      c.kill('SIGTERM');
+      await exited;
+    },
+    async restart() {
+      if (child) throw new Error('redis is running');
+      child = await launch(args);
+    },
+  };
+}
