@@ -38,6 +38,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: Error) => {
+  // Said on stderr too: a start-up failure must be visible whatever LOG_LEVEL is.
   logger.fatal({ err: err.message }, 'speech-gateway failed to start');
+  process.stderr.write(`speech-gateway failed to start: ${err.message}\n`);
   process.exit(1);
 });

@@ -80,3 +80,12 @@ describe('first run: npm start, a dev token, npm run stream', () => {
     assert.match(output, /"event":"session_end"/, 'the run was logged (so the check above saw real logs)');
   });
 });
+
+describe('uWS native build guard', () => {
+  it('refuses to start on the pure-JS fallback unless ALLOW_UWS_FALLBACK is set', async () => {
+    const r = await run(process.execPath, ['--import', 'tsx', 'src/main.ts'], { UWS_USE_FALLBACK: '1', PORT: '0', EMULATOR_PORT: '0' });
+    assert.notEqual(r.code, 0);
+    assert.match(r.out, /native binary did not load/);
+  });
+});
+
