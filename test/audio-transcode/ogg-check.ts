@@ -2,6 +2,7 @@
 // what the muxer writes, without reusing any of the code under test.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { prng } from '../support/fixtures.js';
 
 export const run = promisify(execFile);
 
@@ -105,18 +106,6 @@ export function correlation(a: number[], b: number[]): number {
   let num = 0, da = 0, db = 0;
   for (let i = 0; i < n; i++) { num += (a[i] - ma) * (b[i] - mb); da += (a[i] - ma) ** 2; db += (b[i] - mb) ** 2; }
   return num / Math.sqrt(da * db);
-}
-
-/** mulberry32: small seeded PRNG so chunkings are random yet reproducible. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Splits into chunks of 1 byte to 64 KB, log-uniform so tiny and large chunks both occur. */

@@ -2,17 +2,13 @@
 // received is a stream the upstream accepts. Decoded durations are checked with the real ffmpeg.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { chromeChunks, fixture, randomChunks } from '../support/fixtures.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
 
-const fixture = (name: string) => readFileSync(new URL(`../fixtures/${name}`, import.meta.url));
-const chromeChunks = (dir: string) => {
-  const folder = new URL(`../fixtures/chrome/${dir}/`, import.meta.url);
-  return readdirSync(folder).sort().map((f) => readFileSync(new URL(f, folder)));
-};
 const tmp = mkdtempSync(join(tmpdir(), 'sgw-audio-'));
 
 /** Decoded duration in seconds, by decoding every sample with ffmpeg (not the container's claim). */
@@ -33,18 +29,6 @@ async function streamThrough(stack: Stack, audioFormat: string | undefined, chun
   client.sendJson({ type: 'end' });
   await client.next('ended', 60_000);
   return { client, upstream: stack.emulator.sessions.at(-1)! };
-}
-
-function randomChunks(buf: Buffer, seed: number): Buffer[] {
-  let x = seed;
-  const rand = () => ((x = (x * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
-  const out: Buffer[] = [];
-  for (let off = 0; off < buf.length; ) {
-    const n = Math.max(1, Math.floor(rand() ** 3 * 200_000));
-    out.push(buf.subarray(off, off + n));
-    off += n;
-  }
-  return out;
 }
 
 describe('audio through the gateway', () => {

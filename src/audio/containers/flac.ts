@@ -2,7 +2,7 @@
 // re-chunking needs frame boundaries. A frame has no length field: it ends where the next valid
 // frame header (sync code + header CRC-8) begins. Media time: each header's block size.
 import { ByteQueue } from './byte-queue.js';
-import { MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
+import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
 const CRC8 = (() => {
   const t = new Uint8Array(256);
@@ -48,13 +48,7 @@ export class FlacParser implements ContainerParser {
 
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
-    const out: Unit[] = [];
-    while (this.q.length >= this.need) {
-      const u = this.step(false);
-      if (!u) break;
-      out.push(u);
-    }
-    return out;
+    return collectUnits(() => (this.q.length >= this.need ? this.step(false) : undefined));
   }
 
   pause(): Unit[] {

@@ -3,7 +3,7 @@
 // Media time: samples per frame / sample rate, frame by frame (exact for CBR and VBR).
 import { isMpegHeader } from '../sniff.js';
 import { ByteQueue } from './byte-queue.js';
-import type { ContainerParser, TrackInfo, Unit } from './unit.js';
+import { collectUnits, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
 const BITRATES: Record<string, number[]> = {
   '1-1': [0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448],
@@ -39,12 +39,7 @@ export class Mp3Parser implements ContainerParser {
 
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
-    const out: Unit[] = [];
-    for (;;) {
-      const u = this.step();
-      if (!u) return out;
-      out.push(u);
-    }
+    return collectUnits(() => this.step());
   }
 
   private step(): Unit | undefined {

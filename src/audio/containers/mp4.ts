@@ -4,7 +4,7 @@
 // held until the moov arrives, which then goes out first with its chunk offsets moved accordingly
 // (the one case where passthrough bytes are rearranged: the upstream can't decode without it).
 import { ByteQueue } from './byte-queue.js';
-import { MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
+import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
 const CONTAINERS = new Set(['moov', 'trak', 'mdia', 'minf', 'stbl', 'mvex', 'moof', 'traf', 'edts', 'dinf']);
 
@@ -81,13 +81,7 @@ export class Mp4Parser implements ContainerParser {
 
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
-    const out: Unit[] = [];
-    while (this.q.length >= this.need) {
-      const u = this.step();
-      if (!u) break;
-      out.push(...u);
-    }
-    return out;
+    return collectUnits(() => (this.q.length >= this.need ? this.step() : undefined));
   }
 
   private step(): Unit[] | undefined {

@@ -2,7 +2,7 @@
 // and re-chunking passthrough audio must cut at page boundaries and know where the header pages
 // end. Also re-chunks the transcoder's own Ogg/Opus output.
 import { ByteQueue } from './byte-queue.js';
-import { MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
+import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
 export class OggParser implements ContainerParser {
   info: TrackInfo | undefined;
@@ -16,12 +16,7 @@ export class OggParser implements ContainerParser {
 
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
-    const out: Unit[] = [];
-    for (;;) {
-      const u = this.page();
-      if (!u) return out;
-      out.push(u);
-    }
+    return collectUnits(() => this.page());
   }
 
   private page(): Unit | undefined {

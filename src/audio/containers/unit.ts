@@ -35,3 +35,14 @@ export interface ContainerParser {
 }
 
 export class MalformedAudio extends Error {}
+
+/** Runs a parser's step until it needs more bytes, collecting the units it completes (a step may
+ * consume bytes that complete no unit: it then returns an empty array, and the loop goes on). */
+export function collectUnits(step: () => Unit | Unit[] | undefined): Unit[] {
+  const out: Unit[] = [];
+  for (let u = step(); u; u = step()) {
+    if (Array.isArray(u)) out.push(...u);
+    else out.push(u);
+  }
+  return out;
+}

@@ -1,7 +1,7 @@
 // Incremental WAV (RIFF/WAVE) parser, hand-written: a dozen bytes of chunk headers; prism-media
 // has no WAV reader and the data chunk of a live WAV may be unbounded (size 0 or 0xFFFFFFFF).
 import { ByteQueue } from './byte-queue.js';
-import { MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
+import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
 export class WavParser implements ContainerParser {
   info: TrackInfo | undefined;
@@ -17,12 +17,7 @@ export class WavParser implements ContainerParser {
 
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
-    const out: Unit[] = [];
-    for (;;) {
-      const u = this.step();
-      if (!u) return out;
-      out.push(u);
-    }
+    return collectUnits(() => this.step());
   }
 
   private step(): Unit | undefined {

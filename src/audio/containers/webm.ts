@@ -2,7 +2,7 @@
 // byte offsets, and re-chunking passthrough audio needs to cut at element boundaries and know
 // where the headers end. Handles live browser WebM (unknown-size Segment and Clusters).
 import { ByteQueue } from './byte-queue.js';
-import { MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
+import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
 const ID = {
   EBML: 0x1a45dfa3, DocType: 0x4282,
@@ -82,13 +82,7 @@ export class WebmParser implements ContainerParser {
 
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
-    const out: Unit[] = [];
-    while (this.q.length >= this.need) {
-      const u = this.step();
-      if (!u) break;
-      out.push(u);
-    }
-    return out;
+    return collectUnits(() => (this.q.length >= this.need ? this.step() : undefined));
   }
 
   /** One element (or a descended element's head) if complete; sets `need` otherwise. */
