@@ -154,8 +154,10 @@ export function transition(s: SessionState, e: SessionEvent): Result {
         { type: 'relay_client' },
       );
 
-    case 'upstream_ended':
-      return withFirst(finish(s, 'ended', { code: CLOSE.normal, reason: 'session ended' }), { type: 'relay_client' });
+    case 'upstream_ended': {
+      const done = finish(s, 'ended', { code: CLOSE.normal, reason: 'session ended' });
+      return s.clientConnected ? withFirst(done, { type: 'relay_client' }) : done;
+    }
 
     case 'upstream_failed':
       return withFirst(
@@ -166,9 +168,16 @@ export function transition(s: SessionState, e: SessionEvent): Result {
         error(e.errorId, e.details),
       );
 
-    case 'audio_failed':
-      // Nothing of a stream that failed validation goes upstream; the client is told why.
+    case 'audio_failed': {
+      // Nothing of a stream that failed validation goes upstream; the client is told why and
+      // closed. An upstream session already open is still ended gracefully, so its usage is final.
+      const told = [error(e.errorId, e.details), { type: 'close_client', code: CLOSE.audioInvalid, reason: e.errorId.toLowerCase() } as Effect];
+      if (s.phase === 'configured') {
+        const ending = beginEnding({ ...s, clientConnected: false }, 'error');
+        return { state: ending.state, effects: [...(s.clientConnected ? told : []), ...ending.effects] };
+      }
       return withFirst(finish(s, 'error', { code: CLOSE.audioInvalid, reason: e.errorId.toLowerCase() }), error(e.errorId, e.details));
+    }
   }
 }
 

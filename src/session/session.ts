@@ -58,6 +58,8 @@ export class Session {
   private pendingControl = 0;
   private held: Buffer[] = [];
   private usageSeq = 0;
+  /** the socket's own truth (the machine's clientConnected says what it intends) */
+  private clientOpen = true;
   /** arrival time of the oldest client audio not yet sent upstream (re-chunking + pacing delay) */
   private oldestUnsentAudioAt?: number;
   private finalCredits?: number;
@@ -111,6 +113,7 @@ export class Session {
   }
 
   onClientClosed(): void {
+    this.clientOpen = false;
     this.dispatch({ type: 'client_closed' });
   }
 
@@ -253,13 +256,13 @@ export class Session {
   private perform(e: Effect): void {
     switch (e.type) {
       case 'send_client':
-        if (this.state.clientConnected) this.client.sendText(JSON.stringify(e.message));
+        if (this.clientOpen) this.client.sendText(JSON.stringify(e.message));
         return;
       case 'relay_client':
         return this.relay();
       case 'close_client':
-        if (this.state.clientConnected) {
-          this.state = { ...this.state, clientConnected: false };
+        if (this.clientOpen) {
+          this.clientOpen = false;
           this.client.close(e.code, e.reason);
         }
         return;
@@ -291,7 +294,7 @@ export class Session {
   }
 
   private relay(): void {
-    if (!this.current.upstreamText || !this.state.clientConnected) return;
+    if (!this.current.upstreamText || !this.clientOpen) return;
     const started = performance.now();
     this.client.sendText(this.current.upstreamText);
     metrics.forwardLatency.observe({ direction: 'upstream_to_client' }, (performance.now() - started) / 1000);

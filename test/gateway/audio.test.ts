@@ -113,8 +113,11 @@ describe('audio through the gateway', () => {
     client.send(fixture('dictation.webm'));
     const e = await client.next('error');
     assert.equal(e.error.id, 'AUDIO_FORMAT_MISMATCH');
-    await client.closed;
-    assert.equal(stack.emulator.sessions.at(-1)!.audio.length, 0);
+    assert.equal((await client.closed).code, 4422);
+    const up = stack.emulator.sessions.at(-1)!;
+    assert.equal(up.audio.length, 0);
+    for (let i = 0; i < 50 && !up.closed; i++) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(up.received.some((r) => r.kind === 'end'), 'the upstream session was ended gracefully (its usage is final)');
   });
 
   it('garbage bytes get AUDIO_UNRECOGNIZED and nothing reaches the upstream', async () => {
