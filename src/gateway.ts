@@ -46,7 +46,6 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
         ? loadUpstreamCredentials({ file: config.UPSTREAM_CREDENTIALS_FILE, inline: config.UPSTREAM_CREDENTIALS })
         : undefined,
   });
-  if (!config.REDIS_URL) logger.warn('REDIS_URL unset: usage ledger and tenant limits are in-process (single replica only)');
   const usage = await createUsage({
     redisUrl: config.REDIS_URL,
     journalDir: config.USAGE_JOURNAL_DIR,
