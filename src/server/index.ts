@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import uWS from 'uWebSockets.js';
 import type { Authenticator, AuthDecision, UpgradeRequest } from '../auth/index.js';
 import type { Endpoint } from '../protocol/index.js';
-import { gatewayError, type ErrorId, type GatewayError } from '../protocol/errors.js';
+import { gatewayError, type GatewayError } from '../protocol/errors.js';
 import { Session, type SessionDeps, type SessionInfo } from '../session/index.js';
 import { metrics, registry, type Logger } from '../telemetry/index.js';
 import type { UsageApi } from '../usage/index.js';
@@ -177,9 +177,8 @@ export function startServer(deps: ServerDeps): Promise<GatewayServer> {
       });
     })
     .any('/*', (res, req) => {
-      const id: ErrorId = 'NOT_FOUND';
       metrics.refusals.inc({ reason: 'not_found' });
-      sendJson(res, 404, { error: gatewayError(id, `no route for ${req.getMethod().toUpperCase()} ${req.getUrl()}`) });
+      sendJson(res, 404, { error: gatewayError('NOT_FOUND', `no route for ${req.getMethod().toUpperCase()} ${req.getUrl()}`) });
     });
 
   return new Promise((resolve, reject) => {

@@ -2,7 +2,7 @@
 // state and a list of effects come out. Nothing here touches a socket or a timer, so every row of
 // the spec is a unit test with a fake clock (test/session/machine.test.ts); src/session/session.ts
 // is the thin shell that performs the effects.
-import type { ClientMessage, Endpoint } from '../protocol/index.js';
+import { configTimeoutType, serverMessages, type ClientMessage, type Endpoint } from '../protocol/index.js';
 import { errorMessage, type ErrorId } from '../protocol/errors.js';
 
 export type Phase =
@@ -109,7 +109,7 @@ export function transition(s: SessionState, e: SessionEvent): Result {
     case 'client_audio':
       if (s.phase === 'configured') return { state: s, effects: [{ type: 'forward_audio' }] };
       if (s.phase === 'awaiting_config') {
-        return { state: s, effects: [{ type: 'send_client', message: { type: 'CONFIG_MISSING', reason: 'send a config message and wait for CONFIG_ACCEPTED before audio; this audio was not forwarded' } }] };
+        return { state: s, effects: [{ type: 'send_client', message: serverMessages.configStatus('CONFIG_MISSING', { reason: 'send a config message and wait for CONFIG_ACCEPTED before audio; this audio was not forwarded' }) }] };
       }
       if (s.phase === 'connecting') {
         return { state: s, effects: [error('AUDIO_BEFORE_CONFIG', 'wait for CONFIG_ACCEPTED before sending audio; this audio was not forwarded')] };
@@ -120,7 +120,7 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       if (s.phase !== 'awaiting_config') return { state: s, effects: [] };
       return withFirst(finish(s, 'config_timeout', { code: CLOSE.configTimeout, reason: 'no config within the deadline' }), {
         type: 'send_client',
-        message: { type: s.endpoint === 'transcribe' ? 'CONFIG_TIMEOUT' : 'CONFIG_NOT_PROVIDED' },
+        message: serverMessages.configStatus(configTimeoutType(s.endpoint)),
       });
 
     case 'time_limit':
@@ -186,7 +186,7 @@ function onClientMessage(s: SessionState, m: ClientMessage, verdict?: ConfigVerd
   switch (m.type) {
     case 'config': {
       if (s.phase !== 'awaiting_config') {
-        return { state: s, effects: [{ type: 'send_client', message: { type: 'CONFIG_ALREADY_RECEIVED', reason: 'a config was already received on this connection' } }] };
+        return { state: s, effects: [{ type: 'send_client', message: serverMessages.configStatus('CONFIG_ALREADY_RECEIVED', { reason: 'a config was already received on this connection' }) }] };
       }
       if (!verdict) throw new Error('config message without a verdict');
       if (verdict.ok) {
@@ -198,18 +198,18 @@ function onClientMessage(s: SessionState, m: ClientMessage, verdict?: ConfigVerd
           code: denied ? CLOSE.configDenied : CLOSE.configRejected,
           reason: denied ? 'invalid configuration' : 'unsupported audioFormat',
         }),
-        { type: 'send_client', message: { type: denied ? 'CONFIG_DENIED' : 'CONFIG_REJECTED', reason: verdict.reason } },
+        { type: 'send_client', message: serverMessages.configStatus(denied ? 'CONFIG_DENIED' : 'CONFIG_REJECTED', { reason: verdict.reason }) },
       );
     }
     case 'flush':
       if (s.phase === 'configured') return { state: s, effects: [{ type: 'flush_upstream' }] };
-      return { state: s, effects: [{ type: 'send_client', message: { type: 'CONFIG_MISSING', reason: 'flush needs an accepted config' } }] };
+      return { state: s, effects: [{ type: 'send_client', message: serverMessages.configStatus('CONFIG_MISSING', { reason: 'flush needs an accepted config' }) }] };
     case 'end':
       if (s.phase === 'configured') return beginEnding(s, 'ended');
       // Nothing was sent upstream: end is answered locally, as the upstream would, and the socket closes.
       return withFirst(finish(s, 'ended', { code: CLOSE.normal, reason: 'session ended' }), {
         type: 'send_client',
-        message: s.endpoint === 'transcribe' ? { type: 'ended' } : { type: 'ENDED' },
+        message: serverMessages.ended(s.endpoint),
       });
   }
 }
