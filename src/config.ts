@@ -1,45 +1,74 @@
 // Environment → one typed, validated config object. Validated once at start-up with precise
-// errors (a bad value stops the process with the variable's name), then passed down explicitly.
+// errors (a bad value stops the process with the variable's name and what it accepts), then
+// passed down explicitly. Messages never repeat a value: some of these variables hold secrets.
 import { z } from 'zod';
 
-const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
-const int = (def: number) => z.coerce.number().int().nonnegative().default(def);
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
-const schema = z.object({
-  PORT: int(8080),
-  HOST: z.string().default('0.0.0.0'),
-  UPSTREAM_URL: z.string().url().optional(),
-  AUTH_URL: z.string().url().optional(),
-  EMULATOR_PORT: int(8081),
-  REDIS_URL: z.string().optional(),
-  UPSTREAM_AUTH: z.enum(['passthrough', 'client-credentials']).default('passthrough'),
-  /** client-credentials mode: JSON file {"<tenant>":{"clientId","clientSecret"}} (a mounted Secret). */
-  UPSTREAM_CREDENTIALS_FILE: z.string().optional(),
-  /** client-credentials mode: the same JSON inline (environment from a Secret). */
-  UPSTREAM_CREDENTIALS: z.string().optional(),
-  USAGE_API_TOKEN: z.string().optional(),
-  LOG_LEVEL: z.string().default('info'),
-  CONFIG_TIMEOUT_MS: int(10_000),
-  STREAM_MAX_SECONDS: int(7200),
-  CHUNK_MS: int(250),
-  PACE: z.coerce.number().positive().default(1.0),
-  MAX_SESSIONS_PER_TENANT: int(0), // 0 = no cap
-  RESUME_GRACE_SECONDS: int(30),
-  DRAIN_SECONDS: int(30),
-  /** Comma-separated origins; unset: only same-origin browsers (and clients sending no Origin). "*" allows any. */
-  ALLOWED_ORIGINS: z.string().optional(),
-  /** Allow full-access (non limited-scope) tokens from requests that carry an Origin header. */
-  ALLOW_FULL_ACCESS_TOKENS_FROM_BROWSERS: bool.default('false'),
-  /** Minimum time between JWKS refetches triggered by an unknown key id (rate limit). */
-  JWKS_COOLDOWN_MS: int(30_000),
-  /** Refuse to start on uWS's slow pure-JS fallback unless this is set. */
-  ALLOW_UWS_FALLBACK: bool.default('false'),
-  /** Per-session bound on audio buffered for pacing, in bytes. */
-  MAX_BUFFERED_AUDIO_BYTES: int(8 * 1024 * 1024),
-  USAGE_JOURNAL_DIR: z.string().default('.tmp/usage-journal'),
-  USAGE_RETENTION_DAYS: int(400),
-  METRICS_MAX_TENANTS: int(50),
-});
+const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
+  z.enum(values, { errorMap: () => ({ message: `must be one of ${values.join(', ')}` }) });
+const bool = oneOf(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+const number = (integer: boolean, min: number, max: number, def: number) => {
+  const message = `must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`;
+  const n = z.coerce.number({ errorMap: () => ({ message }) }).min(min, message).max(max, message);
+  return (integer ? n.int(message) : n).default(def);
+};
+const int = (min: number, max: number, def: number) => number(true, min, max, def);
+const port = (def: number) => int(0, 65535, def);
+const url = (...schemes: string[]) => {
+  const message = `must be a ${schemes.join(' or ')} URL`;
+  return z.string().refine((v) => URL.canParse(v) && schemes.includes(new URL(v).protocol.slice(0, -1)), message);
+};
+
+const schema = z
+  .object({
+    PORT: port(8080),
+    HOST: z.string().default('0.0.0.0'),
+    UPSTREAM_URL: url('ws', 'wss').optional(),
+    AUTH_URL: url('http', 'https').optional(),
+    EMULATOR_PORT: port(8081),
+    REDIS_URL: url('redis', 'rediss').optional(),
+    UPSTREAM_AUTH: oneOf(['passthrough', 'client-credentials']).default('passthrough'),
+    /** client-credentials mode: JSON file {"<tenant>":{"clientId","clientSecret"}} (a mounted Secret). */
+    UPSTREAM_CREDENTIALS_FILE: z.string().optional(),
+    /** client-credentials mode: the same JSON inline (environment from a Secret). */
+    UPSTREAM_CREDENTIALS: z.string().optional(),
+    USAGE_API_TOKEN: z.string().optional(),
+    LOG_LEVEL: oneOf(LOG_LEVELS).default('info'),
+    CONFIG_TIMEOUT_MS: int(100, 600_000, 10_000),
+    /** The upstream ends /streams connections at 2 hours whatever we set. */
+    STREAM_MAX_SECONDS: int(1, 7200, 7200),
+    CHUNK_MS: int(20, 1000, 250),
+    /** Below real time a live client's audio only piles up; far above it is for tests. */
+    PACE: number(false, 1, 1000, 1.0),
+    MAX_SESSIONS_PER_TENANT: int(0, 1_000_000, 0), // 0 = no cap
+    RESUME_GRACE_SECONDS: int(0, 3600, 30),
+    DRAIN_SECONDS: int(0, 3600, 30),
+    /** How long the upstream has to answer `end` (remaining output, usage, end message). */
+    END_TIMEOUT_MS: int(100, 600_000, 30_000),
+    /** Comma-separated origins; unset: only same-origin browsers (and clients sending no Origin). "*" allows any. */
+    ALLOWED_ORIGINS: z.string().optional(),
+    /** Allow full-access (non limited-scope) tokens from requests that carry an Origin header. */
+    ALLOW_FULL_ACCESS_TOKENS_FROM_BROWSERS: bool.default('false'),
+    /** Minimum time between JWKS refetches triggered by an unknown key id (rate limit). */
+    JWKS_COOLDOWN_MS: int(0, 3_600_000, 30_000),
+    /** Refuse to start on uWS's slow pure-JS fallback unless this is set. */
+    ALLOW_UWS_FALLBACK: bool.default('false'),
+    /** Per-session bound on audio buffered for pacing, in bytes; at least one 64000-byte frame. */
+    MAX_BUFFERED_AUDIO_BYTES: int(64_000, 1024 ** 3, 8 * 1024 * 1024),
+    USAGE_JOURNAL_DIR: z.string().default('.tmp/usage-journal'),
+    USAGE_RETENTION_DAYS: int(1, 3650, 400),
+    METRICS_MAX_TENANTS: int(0, 10_000, 50),
+  })
+  .superRefine((c, ctx) => {
+    // One without the other would mix the real service with the emulator's tokens.
+    if (!c.UPSTREAM_URL !== !c.AUTH_URL) {
+      ctx.addIssue({ code: 'custom', path: [c.UPSTREAM_URL ? 'AUTH_URL' : 'UPSTREAM_URL'], message: 'is unset: set both UPSTREAM_URL and AUTH_URL (a real upstream) or neither (the embedded emulator)' });
+    }
+    if (c.UPSTREAM_AUTH === 'client-credentials' && !c.UPSTREAM_CREDENTIALS_FILE && !c.UPSTREAM_CREDENTIALS) {
+      ctx.addIssue({ code: 'custom', path: ['UPSTREAM_AUTH'], message: 'is client-credentials, which needs UPSTREAM_CREDENTIALS_FILE or UPSTREAM_CREDENTIALS' });
+    }
+  });
 
 export type GatewayConfig = z.infer<typeof schema> & { allowedOrigins: string[] | 'same-origin' | '*' };
 
@@ -47,7 +76,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const clean = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
   const parsed = schema.safeParse(clean);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`).join('; ');
     throw new Error(`invalid configuration: ${problems}`);
   }
   const c = parsed.data;

@@ -1,9 +1,12 @@
 // One pino logger for the process. Anything that may carry a credential is redacted by path,
-// and callers log structured fields, never raw URLs or headers.
-import { pino } from 'pino';
+// and callers log structured fields, never raw URLs or headers. The level comes from the
+// environment at import (so tests and tools are quiet from their first line); an unknown level
+// falls back to info here and is reported by config validation, which main then applies.
+import { levels, pino } from 'pino';
 
+const envLevel = process.env.LOG_LEVEL ?? '';
 export const logger = pino({
-  level: process.env.LOG_LEVEL ?? 'info',
+  level: Object.hasOwn(levels.values, envLevel) || envLevel === 'silent' ? envLevel : 'info',
   base: { service: 'speech-gateway' },
   redact: {
     paths: [
