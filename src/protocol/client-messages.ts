@@ -1,8 +1,11 @@
 // Client TEXT frames: config, flush, end (spec 4.12 "Client messages"). Never throws; each failure
 // is a catalogue error whose details say exactly what is wrong. The configuration itself is not
 // checked here: validateConfig does that, so a bad or missing configuration gets CONFIG_DENIED.
+// The text is bounded before JSON.parse; an oversized one is flagged `tooLarge` so the session can
+// answer CONFIG_DENIED when it was waiting for a config.
 import { z } from 'zod';
 import { gatewayError, type GatewayError } from './errors.js';
+import { echo } from './echo.js';
 
 const configMessageSchema = z.object({ type: z.literal('config'), configuration: z.unknown() });
 const flushMessageSchema = z.object({ type: z.literal('flush') });
@@ -14,12 +17,28 @@ export type ClientMessageType = ClientMessage['type'];
 
 const TYPES: readonly string[] = clientMessageSchema.options.map((o) => o.shape.type.value);
 
-export type ParsedClientMessage = { ok: true; message: ClientMessage } | { ok: false; error: GatewayError };
+/** The largest text message the gateway reads: twice MAX_CONFIG_BYTES, room for the largest config with whitespace. */
+export const MAX_CLIENT_TEXT_BYTES = 512 * 1024;
 
-/** V8's JSON.parse message without its quoted excerpt of the input (it could hold anything the client typed). */
+export type ParsedClientMessage =
+  | { ok: true; message: ClientMessage }
+  | { ok: false; error: GatewayError; tooLarge?: true };
+
+// V8: `Unexpected token 'x', "…input…" is not valid JSON`, the excerpt possibly cut with "...".
+const V8_EXCERPT = /^Unexpected token '(.+?)', (?:\.\.\.)?".*"(?:\.\.\.)? is not valid JSON$/s;
+
+/** V8's JSON.parse message with its excerpt of the input dropped and the offending character through echo. */
 function jsonProblem(e: unknown): string {
   const msg = e instanceof Error ? e.message : String(e);
-  return msg.replace(/, ".*" is not valid JSON$/s, ' (not valid JSON)');
+  const m = V8_EXCERPT.exec(msg);
+  return m ? `Unexpected token ${echo(m[1])}` : msg;
+}
+
+/** UTF-8 size of `text` when over the limit (exact), else undefined; cheap for the usual short message. */
+function oversize(text: string): number | undefined {
+  if (text.length * 3 <= MAX_CLIENT_TEXT_BYTES) return undefined; // a UTF-16 unit is at most 3 UTF-8 bytes
+  const bytes = Buffer.byteLength(text, 'utf8');
+  return bytes > MAX_CLIENT_TEXT_BYTES ? bytes : undefined;
 }
 
 function kind(v: unknown): string {
@@ -28,6 +47,11 @@ function kind(v: unknown): string {
 }
 
 export function parseClientMessage(text: string): ParsedClientMessage {
+  const bytes = oversize(text);
+  if (bytes !== undefined) {
+    const details = `message of ${bytes} bytes is larger than the ${MAX_CLIENT_TEXT_BYTES}-byte limit`;
+    return { ok: false, error: gatewayError('INVALID_MESSAGE', details), tooLarge: true };
+  }
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -46,7 +70,7 @@ export function parseClientMessage(text: string): ParsedClientMessage {
     const expected = TYPES.map((t) => JSON.stringify(t)).join(', ');
     return {
       ok: false,
-      error: gatewayError('UNKNOWN_MESSAGE_TYPE', `unknown message type ${JSON.stringify(type.slice(0, 40))}; expected one of ${expected}`),
+      error: gatewayError('UNKNOWN_MESSAGE_TYPE', `unknown message type ${echo(type)}; expected one of ${expected}`),
     };
   }
   const parsed = clientMessageSchema.safeParse(value);

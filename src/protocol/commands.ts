@@ -3,6 +3,7 @@
 // it, and two wildcards are separated by a non-empty literal.
 import { z } from 'zod';
 import { nonBlank } from './config-common.js';
+import { echo } from './echo.js';
 
 const variableSchema = z
   .object({
@@ -58,12 +59,12 @@ export function phraseProblem(phrase: string, types: ReadonlyMap<string, 'enum' 
       continue;
     }
     const type = types.get(part.ref);
-    if (type === undefined) return `"{${part.ref}}" is not a declared variable key`;
+    if (type === undefined) return `${echo(`{${part.ref}}`)} is not a declared variable key`;
     if (type !== 'wildcard') continue;
     if (literalSince.trim() === '') {
       return previousWildcard === undefined
-        ? `wildcard "{${part.ref}}" must be preceded by a literal trigger word`
-        : `wildcards "{${previousWildcard}}" and "{${part.ref}}" must be separated by a non-empty literal`;
+        ? `wildcard ${echo(`{${part.ref}}`)} must be preceded by a literal trigger word`
+        : `wildcards ${echo(`{${previousWildcard}}`)} and ${echo(`{${part.ref}}`)} must be separated by a non-empty literal`;
     }
     previousWildcard = part.ref;
     literalSince = '';
@@ -82,7 +83,7 @@ export const commandSchema = z
     const types = new Map<string, 'enum' | 'wildcard'>();
     (cmd.variables ?? []).forEach((v, i) => {
       if (types.has(v.key)) {
-        ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['variables', i, 'key'], message: `duplicate variable key "${v.key}"` });
+        ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['variables', i, 'key'], message: `duplicate variable key ${echo(v.key)}` });
       }
       types.set(v.key, v.type);
     });
@@ -100,7 +101,7 @@ export const commandsSchema = z.array(commandSchema).superRefine((cmds, ctx) => 
       ctx.addIssue({
         code: z.ZodIssueCode.custom,
         path: [i, 'id'],
-        message: `duplicate command id "${c.id}" (also commands[${first}].id)`,
+        message: `duplicate command id ${echo(c.id)} (also commands[${first}].id)`,
       });
     } else seen.set(c.id, i);
   });

@@ -2,7 +2,24 @@
 // Objects pass unknown fields through: the upstream may know fields the spec does not show.
 import { z } from 'zod';
 
-export const nonBlank = z.string().refine((s) => s.trim() !== '', { message: 'must not be empty' });
+// Bounds on what any configuration may carry (checked by config-bounds.ts, whatever the field). The
+// size fits the largest legal /streams lists (1,000 replacements and 1,000 keyterms of 50 characters,
+// about 190 KB) with room; depth 10 is twice what the spec's deepest field (commands[].variables[].enum) needs.
+export const MAX_CONFIG_BYTES = 256 * 1024;
+export const MAX_CONFIG_DEPTH = 10;
+export const MAX_STRING_CHARS = 1000;
+export const MAX_OBJECT_KEYS = 100;
+/** Every array, spec lists included (replacements, keyterms: "maximum 1,000 items"). */
+export const MAX_LIST_ITEMS = 1000;
+// Tighter caps for fields that are short by nature: RFC 5646 (4.4.1) says 35 characters hold any
+// practical language tag; RFC 6838 caps a MIME type and subtype at 127 each, so 255 leaves room for codecs.
+export const MAX_LANGUAGE_CHARS = 35;
+export const MAX_AUDIO_FORMAT_CHARS = 255;
+
+const notBlank = (s: string) => s.trim() !== '';
+export const nonBlank = z.string().refine(notBlank, { message: 'must not be empty' });
+export const languageTag = z.string().max(MAX_LANGUAGE_CHARS).refine(notBlank, { message: 'must not be empty' });
+export const audioFormatSchema = z.string().max(MAX_AUDIO_FORMAT_CHARS);
 
 /** Refinement for the /streams limit "at most N words" (words = whitespace-separated runs). */
 export function maxWords(n: number) {
@@ -25,7 +42,6 @@ export const formattingSchema = z
 
 export const audioEventsSchema = z.object({ enabled: z.boolean() }).passthrough();
 
-export const MAX_LIST_ITEMS = 1000;
 export const MAX_TERM_CHARS = 50;
 export const MAX_STREAMS_WORDS = 5;
 

@@ -2,13 +2,16 @@
 //   errors.ts            the one catalogue of gateway errors (gatewayError, errorMessage)
 //   client-messages.ts   parseClientMessage: client text frames (config, flush, end)
 //   validate-config.ts   validateConfig: per-endpoint config validation with reasons naming the field
+//   config-bounds.ts     what any config may carry (depth, sizes, lengths), unknown fields included
+//   echo.ts              echo: the one way client input is quoted in an error or reason
 //   transcribe-config.ts / streams-config.ts / commands.ts / config-common.ts   the zod schemas (spec 4.12, 4.13)
 //   reasons.ts           human zod messages and field paths ("configuration.commands[2].phrases: ...")
 //   audio-format.ts      parseAudioFormat, isUpstreamAudioFormat (DESIGN.md section 1 MIME list)
 //   server-messages.ts   serverMessages: config status, flushed, usage, ended in the spec's shapes
 //   upstream-type.ts     upstreamMessageType: hot-path classification of upstream messages
 export * from './errors.js';
-export { parseClientMessage, clientMessageSchema } from './client-messages.js';
+export { parseClientMessage, clientMessageSchema, MAX_CLIENT_TEXT_BYTES } from './client-messages.js';
+export { echo, ECHO_MAX_CHARS } from './echo.js';
 export type { ClientMessage, ClientMessageType, ParsedClientMessage } from './client-messages.js';
 export { validateConfig } from './validate-config.js';
 export type { Endpoint, ConfigValidation, ValidateConfigOptions } from './validate-config.js';

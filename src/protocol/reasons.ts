@@ -2,14 +2,15 @@
 // zod's default messages ("Expected string, received number") name neither the field nor the value,
 // so validation passes this error map to safeParse (never set globally: config.ts uses zod too).
 import { z } from 'zod';
+import { echo } from './echo.js';
 
 const article = (t: string) => (/^[aeiou]/.test(t) ? `an ${t}` : `a ${t}`);
 
-/** What the client sent, short: scalars as JSON (long strings cut), containers by kind. */
+/** What the client sent, short: scalars (strings through echo), containers by kind. */
 function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'array';
-  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value);
+  if (typeof value === 'string') return echo(value);
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   return typeof value;
 }
@@ -47,10 +48,17 @@ export const humanErrorMap: z.ZodErrorMap = (issue, ctx) => {
   return { message: ctx.defaultError };
 };
 
+/** A field name that reads safely as `.name`; any other (a client's unknown field) is quoted with echo. */
+const PLAIN_KEY = /^[A-Za-z_$][\w$]{0,39}$/;
+
 /** `['commands', 2, 'phrases']` under root `configuration` → `configuration.commands[2].phrases`. */
 export function formatPath(root: string, path: ReadonlyArray<string | number>): string {
   let out = root;
-  for (const p of path) out += typeof p === 'number' ? `[${p}]` : out === '' ? p : `.${p}`;
+  for (const p of path) {
+    if (typeof p === 'number') out += `[${p}]`;
+    else if (!PLAIN_KEY.test(p)) out += `[${echo(p)}]`;
+    else out += out === '' ? p : `.${p}`;
+  }
   return out;
 }
 

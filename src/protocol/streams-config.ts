@@ -3,7 +3,9 @@
 import { z } from 'zod';
 import {
   audioEventsSchema,
+  audioFormatSchema,
   formattingSchema,
+  languageTag,
   nonBlank,
   streamsKeytermsSchema,
   streamsReplacementsSchema,
@@ -11,7 +13,7 @@ import {
 
 const transcriptionSchema = z
   .object({
-    primaryLanguage: nonBlank,
+    primaryLanguage: languageTag,
     diarize: z.boolean().optional(),
     isDiarization: z.boolean().optional(),
     wordLevel: z.object({ enabled: z.boolean().optional() }).passthrough().optional(),
@@ -38,7 +40,7 @@ const transcriptionSchema = z
 const modeSchema = z
   .object({
     type: z.enum(['facts', 'transcription']),
-    outputLocale: nonBlank.optional(),
+    outputLocale: languageTag.optional(),
     factGenerationInterval: z.enum(['', 'fixed', 'fast_init']).optional(),
   })
   .passthrough()
@@ -54,7 +56,7 @@ export const streamsConfigSchema = z
     mode: modeSchema,
     retentionPolicy: z.enum(['none', 'retain']).optional(),
     formatting: formattingSchema.optional(),
-    audioFormat: z.string().optional(),
+    audioFormat: audioFormatSchema.optional(),
     audioEvents: audioEventsSchema.optional(),
     replacements: streamsReplacementsSchema.optional(),
     keyterms: streamsKeytermsSchema.optional(),

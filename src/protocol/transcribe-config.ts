@@ -1,18 +1,18 @@
 // `/transcribe` configuration (spec 4.12). Field order follows the spec table, so the first
 // reported problem is the first one a reader of the table would find.
 import { z } from 'zod';
-import { audioEventsSchema, formattingSchema, keytermsSchema, nonBlank, replacementsSchema } from './config-common.js';
+import { audioEventsSchema, audioFormatSchema, formattingSchema, keytermsSchema, languageTag, replacementsSchema } from './config-common.js';
 import { commandsSchema } from './commands.js';
 
 export const transcribeConfigSchema = z
   .object({
-    primaryLanguage: nonBlank,
+    primaryLanguage: languageTag,
     interimResults: z.boolean().optional(),
     spokenPunctuation: z.boolean().optional(),
     automaticPunctuation: z.boolean().optional(),
     commands: commandsSchema.optional(),
     formatting: formattingSchema.optional(),
-    audioFormat: z.string().optional(),
+    audioFormat: audioFormatSchema.optional(),
     audioEvents: audioEventsSchema.optional(),
     replacements: replacementsSchema.optional(),
     keyterms: keytermsSchema.optional(),
