@@ -1,7 +1,7 @@
 // The upgrade-time decision: origin, then where the token is, then what it claims (cheap checks
 // that need no network), then its signature against the tenant realm's keys, then its scope.
 import { decodeJwt, decodeProtectedHeader, errors, jwtVerify, type JWTPayload, type KeyLike } from 'jose';
-import { JwksCache, JwksUnavailableError, UnknownRealmError } from './jwks-cache.js';
+import { JwksBudgetError, JwksCache, JwksUnavailableError, UnknownRealmError } from './jwks-cache.js';
 import { originChecker } from './origin.js';
 import { refuse, type Refusal } from './refusal.js';
 import { isValidTenant, realmUrl, trimSlash } from './tenant.js';
@@ -124,6 +124,9 @@ function verifyRefusal(err: unknown, tenant: string): Refusal {
   }
   if (err instanceof errors.JOSEAlgNotAllowed) return refuse('TOKEN_INVALID', 'bad_algorithm', 'token algorithm not allowed');
   if (err instanceof UnknownRealmError) return refuse('TOKEN_INVALID', 'unknown_tenant', `tenant "${tenant}" is not known to the auth server`);
+  if (err instanceof JwksBudgetError) {
+    return refuse('AUTH_UNAVAILABLE', 'jwks_rate_limited', 'too many sign-ins for tenants this gateway has not seen yet; retry in a few seconds');
+  }
   if (err instanceof JwksUnavailableError) {
     return refuse('AUTH_UNAVAILABLE', 'jwks_unavailable', 'signing keys could not be fetched from the auth server; retry');
   }

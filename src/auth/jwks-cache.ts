@@ -1,8 +1,13 @@
-// One JWKS per tenant realm, fetched on first use, refetched on an unknown `kid` (at most once per
-// cooldown, one request in flight however many upgrades wait) and when older than maxAge.
+// One JWKS per tenant realm. The tenant name comes from an unauthenticated client, so every auth
+// server request a client can cause is bounded, across tenants:
+// - known realms (their JWKS was fetched before) are refetched on an unknown `kid` at most once per
+//   cooldown and when older than maxAge, one request in flight however many upgrades wait;
+// - a realm not known yet costs a token from one budget shared by all tenants (a few a second);
+//   when it is spent the upgrade is refused ("retry") without a request;
+// - realms that answered 404 are refused without a request for a while (negative cache);
+// - known and unknown realms sit in two capped LRU maps: sprayed names never evict known realms.
 // Hand-written around jose's createLocalJWKSet instead of createRemoteJWKSet because jose 5's
-// remote set can't take an injected fetch or clock, and we also need negative caching of
-// realms that don't exist and a bound on how many realms are held.
+// remote set can't take an injected fetch or clock, nor do any of the above.
 import { createLocalJWKSet, errors, type JWK, type JWSHeaderParameters, type FlattenedJWSInput, type KeyLike } from 'jose';
 import { realmUrl } from './tenant.js';
 
@@ -12,12 +17,13 @@ type KeyFn = (h: JWSHeaderParameters, t: FlattenedJWSInput) => Promise<KeyLike>;
 export class UnknownRealmError extends Error {}
 /** The keys could not be fetched (network, 5xx, bad JSON): not the client's fault. */
 export class JwksUnavailableError extends Error {}
+/** The budget for realms not known yet is spent: refused without asking the auth server. */
+export class JwksBudgetError extends Error {}
 
 interface Entry {
-  keys?: KeyFn;
+  keys: KeyFn;
   fetchedAt: number; // last successful fetch
   attemptedAt: number; // last attempt, successful or not
-  failure?: Error; // last attempt's failure, replayed during the cooldown
   pending?: Promise<void>;
 }
 
@@ -27,14 +33,26 @@ export interface JwksCacheOptions {
   maxAgeMs: number;
   fetch: typeof fetch;
   now: () => number;
-  /** Most realms held at once; the least recently added is dropped. */
+  /** Most known realms held; the least recently used is dropped. Default 1000. */
   maxRealms?: number;
+  /** JWKS requests for realms not known yet, all tenants together: per second (default 5) and burst (default 10). */
+  newRealmsPerSecond?: number;
+  newRealmBurst?: number;
+  /** How long a realm that answered 404 is refused without a request, default 300000; most held, default 10000. */
+  unknownRealmTtlMs?: number;
+  maxUnknownRealms?: number;
   timeoutMs?: number;
 }
 
 export class JwksCache {
-  private readonly entries = new Map<string, Entry>();
-  constructor(private readonly o: JwksCacheOptions) {}
+  private readonly known = new Map<string, Entry>();
+  private readonly unknown = new Map<string, number>(); // realm → when it answered 404
+  private readonly probes = new Map<string, Promise<Entry>>(); // first fetches in flight
+  private readonly takeBudget: () => boolean;
+
+  constructor(private readonly o: JwksCacheOptions) {
+    this.takeBudget = tokenBucket(o.newRealmsPerSecond ?? 5, o.newRealmBurst ?? 10, o.now);
+  }
 
   /** A jose key function for this tenant's realm. */
   keyFor(tenant: string): KeyFn {
@@ -42,50 +60,73 @@ export class JwksCache {
   }
 
   clear(): void {
-    this.entries.clear();
+    this.known.clear();
+    this.unknown.clear();
+    this.probes.clear();
   }
 
   private async getKey(tenant: string, header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<KeyLike> {
-    const e = this.entry(tenant);
-    if (!e.keys || this.o.now() - e.fetchedAt >= this.o.maxAgeMs) await this.refresh(tenant, e, !e.keys);
+    const e = this.known.get(tenant) ?? (await this.probe(tenant));
+    setCapped(this.known, tenant, e, this.o.maxRealms ?? 1000); // most recently used last
+    if (this.o.now() - e.fetchedAt >= this.o.maxAgeMs) await this.refresh(tenant, e);
     const tried = e.keys;
-    if (!tried) throw e.failure ?? new JwksUnavailableError('no keys');
     try {
       return await tried(header, token);
     } catch (err) {
       if (!(err instanceof errors.JWKSNoMatchingKey)) throw err;
       // Keys rotated by someone else's refetch while we waited: use those.
-      if (e.keys !== tried) return e.keys!(header, token);
-      await this.refresh(tenant, e, false);
+      if (e.keys !== tried) return e.keys(header, token);
+      await this.refresh(tenant, e);
       if (e.keys === tried) throw err;
-      return e.keys!(header, token);
+      return e.keys(header, token);
     }
   }
 
-  /** Single-flight: joins a fetch in flight; else fetches unless within the cooldown. */
-  private refresh(tenant: string, e: Entry, required: boolean): Promise<void> {
-    if (e.pending) return e.pending;
-    const wait = e.failure ? Math.min(this.o.cooldownMs, 5000) : this.o.cooldownMs;
-    if (e.attemptedAt > 0 && this.o.now() - e.attemptedAt < wait) {
-      return required && e.failure ? Promise.reject(e.failure) : Promise.resolve();
+  /** First fetch of a realm not known yet: the negative cache and the shared budget come first. */
+  private probe(tenant: string): Promise<Entry> {
+    const inFlight = this.probes.get(tenant);
+    if (inFlight) return inFlight;
+    const failedAt = this.unknown.get(tenant);
+    if (failedAt !== undefined && this.o.now() - failedAt < (this.o.unknownRealmTtlMs ?? 300_000)) {
+      return Promise.reject(new UnknownRealmError('realm answered 404 recently'));
     }
+    if (!this.takeBudget()) return Promise.reject(new JwksBudgetError('too many realms not known yet'));
+    const p = this.fetchKeys(tenant)
+      .then((keys) => {
+        this.unknown.delete(tenant);
+        const at = this.o.now();
+        return { keys, fetchedAt: at, attemptedAt: at };
+      }, (err: Error) => this.failed(tenant, err))
+      .finally(() => this.probes.delete(tenant));
+    this.probes.set(tenant, p);
+    return p;
+  }
+
+  /** Single-flight refetch of a known realm, at most once per cooldown; an outage keeps the old keys. */
+  private refresh(tenant: string, e: Entry): Promise<void> {
+    if (e.pending) return e.pending;
+    if (this.o.now() - e.attemptedAt < this.o.cooldownMs) return Promise.resolve();
     e.attemptedAt = this.o.now();
     e.pending = this.fetchKeys(tenant)
       .then((keys) => {
         e.keys = keys;
         e.fetchedAt = this.o.now();
-        e.failure = undefined;
-      })
-      .catch((err: Error) => {
-        e.failure = err;
-        // An unknown realm forgets any old keys; an outage keeps serving them.
-        if (err instanceof UnknownRealmError) e.keys = undefined;
-        if (!e.keys) throw err;
+      }, (err: Error) => {
+        if (err instanceof UnknownRealmError) this.failed(tenant, err);
       })
       .finally(() => {
         e.pending = undefined;
       });
     return e.pending;
+  }
+
+  /** A realm that answered 404 is no longer known and is remembered as unknown. */
+  private failed(tenant: string, err: Error): never {
+    if (err instanceof UnknownRealmError) {
+      this.known.delete(tenant);
+      setCapped(this.unknown, tenant, this.o.now(), this.o.maxUnknownRealms ?? 10_000);
+    }
+    throw err;
   }
 
   private async fetchKeys(tenant: string): Promise<KeyFn> {
@@ -111,15 +152,25 @@ export class JwksCache {
       throw new JwksUnavailableError('JWKS response is not a JSON Web Key Set');
     }
   }
+}
 
-  private entry(tenant: string): Entry {
-    let e = this.entries.get(tenant);
-    if (!e) {
-      const max = this.o.maxRealms ?? 1000;
-      if (this.entries.size >= max) this.entries.delete(this.entries.keys().next().value as string);
-      e = { fetchedAt: 0, attemptedAt: 0 };
-      this.entries.set(tenant, e);
-    }
-    return e;
-  }
+/** Sets `key` as the most recent entry, dropping the least recent when over `max`. */
+function setCapped<V>(m: Map<string, V>, key: string, value: V, max: number): void {
+  m.delete(key);
+  m.set(key, value);
+  if (m.size > max) m.delete(m.keys().next().value as string);
+}
+
+/** A token bucket: `perSecond` tokens a second, at most `burst` saved; true when one was taken. */
+function tokenBucket(perSecond: number, burst: number, now: () => number): () => boolean {
+  let tokens = burst;
+  let at = now();
+  return () => {
+    const t = now();
+    tokens = Math.min(burst, tokens + (Math.max(0, t - at) / 1000) * perSecond);
+    at = t;
+    if (tokens < 1) return false;
+    tokens -= 1;
+    return true;
+  };
 }

@@ -31,6 +31,7 @@ export const REFUSAL_REASONS = [
   'scope',
   'full_access_from_browser',
   'jwks_unavailable',
+  'jwks_rate_limited',
 ] as const;
 
 export type RefusalReason = (typeof REFUSAL_REASONS)[number];
@@ -53,7 +54,7 @@ export type AuthDecision =
     }
   | {
       ok: false;
-      /** 503 only when the auth server's keys could not be fetched (not the client's fault). */
+      /** 503 only when the auth server's keys could not be fetched, or not now (not the client's fault). */
       status: 401 | 403 | 503;
       error: GatewayError;
       reason: RefusalReason;
