@@ -1,5 +1,6 @@
 // Config time: which declared audioFormat values the gateway takes, and what it tells the upstream.
 import type { AudioPlan, PcmDeclaration, SourceKind } from './types.js';
+import { echo } from '../protocol/echo.js';
 
 export type PlanResult = { ok: true; plan: AudioPlan } | { ok: false; reason: string };
 
@@ -54,7 +55,7 @@ function pcmParams(m: Mime, defaultEncoding: PcmDeclaration['encoding'], declare
   const enc = m.params.get('encoding')?.toLowerCase();
   if (enc !== undefined) {
     if (m.type === 'audio/l16') return { ok: false, reason: 'audio/L16 is 16-bit big-endian; it takes no encoding parameter' };
-    if (enc !== 's16le' && enc !== 'f32le') return { ok: false, reason: `unsupported PCM encoding ${enc} (s16le or f32le)` };
+    if (enc !== 's16le' && enc !== 'f32le') return { ok: false, reason: `unsupported PCM encoding ${echo(enc)} (s16le or f32le)` };
     encoding = enc;
   }
   return {
@@ -72,12 +73,13 @@ function filterByCodecs(kinds: Array<[SourceKind, string]>, codecs: string[]): S
 export function planAudio(declared: string | undefined): PlanResult {
   if (declared === undefined || declared.trim() === '') return { ok: true, plan: { mode: 'detect' } };
   const m = parseMime(declared);
-  if (!m) return { ok: false, reason: `audioFormat ${JSON.stringify(declared)} is not a MIME type` };
-  const codecs = codecNames(m.params.get('codecs'));
-  if (!codecs) return { ok: false, reason: `unsupported codecs ${JSON.stringify(m.params.get('codecs'))} in audioFormat` };
+  if (!m) return { ok: false, reason: `audioFormat ${echo(declared)} is not a MIME type` };
+  const codecsParam = m.params.get('codecs');
+  const codecs = codecNames(codecsParam);
+  if (!codecs) return { ok: false, reason: `unsupported codecs ${echo(codecsParam ?? '')} in audioFormat` };
   const pass = (expect: SourceKind[]): PlanResult =>
     expect.length === 0
-      ? { ok: false, reason: `${m.type} cannot carry codecs=${m.params.get('codecs')}` }
+      ? { ok: false, reason: `${m.type} cannot carry codecs ${echo(codecsParam ?? '')}` }
       : { ok: true, plan: { declared, mode: 'passthrough', upstreamAudioFormat: declared, expect } };
   const transcode = (expect: SourceKind[]): PlanResult =>
     ({ ok: true, plan: { declared, mode: 'transcode', upstreamAudioFormat: TRANSCODED_UPSTREAM, expect } });

@@ -1,7 +1,8 @@
 // The auth server half (spec section 5, Keycloak conventions): client-credentials token endpoint
-// and JWKS per realm. Anything else on HTTP is 404.
+// and JWKS per realm. Anything else on HTTP, and any realm the key store does not serve, is 404.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KeyStore, TENANT_NAME } from './keys.js';
+import { MAX_LOG_ENTRIES, pushRecent } from './session-window.js';
 import { ALLOWED_SCOPES, issueToken } from './tokens.js';
 import type { TokenRequestRecord } from './types.js';
 
@@ -10,7 +11,10 @@ export interface AuthContext {
   authBase: () => string;
   now: () => number;
   clients: Record<string, Array<{ clientId: string; clientSecret: string }>>;
+  /** the most recent token requests */
   tokenRequests: TokenRequestRecord[];
+  /** certs (JWKS) requests received, for any realm */
+  jwksRequests: number;
   /** lifetime of tokens from the token endpoint (spec: 300 s; tests shorten it to watch refreshes) */
   tokenLifetimeSeconds: number;
 }
@@ -43,7 +47,8 @@ export async function handleAuthRequest(ctx: AuthContext, req: IncomingMessage, 
   const m = ROUTE.exec(url.pathname);
   if (!m) return json(res, 404, { error: 'not_found' });
   const [, tenant, what] = m;
-  if (!TENANT_NAME.test(tenant)) return json(res, 404, { error: 'Realm does not exist' });
+  if (what === 'certs') ctx.jwksRequests++;
+  if (!TENANT_NAME.test(tenant) || !ctx.keys.serves(tenant)) return json(res, 404, { error: 'Realm does not exist' });
   if (what === 'certs') {
     if (req.method !== 'GET') return json(res, 405, { error: 'method_not_allowed' });
     return json(res, 200, await ctx.keys.jwks(tenant));
@@ -58,7 +63,7 @@ export async function handleAuthRequest(ctx: AuthContext, req: IncomingMessage, 
   }
   const clientId = form.get('client_id') ?? '';
   const scope = (form.get('scope') ?? 'openid').trim() || 'openid';
-  ctx.tokenRequests.push({ tenant, clientId, scope, at: ctx.now() });
+  pushRecent(ctx.tokenRequests, { tenant, clientId, scope, at: ctx.now() }, MAX_LOG_ENTRIES);
   const client = (ctx.clients[tenant] ?? []).find((c) => c.clientId === clientId);
   if (!client || client.clientSecret !== form.get('client_secret')) {
     return json(res, 401, { error: 'invalid_client', error_description: 'Invalid client or Invalid client credentials' });

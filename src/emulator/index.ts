@@ -2,7 +2,9 @@
 // /transcribe and /streams sockets, for the gateway's tests, benchmarks and `npm start`.
 // It is NOT speech recognition: transcripts are numbered one-second segments of the media time
 // received ("[emulator] segment 7 (7.00-8.00 s)"), so tests can prove nothing was lost or
-// duplicated. It enforces the upstream's protocol and records every rule a client broke.
+// duplicated. It enforces the upstream's protocol and records the rules a client broke. It stays
+// small however long it runs: only configured realms (and those made in-process) are served, and
+// only the most recent sessions, logs and a bounded total of audio are kept.
 export { startEmulator } from './server.js';
 export type {
   Emulator, EmulatorOptions, EmulatorSession, FaultSwitches, IssueTokenOptions, TokenRequestRecord,

@@ -1,6 +1,8 @@
 // Per-tenant signing keys (Keycloak realms), created lazily. Each realm has a current RS256 key
 // (rotatable; old keys stay in the JWKS unless dropped) and one ES256 key, all published in the
-// realm's JWKS. Tokens are signed and verified with jose.
+// realm's JWKS. Tokens are signed and verified with jose. Requests from outside (HTTP, sockets)
+// only reach configured realms and those the embedding program made through its own API: a stranger
+// naming random tenants gets 404s, not a key pair each.
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, type JWK, type KeyLike } from 'jose';
 
@@ -27,6 +29,21 @@ async function makeKey(alg: 'RS256' | 'ES256'): Promise<SigningKey> {
 
 export class KeyStore {
   private realms = new Map<string, Promise<Realm>>();
+  private readonly configured: ReadonlySet<string>;
+
+  constructor(configured: Iterable<string>) {
+    this.configured = new Set(configured);
+  }
+
+  /** Whether requests from outside may use this realm: configured, or made in-process. */
+  serves(tenant: string): boolean {
+    return this.configured.has(tenant) || this.realms.has(tenant);
+  }
+
+  /** Realms whose keys exist. */
+  names(): string[] {
+    return [...this.realms.keys()];
+  }
 
   private realm(tenant: string): Promise<Realm> {
     let r = this.realms.get(tenant);
@@ -42,7 +59,9 @@ export class KeyStore {
     return alg === 'ES256' ? realm.ec : realm.rsa[realm.rsa.length - 1];
   }
 
-  async jwks(tenant: string): Promise<{ keys: JWK[] }> {
+  /** The realm's public keys; null for a realm not served (no keys are made for it). */
+  async jwks(tenant: string): Promise<{ keys: JWK[] } | null> {
+    if (!this.serves(tenant)) return null;
     const realm = await this.realm(tenant);
     return { keys: [...realm.rsa.map((k) => k.publicJwk).reverse(), realm.ec.publicJwk] };
   }

@@ -3,9 +3,10 @@ import { createServer, STATUS_CODES, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
-import { handleAuthRequest } from './auth-http.js';
+import { handleAuthRequest, type AuthContext } from './auth-http.js';
 import { KeyStore } from './keys.js';
 import { SessionRecord } from './session-record.js';
+import { SessionWindow } from './session-window.js';
 import { UpstreamSession } from './session.js';
 import { issueToken } from './tokens.js';
 import { checkUpgrade } from './upgrade.js';
@@ -22,17 +23,21 @@ function refuse(socket: Duplex, status: number, reason: string): void {
 export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> {
   const host = o.host ?? '127.0.0.1';
   const now = o.now ?? Date.now;
-  const keys = new KeyStore();
+  const clients = o.clients ?? { base: [{ clientId: 'dev', clientSecret: 'dev-secret' }] };
+  const keys = new KeyStore([...Object.keys(clients), ...(o.realms ?? [])]);
   const faults = defaultFaults();
   const violations: string[] = [];
   const tokenRequests: TokenRequestRecord[] = [];
   const live = new Set<UpstreamSession>();
-  const sessions: SessionRecord[] = [];
+  const window = new SessionWindow(o.maxSessionRecords ?? 200, o.maxAudioBytes ?? 32 * 1024 * 1024);
+  let started = 0;
   let authBase = '';
-  const clients = o.clients ?? { base: [{ clientId: 'dev', clientSecret: 'dev-secret' }] };
+  const auth: AuthContext = {
+    keys, authBase: () => authBase, now, clients, tokenRequests, jwksRequests: 0, tokenLifetimeSeconds: o.tokenLifetimeSeconds ?? 300,
+  };
 
   const http: Server = createServer((req, res) => {
-    handleAuthRequest({ keys, authBase: () => authBase, now, clients, tokenRequests, tokenLifetimeSeconds: o.tokenLifetimeSeconds ?? 300 }, req, res).catch(() => {
+    handleAuthRequest(auth, req, res).catch(() => {
       if (!res.headersSent) res.writeHead(500).end();
     });
   });
@@ -45,10 +50,10 @@ export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> 
     checkUpgrade(req, keys, authBase, now()).then((v) => {
       if (!v.ok) return refuse(socket, v.status, v.reason);
       wss.handleUpgrade(req, socket, head, (ws) => {
-        const record = new SessionRecord(v.endpoint, v.tenant, v.token, true);
+        const record = new SessionRecord(v.endpoint, v.tenant, v.token, window);
         record.interactionId = v.interactionId;
-        sessions.push(record);
-        const session = new UpstreamSession(ws, record, `${v.endpoint} session ${sessions.length}`, {
+        window.add(record);
+        const session = new UpstreamSession(ws, record, `${v.endpoint} session ${++started}`, {
           faults, violations, now,
           creditsPerSecond: o.creditsPerSecond ?? 0.1,
           configTimeoutMs: o.configTimeoutMs ?? 10_000,
@@ -77,9 +82,13 @@ export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> 
     wsBase: `ws://${host}:${port}/audio-bridge/v2`,
     authBase,
     faults,
-    sessions,
+    sessions: window.records,
     violations,
     tokenRequests,
+    get jwksRequests() {
+      return auth.jwksRequests;
+    },
+    realms: () => keys.names(),
     issueToken: (t) => issueToken(keys, authBase, now(), t),
     rotateKeys: (tenant, r) => keys.rotate(tenant, r?.dropOld ?? false),
     dropAllSessions: dropAll,

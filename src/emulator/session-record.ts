@@ -1,6 +1,11 @@
 // What tests can inspect about one upstream socket session. Audio is kept as a chunk list and
-// concatenated on first read, so long sessions don't copy their audio on every frame.
+// concatenated on first read, so long sessions don't copy their audio on every frame; the window
+// it belongs to bounds how much audio all records keep together.
 import type { EmulatorSession } from './types.js';
+
+export interface AudioBudget {
+  kept(bytes: number): void;
+}
 
 export class SessionRecord implements EmulatorSession {
   interactionId?: string;
@@ -14,21 +19,33 @@ export class SessionRecord implements EmulatorSession {
   sent: unknown[] = [];
   closed = false;
   closeCode?: number;
+  audioDropped = false;
+  keptAudioBytes = 0;
   private chunks: Buffer[] = [];
-  private joined: Buffer | null = null;
 
-  constructor(readonly endpoint: 'transcribe' | 'streams', readonly tenant: string, readonly token: string, private keepAudio: boolean) {}
+  constructor(readonly endpoint: 'transcribe' | 'streams', readonly tenant: string, readonly token: string, private budget: AudioBudget) {}
 
   addFrame(frame: Buffer): void {
     this.frames.push(frame.length);
     this.firstFrame ??= Buffer.from(frame);
-    if (!this.keepAudio) return;
+    if (this.audioDropped) return;
     this.chunks.push(frame);
-    this.joined = null;
+    this.keptAudioBytes += frame.length;
+    this.budget.kept(frame.length);
   }
 
   get audio(): Buffer {
-    this.joined ??= Buffer.concat(this.chunks);
-    return this.joined;
+    // Joined once and kept as the single chunk, so a read does not double the memory held.
+    if (this.chunks.length !== 1) this.chunks = [Buffer.concat(this.chunks)];
+    return this.chunks[0];
+  }
+
+  /** Forgets the audio and keeps none from now on; returns the bytes freed. */
+  dropAudio(): number {
+    const freed = this.keptAudioBytes;
+    this.audioDropped = true;
+    this.chunks = [];
+    this.keptAudioBytes = 0;
+    return freed;
   }
 }

@@ -13,6 +13,7 @@ import { createMediaClock, type MediaClock } from './media-clock.js';
 import { commandMessage, credits, factsMessage, streamsTranscript, transcribeTranscript } from './messages.js';
 import { PacingCheck } from './pacing.js';
 import { SessionRecord } from './session-record.js';
+import { MAX_LOG_ENTRIES, pushRecent } from './session-window.js';
 import { sniffContainer } from './sniff.js';
 import type { FaultSwitches } from './types.js';
 
@@ -20,6 +21,7 @@ export const MAX_FRAME_BYTES = 64_000;
 
 export interface SessionDeps {
   faults: FaultSwitches;
+  /** the emulator's log of the most recent violations */
   violations: string[];
   creditsPerSecond: number;
   configTimeoutMs: number;
@@ -66,7 +68,7 @@ export class UpstreamSession {
   private reported = new Set<string>();
 
   private violation(text: string): void {
-    this.deps.violations.push(`${this.label}: ${text}`);
+    pushRecent(this.deps.violations, `${this.label}: ${text}`, MAX_LOG_ENTRIES);
   }
 
   /** For rules a client breaks on every frame once it breaks them at all: one entry per session. */

@@ -48,7 +48,9 @@ export async function verifyToken(
   keys: KeyStore, authBase: string, tenant: string, token: string, endpoint: 'transcribe' | 'streams', nowMs: number,
 ): Promise<Verdict> {
   try {
-    const jwks = createLocalJWKSet(await keys.jwks(tenant));
+    const set = await keys.jwks(tenant);
+    if (!set) return { ok: false, status: 401, reason: 'unknown tenant' };
+    const jwks = createLocalJWKSet(set);
     const { payload } = await jwtVerify(token, jwks, {
       issuer: issuerFor(authBase, tenant),
       algorithms: ['RS256', 'ES256'],

@@ -5,6 +5,15 @@ export interface EmulatorOptions {
   host?: string; // default '127.0.0.1'
   /** OAuth clients per tenant. Default: { base: [{ clientId: 'dev', clientSecret: 'dev-secret' }] } */
   clients?: Record<string, Array<{ clientId: string; clientSecret: string }>>;
+  /**
+   * Realms served over HTTP and sockets besides the tenants in `clients` and those made through
+   * issueToken/rotateKeys; any other realm gets 404 (auth routes) or 401 (sockets), and no keys.
+   */
+  realms?: string[];
+  /** session records kept in `sessions` (the most recent), default 200 */
+  maxSessionRecords?: number;
+  /** audio bytes kept across all session records, default 32 MiB; the oldest records' audio goes first */
+  maxAudioBytes?: number;
   /** credits per second of media, default 0.1 */
   creditsPerSecond?: number;
   now?: () => number; // ms clock, default Date.now (token iat/exp)
@@ -45,7 +54,10 @@ export interface EmulatorSession {
   config?: unknown;
   configCount: number;
   frames: number[];
+  /** every frame's bytes, unless `audioDropped` */
   audio: Buffer;
+  /** the audio was discarded to keep the emulator's memory bounded (`audio` is empty) */
+  audioDropped: boolean;
   firstFrame?: Buffer;
   mediaSeconds: number;
   received: Array<{ t: number; kind: 'config' | 'audio' | 'flush' | 'end' | 'other'; bytes?: number }>;
@@ -66,9 +78,16 @@ export interface Emulator {
   wsBase: string;
   authBase: string;
   faults: FaultSwitches;
+  /** the most recent sessions, oldest first (see maxSessionRecords) */
   sessions: EmulatorSession[];
+  /** the most recent protocol violations by clients */
   violations: string[];
+  /** the most recent token endpoint requests */
   tokenRequests: TokenRequestRecord[];
+  /** certs (JWKS) requests received so far, for any realm */
+  readonly jwksRequests: number;
+  /** realms whose signing keys exist */
+  realms(): string[];
   issueToken(o: IssueTokenOptions): Promise<string>;
   rotateKeys(tenant: string, o?: { dropOld?: boolean }): Promise<void>;
   dropAllSessions(code?: number): void;
