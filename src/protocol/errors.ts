@@ -27,7 +27,7 @@ export const ERRORS = {
   TOKEN_INVALID: { status: 401, title: 'Invalid token' },
   TOKEN_EXPIRED: { status: 401, title: 'Token expired' },
   TENANT_MISSING: { status: 401, title: 'Missing tenant-name' },
-  TENANT_INVALID: { status: 401, title: 'Invalid tenant-name' },
+  TENANT_INVALID: { status: 403, title: 'Invalid tenant-name' },
   AUTH_UNAVAILABLE: { status: 503, title: 'Token keys could not be fetched from the auth server' },
   TENANT_MISMATCH: { status: 403, title: 'Token was not issued for this tenant' },
   SCOPE_INSUFFICIENT: { status: 403, title: 'Token scope does not grant this endpoint' },
