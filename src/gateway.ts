@@ -71,7 +71,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       chunkMs: config.CHUNK_MS,
       pace: config.PACE,
       maxBufferedAudioBytes: config.MAX_BUFFERED_AUDIO_BYTES,
-      endTimeoutMs: 30_000,
+      endTimeoutMs: config.END_TIMEOUT_MS,
     },
   });
 

@@ -6,7 +6,7 @@ import uWS from 'uWebSockets.js';
 import type { Authenticator, AuthDecision, UpgradeRequest } from '../auth/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { gatewayError, type GatewayError } from '../protocol/errors.js';
-import { Session, type SessionDeps, type SessionInfo } from '../session/index.js';
+import { CLOSE, Session, type SessionDeps, type SessionInfo } from '../session/index.js';
 import { metrics, registry, type Logger } from '../telemetry/index.js';
 import type { UsageApi } from '../usage/index.js';
 
@@ -37,8 +37,13 @@ type Ws = uWS.WebSocket<SocketData>;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const STATUS_TEXT: Record<number, string> = { 200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' };
-/** Client frames larger than 64000 bytes are split, not refused; this only bounds one frame's memory. */
-const MAX_CLIENT_FRAME_BYTES = 16 * 1024 * 1024;
+/** Client frames larger than 64000 bytes are split, not refused; this bounds one frame's memory
+ * (uWS closes a socket that sends more with 1009, message too big). */
+const MAX_CLIENT_FRAME_BYTES = 1024 * 1024;
+/** Output waiting for a client that does not read; past it the client is closed as too slow. */
+const MAX_CLIENT_BACKLOG_BYTES = 1024 * 1024;
+/** uWS's ws.send result when the message was dropped (over maxBackpressure). */
+const SEND_DROPPED = 2;
 
 /** uWS's npm build silently falls back to a slow pure-JS server when its binary does not load. */
 export function isNativeUws(): boolean {
@@ -116,41 +121,62 @@ export function startServer(deps: ServerDeps): Promise<GatewayServer> {
     });
   };
 
+  /** A socket callback that throws ends that socket's session, never the process. */
+  const guarded = <A extends unknown[]>(where: string, fn: (ws: Ws, ...a: A) => void) => (ws: Ws, ...a: A) => {
+    try {
+      fn(ws, ...a);
+    } catch (err) {
+      log.error({ event: 'socket_callback_failed', where, err }, 'socket callback threw; closing that socket');
+      metrics.internalErrors.inc({ where: 'socket' });
+      const data = ws.getUserData();
+      if (data.closed) return;
+      data.closed = true;
+      ws.end(CLOSE.internal, 'internal error');
+    }
+  };
+
+  const clientSink = (ws: Ws, data: SocketData) => ({
+    sendText(text: string | Buffer): boolean {
+      if (data.closed) return false;
+      let result = 0;
+      ws.cork(() => {
+        result = ws.send(text, false);
+      });
+      return result !== SEND_DROPPED && ws.getBufferedAmount() <= MAX_CLIENT_BACKLOG_BYTES;
+    },
+    close(code: number, reason: string) {
+      if (data.closed) return;
+      data.closed = true;
+      ws.cork(() => ws.end(code, reason));
+    },
+  });
+
   const socketBehavior = (endpoint: Endpoint): uWS.WebSocketBehavior<SocketData> => ({
     compression: uWS.DISABLED,
     maxPayloadLength: MAX_CLIENT_FRAME_BYTES,
-    maxBackpressure: 8 * 1024 * 1024,
+    maxBackpressure: 2 * MAX_CLIENT_BACKLOG_BYTES,
     idleTimeout: 120,
     sendPingsAutomatically: true,
     upgrade: upgrade(endpoint),
-    open: (ws: Ws) => {
+    open: guarded('open', (ws) => {
       const data = ws.getUserData();
-      const session = new Session(deps, data.info, {
-        sendText: (text) => {
-          if (!data.closed) ws.cork(() => ws.send(text, false));
-        },
-        close: (code, reason) => {
-          if (data.closed) return;
-          data.closed = true;
-          ws.cork(() => ws.end(code, reason));
-        },
-      });
+      const session = new Session(deps, data.info, clientSink(ws, data));
       data.session = session;
       sessions.add(session);
       session.onFinished = (s) => sessions.delete(s);
-    },
-    message: (ws: Ws, message: ArrayBuffer, isBinary: boolean) => {
+    }),
+    message: guarded('message', (ws, message: ArrayBuffer, isBinary: boolean) => {
       const session = ws.getUserData().session;
       if (!session) return;
-      // uWS reuses `message` after this callback: binary audio is copied before it goes anywhere.
-      if (isBinary) session.onClientBinary(Buffer.from(message.slice(0)));
+      // uWS reuses `message` after this callback: the session copies what it keeps.
+      if (isBinary) session.onClientBinary(message);
       else session.onClientText(Buffer.from(message).toString('utf8'));
-    },
-    close: (ws: Ws) => {
+    }),
+    close: guarded('close', (ws) => {
       const data = ws.getUserData();
       data.closed = true;
       data.session?.onClientClosed();
-    },
+    }),
   });
 
   const app = uWS.App()
@@ -193,6 +219,8 @@ export function startServer(deps: ServerDeps): Promise<GatewayServer> {
           for (const s of [...sessions]) s.shutdown();
           const deadline = Date.now() + seconds * 1000;
           while (sessions.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+          // Time is up: what is still open finishes now, usage as it stands, so no session stays open in the ledger.
+          for (const s of [...sessions]) s.abort();
           server.close();
         },
         close() {

@@ -4,6 +4,9 @@
 // is the thin shell that performs the effects.
 import { configTimeoutType, serverMessages, type ClientMessage, type Endpoint } from '../protocol/index.js';
 import { errorMessage, type ErrorId } from '../protocol/errors.js';
+import type { Outcome } from '../usage/index.js';
+
+export type { Outcome };
 
 export type Phase =
   | 'awaiting_config' // socket open, no config yet (config deadline running)
@@ -11,17 +14,6 @@ export type Phase =
   | 'configured' // CONFIG_ACCEPTED relayed: audio flows
   | 'ending' // end sent (by client, time limit, or client gone): waiting for usage + ended
   | 'closed';
-
-export type Outcome =
-  | 'ended'
-  | 'client_gone'
-  | 'upstream_lost'
-  | 'config_denied'
-  | 'config_rejected'
-  | 'config_timeout'
-  | 'error'
-  | 'time_limit'
-  | 'shutdown';
 
 export interface SessionState {
   endpoint: Endpoint;
@@ -44,6 +36,9 @@ export type SessionEvent =
   | { type: 'config_deadline' }
   | { type: 'time_limit' }
   | { type: 'shutdown' }
+  | { type: 'drain_deadline' } // shutdown took too long: finish now, usage as it stands
+  | { type: 'client_too_slow'; details: string } // the client stopped reading: its socket is over its backlog bound
+  | { type: 'internal_error'; details: string } // a callback threw: this session ends, never the process
   | { type: 'upstream_config_status'; status: 'CONFIG_ACCEPTED' | 'CONFIG_DENIED' | 'CONFIG_REJECTED' | string }
   | { type: 'upstream_ended' }
   | { type: 'upstream_failed'; errorId: ErrorId; details: string }
@@ -73,7 +68,7 @@ export const CLOSE = {
   configDenied: 4400,
   configRejected: 4415,
   audioInvalid: 4422,
-  upstreamLost: 4502,
+  clientTooSlow: 4429,
 } as const;
 
 export function initialState(endpoint: Endpoint): SessionState {
@@ -159,26 +154,47 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       return s.clientConnected ? withFirst(done, { type: 'relay_client' }) : done;
     }
 
-    case 'upstream_failed':
-      return withFirst(
-        finish(s, s.phase === 'ending' && !s.clientConnected ? (s.outcome ?? 'upstream_lost') : 'upstream_lost', {
-          code: CLOSE.badGateway,
-          reason: e.errorId.toLowerCase(),
-        }),
-        error(e.errorId, e.details),
-      );
-
-    case 'audio_failed': {
-      // Nothing of a stream that failed validation goes upstream; the client is told why and
-      // closed. An upstream session already open is still ended gracefully, so its usage is final.
-      const told = [error(e.errorId, e.details), { type: 'close_client', code: CLOSE.audioInvalid, reason: e.errorId.toLowerCase() } as Effect];
-      if (s.phase === 'configured') {
-        const ending = beginEnding({ ...s, clientConnected: false }, 'error');
-        return { state: ending.state, effects: [...(s.clientConnected ? told : []), ...ending.effects] };
-      }
-      return withFirst(finish(s, 'error', { code: CLOSE.audioInvalid, reason: e.errorId.toLowerCase() }), error(e.errorId, e.details));
+    case 'upstream_failed': {
+      // Whatever the session was ending for, no final usage came: the record says the upstream failed.
+      const outcome = e.errorId === 'UPSTREAM_TIMEOUT' ? 'upstream_timeout' : 'upstream_lost';
+      const failed = finish({ ...s, outcome }, outcome, { code: CLOSE.badGateway, reason: e.errorId.toLowerCase() });
+      return s.clientConnected ? withFirst(failed, error(e.errorId, e.details)) : failed;
     }
+
+    case 'drain_deadline':
+      return finish(s, 'shutdown', { code: CLOSE.goingAway, reason: 'gateway shut down' });
+
+    case 'client_too_slow':
+      // Nothing more can reach this client; end upstream gracefully so the usage is still final.
+      return endWithoutClient(s, 'client_slow', [{ type: 'close_client', code: CLOSE.clientTooSlow, reason: 'client too slow' }]);
+
+    case 'internal_error':
+      return endWithoutClient({ ...s, outcome: undefined }, 'error', [
+        error('INTERNAL', e.details),
+        { type: 'close_client', code: CLOSE.internal, reason: 'internal error' },
+      ]);
+
+    case 'audio_failed':
+      // Nothing of a stream that failed validation goes upstream; the client is told why and closed.
+      return endWithoutClient(s, 'error', [
+        error(e.errorId, e.details),
+        { type: 'close_client', code: CLOSE.audioInvalid, reason: e.errorId.toLowerCase() },
+      ]);
   }
+}
+
+/** The client is told (`told`, while it is connected) and closed; an upstream session already
+ * open is still ended gracefully so its usage is final, else the session finishes now. */
+function endWithoutClient(s: SessionState, outcome: Outcome, told: Effect[]): Result {
+  const say = s.clientConnected ? told : [];
+  const gone = { ...s, clientConnected: false };
+  if (s.phase === 'configured') {
+    const ending = beginEnding(gone, outcome);
+    return { state: ending.state, effects: [...say, ...ending.effects] };
+  }
+  if (s.phase === 'ending') return { state: { ...gone, outcome }, effects: say };
+  const done = finish(gone, outcome);
+  return { state: done.state, effects: [...say, ...done.effects] };
 }
 
 function onClientMessage(s: SessionState, m: ClientMessage, verdict?: ConfigVerdict): Result {

@@ -7,11 +7,13 @@ import { parseClientMessage, upstreamMessageType, validateConfig, type Endpoint 
 import { metrics, tenantLabel, type Logger } from '../telemetry/index.js';
 import { connectUpstream, type UpstreamConnection } from '../upstream/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
+import { AudioInbox } from './inbox.js';
 import { initialState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
 
 /** What the server hands a session to talk to its client socket. */
 export interface ClientSink {
-  sendText(text: string | Buffer): void;
+  /** false: the client is not reading (the message was dropped, or its backlog is over the bound). */
+  sendText(text: string | Buffer): boolean;
   close(code: number, reason: string): void;
 }
 
@@ -22,7 +24,7 @@ export interface SessionSettings {
   chunkMs: number;
   pace: number;
   maxBufferedAudioBytes: number;
-  /** how long to wait for the upstream's usage + ended after `end` */
+  /** how long to wait for the upstream's usage + ended once `end` has been sent to it */
   endTimeoutMs: number;
 }
 
@@ -57,6 +59,9 @@ export class Session {
   /** control messages (flush/end) waiting for the pipeline to drain; audio behind them is held */
   private pendingControl = 0;
   private held: Buffer[] = [];
+  private heldBytes = 0;
+  private readonly inbox = new AudioInbox((audio) => this.guard(() => this.onClientAudio(audio)));
+  private clientSlow = false;
   private usageSeq = 0;
   /** the socket's own truth (the machine's clientConnected says what it intends) */
   private clientOpen = true;
@@ -77,10 +82,8 @@ export class Session {
     this.key = info.sessionKey;
     this.state = initialState(info.endpoint);
     this.log = deps.logger.child({ session: this.key, tenant: info.tenant, endpoint: info.endpoint, interaction: info.interactionId });
-    this.timer('config_deadline', deps.settings.configTimeoutMs, () => this.dispatch({ type: 'config_deadline' }));
-    if (info.endpoint === 'streams') {
-      this.timer('time_limit', deps.settings.streamMaxSeconds * 1000, () => this.dispatch({ type: 'time_limit' }));
-    }
+    this.timer('config_deadline', deps.settings.configTimeoutMs, { type: 'config_deadline' });
+    if (info.endpoint === 'streams') this.timer('time_limit', deps.settings.streamMaxSeconds * 1000, { type: 'time_limit' });
     deps.ledger.sessionStarted({ sessionKey: this.key, tenant: info.tenant, endpoint: info.endpoint, interactionId: info.interactionId, startedAt: this.startedAt });
     metrics.activeSessions.inc({ endpoint: info.endpoint, tenant: tenantLabel(info.tenant) });
     this.log.info({ event: 'session_start' }, 'session started');
@@ -92,33 +95,61 @@ export class Session {
 
   // ── client side ────────────────────────────────────────────────────────────
   onClientText(text: string): void {
-    const parsed = parseClientMessage(text);
-    if (!parsed.ok) return this.dispatch({ type: 'client_invalid', errorId: parsed.error.id, details: parsed.error.details });
-    const message = parsed.message;
-    if (message.type === 'config' && this.state.phase === 'awaiting_config') {
-      this.configReceivedAt = Date.now();
-      return this.dispatch({ type: 'client_message', message, verdict: this.checkConfig(message.configuration) });
-    }
-    this.dispatch({ type: 'client_message', message });
+    this.guard(() => {
+      this.inbox.flush(); // audio sent before this message goes first
+      const parsed = parseClientMessage(text);
+      if (!parsed.ok) return this.dispatch({ type: 'client_invalid', errorId: parsed.error.id, details: parsed.error.details });
+      const message = parsed.message;
+      if (message.type === 'config' && this.state.phase === 'awaiting_config') {
+        this.configReceivedAt = Date.now();
+        return this.dispatch({ type: 'client_message', message, verdict: this.checkConfig(message.configuration) });
+      }
+      this.dispatch({ type: 'client_message', message });
+    });
   }
 
-  /** `audio` must already be a copy: uWS reuses its buffer after the callback returns. */
-  onClientBinary(audio: Buffer): void {
+  /** `frame` is uWS's buffer, valid only during its callback: the inbox copies it. Input bytes are
+   * counted as they arrive, across every buffer the session holds, before any transcoding. */
+  onClientBinary(frame: ArrayBuffer): void {
+    this.guard(() => {
+      const max = this.deps.settings.maxBufferedAudioBytes;
+      if (this.state.phase === 'configured' && this.bufferedInputBytes + frame.byteLength > max) {
+        this.dropAudio(); // nothing more of this stream goes upstream; a pending flush/end goes out now
+        return this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_BUFFER_OVERRUN', details: `more than ${max} bytes of audio waiting to be forwarded; send audio at real time` });
+      }
+      this.inbox.add(frame);
+    });
+  }
+
+  onClientClosed(): void {
+    this.clientOpen = false;
+    this.guard(() => {
+      this.inbox.flush();
+      this.dispatch({ type: 'client_closed' });
+    });
+  }
+
+  /** Graceful end (drain); `abort` when the drain's time is up. */
+  shutdown(): void {
+    this.guard(() => this.dispatch({ type: 'shutdown' }));
+  }
+
+  abort(): void {
+    this.guard(() => this.dispatch({ type: 'drain_deadline' }));
+  }
+
+  /** Client audio received and not yet sent upstream: batched, held behind a flush/end, in the pipeline. */
+  private get bufferedInputBytes(): number {
+    return this.inbox.bufferedBytes + this.heldBytes + (this.pipeline?.bufferedBytes ?? 0);
+  }
+
+  private onClientAudio(audio: Buffer): void {
     this.current.audio = audio;
     try {
       this.dispatch({ type: 'client_audio' });
     } finally {
       this.current.audio = undefined;
     }
-  }
-
-  onClientClosed(): void {
-    this.clientOpen = false;
-    this.dispatch({ type: 'client_closed' });
-  }
-
-  shutdown(): void {
-    this.dispatch({ type: 'shutdown' });
   }
 
   /** Protocol validation, then the audio plan (which formats pass through, which are transcoded). */
@@ -138,30 +169,30 @@ export class Session {
   // ── upstream side ──────────────────────────────────────────────────────────
   private openUpstream(config: unknown): void {
     const connectStarted = Date.now();
-    const answerTimer = () =>
-      this.timer('upstream_answer', this.deps.settings.configTimeoutMs, () =>
-        this.dispatch({ type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not answer the config in time' }),
-      );
-    answerTimer();
+    this.timer('upstream_answer', this.deps.settings.configTimeoutMs, {
+      type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not answer the config in time',
+    });
     this.deps.credentials
       .tokenFor(this.info.tenant, this.info.clientToken)
-      .then((token) => {
-        if (this.state.phase === 'closed') return;
-        this.upstream = connectUpstream(
-          { wsBase: this.deps.settings.upstreamWsBase, endpoint: this.info.endpoint, interactionId: this.info.interactionId, tenant: this.info.tenant, token, environment: this.info.environment },
-          {
-            onOpen: () => {
-              metrics.upstreamConnectLatency.observe({ endpoint: this.info.endpoint }, (Date.now() - connectStarted) / 1000);
-              this.upstream?.sendJson({ type: 'config', configuration: config });
+      .then(
+        (token) => this.guard(() => {
+          if (this.state.phase === 'closed') return;
+          this.upstream = connectUpstream(
+            { wsBase: this.deps.settings.upstreamWsBase, endpoint: this.info.endpoint, interactionId: this.info.interactionId, tenant: this.info.tenant, token, environment: this.info.environment },
+            {
+              onOpen: () => this.guard(() => {
+                metrics.upstreamConnectLatency.observe({ endpoint: this.info.endpoint }, (Date.now() - connectStarted) / 1000);
+                this.upstream?.sendJson({ type: 'config', configuration: config });
+              }),
+              onMessage: (data, isBinary) => this.guard(() => this.onUpstreamMessage(data, isBinary)),
+              onClose: (code) => this.guard(() => this.onUpstreamGone(`the speech service closed the connection (code ${code})`)),
+              onError: (err) => this.guard(() => this.onUpstreamGone(err.message, 'UPSTREAM_UNAVAILABLE')),
             },
-            onMessage: (data, isBinary) => this.onUpstreamMessage(data, isBinary),
-            onClose: (code) => this.onUpstreamGone(`the speech service closed the connection (code ${code})`),
-            onError: (err) => this.onUpstreamGone(err.message, 'UPSTREAM_UNAVAILABLE'),
-          },
-          { connectTimeoutMs: this.deps.settings.configTimeoutMs },
-        );
-      })
-      .catch((err: Error) => this.dispatch({ type: 'upstream_failed', errorId: 'UPSTREAM_UNAVAILABLE', details: `could not obtain upstream credentials: ${err.message}` }));
+            { connectTimeoutMs: this.deps.settings.configTimeoutMs },
+          );
+        }),
+        (err: Error) => this.guard(() => this.dispatch({ type: 'upstream_failed', errorId: 'UPSTREAM_UNAVAILABLE', details: `could not obtain upstream credentials: ${err.message}` })),
+      );
   }
 
   private onUpstreamGone(details: string, errorId: 'UPSTREAM_CLOSED' | 'UPSTREAM_UNAVAILABLE' = 'UPSTREAM_CLOSED'): void {
@@ -219,14 +250,14 @@ export class Session {
       chunkMs: this.deps.settings.chunkMs,
       pace: this.deps.settings.pace,
       maxBufferedBytes: this.deps.settings.maxBufferedAudioBytes,
-      onFrame: (frame) => {
+      onFrame: (frame) => this.guard(() => {
         this.upstream?.send(frame);
         if (this.oldestUnsentAudioAt !== undefined) {
           metrics.forwardLatency.observe({ direction: 'client_to_upstream' }, (performance.now() - this.oldestUnsentAudioAt) / 1000);
           this.oldestUnsentAudioAt = undefined;
         }
-      },
-      onError: (err) => this.dispatch({ type: 'audio_failed', errorId: err.id, details: err.details }),
+      }),
+      onError: (err) => this.guard(() => this.dispatch({ type: 'audio_failed', errorId: err.id, details: err.details })),
     });
   }
 
@@ -256,8 +287,7 @@ export class Session {
   private perform(e: Effect): void {
     switch (e.type) {
       case 'send_client':
-        if (this.clientOpen) this.client.sendText(JSON.stringify(e.message));
-        return;
+        return this.sendClient(JSON.stringify(e.message));
       case 'relay_client':
         return this.relay();
       case 'close_client':
@@ -269,20 +299,13 @@ export class Session {
       case 'open_upstream':
         return this.openUpstream(e.config);
       case 'forward_audio':
-        if (!this.current.audio) return;
-        this.oldestUnsentAudioAt ??= performance.now();
-        if (this.pendingControl > 0) this.held.push(this.current.audio);
-        else this.pipeline?.push(this.current.audio);
-        return;
+        return this.forwardAudio();
       case 'flush_upstream':
         return this.sendControlAfterDrain({ type: 'flush' });
       case 'end_upstream':
-        this.timer('upstream_answer', this.deps.settings.endTimeoutMs, () =>
-          this.dispatch({ type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not end the session in time' }),
-        );
         return this.sendControlAfterDrain({ type: 'end' });
       case 'close_upstream':
-        this.pipeline?.close();
+        this.dropAudio();
         this.upstream?.close(1000, 'session over');
         this.upstream = undefined;
         return;
@@ -294,28 +317,86 @@ export class Session {
   }
 
   private relay(): void {
-    if (!this.current.upstreamText || !this.clientOpen) return;
+    if (!this.current.upstreamText) return;
     const started = performance.now();
-    this.client.sendText(this.current.upstreamText);
+    this.sendClient(this.current.upstreamText);
     metrics.forwardLatency.observe({ direction: 'upstream_to_client' }, (performance.now() - started) / 1000);
   }
 
-  /** flush/end keep their place in the stream: audio before them goes first, audio after waits. */
+  /** Every send is checked: a client that stops reading is closed and the session says so, rather
+   * than losing a final transcript or its usage without a trace. */
+  private sendClient(text: string | Buffer): void {
+    if (!this.clientOpen || this.clientSlow) return;
+    if (this.client.sendText(text)) return;
+    this.clientSlow = true;
+    // After the effect being performed, not inside it: the machine handles one event at a time.
+    queueMicrotask(() => this.guard(() => this.dispatch({ type: 'client_too_slow', details: 'the client is not reading its messages' })));
+  }
+
+  private dropAudio(): void {
+    this.inbox.clear();
+    this.held = [];
+    this.heldBytes = 0;
+    this.pipeline?.close();
+  }
+
+  private forwardAudio(): void {
+    const audio = this.current.audio;
+    if (!audio) return;
+    this.oldestUnsentAudioAt ??= performance.now();
+    if (this.pendingControl === 0) return this.pipeline?.push(audio);
+    this.held.push(audio);
+    this.heldBytes += audio.length;
+  }
+
+  /** flush/end keep their place in the stream: audio before them goes first, audio after waits.
+   * The upstream's answer to `end` is awaited from when `end` is sent, not from when the client
+   * asked: audio still being paced out is not cut short. */
   private sendControlAfterDrain(message: { type: 'flush' | 'end' }): void {
     this.pendingControl++;
     const pipeline = this.pipeline;
     (pipeline ? pipeline.drain() : Promise.resolve())
-      .then(() => {
+      .then(() => this.guard(() => {
         if (this.state.phase === 'closed') return;
         this.upstream?.sendJson(message);
+        if (message.type === 'end') {
+          this.timer('upstream_answer', this.deps.settings.endTimeoutMs, {
+            type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not end the session in time',
+          });
+        }
         this.pendingControl--;
         if (this.pendingControl === 0 && this.held.length) {
           const held = this.held;
           this.held = [];
+          this.heldBytes = 0;
           for (const audio of held) this.pipeline?.push(audio);
         }
-      })
-      .catch((err: Error) => this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_MALFORMED', details: err.message }));
+      }))
+      .catch((err: Error) => this.guard(() => this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_MALFORMED', details: err.message })));
+  }
+
+  /** Runs a callback's work; an exception ends this one session with an error, never the process. */
+  private guard(work: () => void): void {
+    try {
+      work();
+    } catch (err) {
+      this.crash(err);
+    }
+  }
+
+  private crash(err: unknown): void {
+    this.log.error({ event: 'session_crash', err }, 'session callback threw; ending the session');
+    metrics.internalErrors.inc({ where: 'session' });
+    try {
+      this.dispatch({ type: 'internal_error', details: 'the gateway failed while handling this session; open a new one' });
+    } catch (again) {
+      // The graceful path threw too: close both sides and record the session as it stands.
+      this.log.error({ event: 'session_crash', err: again }, 'ending the session failed; closing it');
+      this.state = { ...this.state, phase: 'closed', outcome: 'error' };
+      try { this.perform({ type: 'close_upstream' }); } catch { /* already failing */ }
+      try { this.perform({ type: 'close_client', code: 1011, reason: 'internal error' }); } catch { /* already failing */ }
+      this.finish('error');
+    }
   }
 
   private finish(outcome: Outcome): void {
@@ -355,9 +436,10 @@ export class Session {
     this.onFinished?.(this);
   }
 
-  private timer(name: string, ms: number, fn: () => void): void {
+  /** A named timer that feeds `event` to the machine when it fires. */
+  private timer(name: string, ms: number, event: SessionEvent): void {
     this.clearTimer(name);
-    const t = setTimeout(fn, ms);
+    const t = setTimeout(() => this.guard(() => this.dispatch(event)), ms);
     t.unref?.();
     this.timers.set(name, t);
   }

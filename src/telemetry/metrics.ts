@@ -53,6 +53,10 @@ export const metrics = {
     name: 'speech_gateway_usage_journal_dropped_total', help: 'Usage events refused because the on-disk journal was full', registers,
   }),
   redisUp: new Gauge({ name: 'speech_gateway_redis_up', help: '1 if the usage ledger can write to Redis', registers }),
+  internalErrors: new Counter<'where'>({
+    name: 'speech_gateway_internal_errors_total', help: 'Exceptions caught in a callback (each ended one session), by where',
+    labelNames: ['where'], registers,
+  }),
   fullAccessTokenAttempts: new Counter({
     name: 'speech_gateway_full_access_token_refusals_total', help: 'Full-access tokens refused from browsers', registers,
   }),

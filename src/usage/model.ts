@@ -3,9 +3,10 @@
 
 export type Endpoint = 'transcribe' | 'streams';
 export const ENDPOINTS: readonly Endpoint[] = ['transcribe', 'streams'];
+/** How a session ended: what really happened, e.g. `upstream_timeout` even when the client had asked to end. */
 export type Outcome =
-  | 'ended' | 'client_gone' | 'upstream_lost' | 'config_denied' | 'config_rejected' | 'config_timeout'
-  | 'error' | 'time_limit' | 'shutdown';
+  | 'ended' | 'client_gone' | 'client_slow' | 'upstream_lost' | 'upstream_timeout' | 'config_denied' | 'config_rejected'
+  | 'config_timeout' | 'error' | 'time_limit' | 'shutdown';
 export type Granularity = 'hour' | 'day';
 
 export interface SessionStart { sessionKey: string; tenant: string; endpoint: Endpoint; interactionId?: string; startedAt: number }

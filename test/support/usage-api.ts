@@ -1,0 +1,26 @@
+// Test support: reads a gateway's ledger through its ops usage API, as an operator would.
+import type { Stack } from './stack.js';
+
+export interface LedgerSession {
+  sessionKey: string;
+  tenant: string;
+  end: string | null;
+  credits: number;
+  estimated: boolean;
+  outcome: string | null;
+}
+
+/** Every session the ledger holds for `tenant` (all pages). The stack needs USAGE_API_TOKEN = `apiToken`. */
+export async function ledgerSessions(stack: Stack, apiToken: string, tenant = 'base'): Promise<LedgerSession[]> {
+  const base = `http://127.0.0.1:${stack.gateway.server.port}/v1/usage/sessions?tenant=${tenant}`;
+  const out: LedgerSession[] = [];
+  let cursor: string | null = null;
+  do {
+    const res = await fetch(cursor ? `${base}&cursor=${encodeURIComponent(cursor)}` : base, { headers: { authorization: `Bearer ${apiToken}` } });
+    if (res.status !== 200) throw new Error(`usage API answered ${res.status}: ${await res.text()}`);
+    const body = (await res.json()) as { sessions: LedgerSession[]; next: string | null };
+    out.push(...body.sessions);
+    cursor = body.next;
+  } while (cursor);
+  return out;
+}
