@@ -5,6 +5,7 @@ import { logger } from './telemetry/index.js';
 
 async function main(): Promise<void> {
   const config = loadConfig();
+  logger.level = config.LOG_LEVEL;
   const gw = await startGateway(config);
   const port = gw.server.port;
   logger.info({ port }, `speech-gateway listening on :${port}`);
@@ -23,9 +24,20 @@ async function main(): Promise<void> {
       ].join('\n') + '\n',
     );
   }
-  const onSignal = (signal: string) => {
+  onStopSignals(() => gw.stop());
+}
+
+/**
+ * Every SIGTERM/SIGINT is handled for the whole drain: a group signal reaches this process and npm,
+ * which forwards it again, and a second default-action signal would kill the drain halfway.
+ */
+function onStopSignals(stop: () => Promise<void>): void {
+  let draining = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (draining) return logger.info({ signal }, 'already draining');
+    draining = true;
     logger.info({ signal }, 'draining');
-    gw.stop().then(
+    stop().then(
       () => process.exit(0),
       (err: Error) => {
         logger.error({ err: err.message }, 'shutdown failed');
@@ -33,8 +45,7 @@ async function main(): Promise<void> {
       },
     );
   };
-  process.once('SIGTERM', () => onSignal('SIGTERM'));
-  process.once('SIGINT', () => onSignal('SIGINT'));
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, onSignal);
 }
 
 main().catch((err: Error) => {
