@@ -269,6 +269,8 @@ export class UpstreamSession {
   /** messageDelayMs acts like network latency: each message leaves that long after it was made. */
   private send(msg: unknown, afterSend?: () => void): void {
     const due = Date.now() + this.deps.faults.messageDelayMs;
+    const pad = this.deps.faults.padTranscriptBytes;
+    if (pad > 0 && (msg as { type?: string }).type === 'transcript') msg = { ...(msg as object), padding: 'x'.repeat(pad) };
     this.enqueue(async () => {
       const wait = due - Date.now();
       if (wait > 0) await sleep(wait);

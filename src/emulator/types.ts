@@ -43,6 +43,8 @@ export interface FaultSwitches {
   dropAfterMediaSeconds: number | null;
   stall: boolean;
   rejectUpgradeStatus: number | null;
+  /** Adds a `padding` field of this many characters to every transcript (a talkative upstream). */
+  padTranscriptBytes: number;
 }
 
 export interface EmulatorSession {
@@ -102,5 +104,6 @@ export function defaultFaults(): FaultSwitches {
     dropAfterMediaSeconds: null,
     stall: false,
     rejectUpgradeStatus: null,
+    padTranscriptBytes: 0,
   };
 }

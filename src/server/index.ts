@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import uWS from 'uWebSockets.js';
 import type { Authenticator, AuthDecision, UpgradeRequest } from '../auth/index.js';
-import type { Endpoint } from '../protocol/index.js';
+import { echo, type Endpoint } from '../protocol/index.js';
 import { gatewayError, type GatewayError } from '../protocol/errors.js';
 import { CLOSE, Session, type SessionDeps, type SessionInfo } from '../session/index.js';
 import { metrics, registry, type Logger } from '../telemetry/index.js';
@@ -198,13 +198,13 @@ export function startServer(deps: ServerDeps): Promise<GatewayServer> {
       asyncHttp(res, async (aborted) => {
         const answer = await deps.usageApi.handle({ method, path, query, authorization });
         if (aborted()) return;
-        if (!answer) return sendJson(res, 404, { error: gatewayError('NOT_FOUND', `no route for ${method} ${path}`) });
+        if (!answer) return sendJson(res, 404, { error: gatewayError('NOT_FOUND', `no route for ${echo(method)} ${echo(path)}`) });
         sendJson(res, answer.status, answer.body);
       });
     })
     .any('/*', (res, req) => {
       metrics.refusals.inc({ reason: 'not_found' });
-      sendJson(res, 404, { error: gatewayError('NOT_FOUND', `no route for ${req.getMethod().toUpperCase()} ${req.getUrl()}`) });
+      sendJson(res, 404, { error: gatewayError('NOT_FOUND', `no route for ${echo(req.getMethod().toUpperCase())} ${echo(req.getUrl())}`) });
     });
 
   return new Promise((resolve, reject) => {

@@ -98,6 +98,11 @@ export class Session {
     this.guard(() => {
       this.inbox.flush(); // audio sent before this message goes first
       const parsed = parseClientMessage(text);
+      if (!parsed.ok && parsed.tooLarge && this.state.phase === 'awaiting_config') {
+        // Only a config can be that large: it is denied, as any config over its bounds is.
+        const verdict: ConfigVerdict = { ok: false, status: 'denied', reason: `configuration: ${parsed.error.details}` };
+        return this.dispatch({ type: 'client_message', message: { type: 'config', configuration: undefined }, verdict });
+      }
       if (!parsed.ok) return this.dispatch({ type: 'client_invalid', errorId: parsed.error.id, details: parsed.error.details });
       const message = parsed.message;
       if (message.type === 'config' && this.state.phase === 'awaiting_config') {
