@@ -13,6 +13,13 @@ import { realmUrl } from './tenant.js';
 
 type KeyFn = (h: JWSHeaderParameters, t: FlattenedJWSInput) => Promise<KeyLike>;
 
+/** JWKS requests for realms not known yet, all tenants together: a second, and the burst. */
+const NEW_REALMS_PER_SECOND = 5;
+const NEW_REALM_BURST = 10;
+/** A realm that answered 404 is refused without a request this long; at most this many are held. */
+const UNKNOWN_REALM_TTL_MS = 300_000;
+const MAX_UNKNOWN_REALMS = 10_000;
+
 /** The realm's certs endpoint answered 404: the tenant does not exist on the auth server. */
 export class UnknownRealmError extends Error {}
 /** The keys could not be fetched (network, 5xx, bad JSON): not the client's fault. */
@@ -35,12 +42,6 @@ export interface JwksCacheOptions {
   now: () => number;
   /** Most known realms held; the least recently used is dropped. Default 1000. */
   maxRealms?: number;
-  /** JWKS requests for realms not known yet, all tenants together: per second (default 5) and burst (default 10). */
-  newRealmsPerSecond?: number;
-  newRealmBurst?: number;
-  /** How long a realm that answered 404 is refused without a request, default 300000; most held, default 10000. */
-  unknownRealmTtlMs?: number;
-  maxUnknownRealms?: number;
   timeoutMs?: number;
 }
 
@@ -51,7 +52,7 @@ export class JwksCache {
   private readonly takeBudget: () => boolean;
 
   constructor(private readonly o: JwksCacheOptions) {
-    this.takeBudget = tokenBucket(o.newRealmsPerSecond ?? 5, o.newRealmBurst ?? 10, o.now);
+    this.takeBudget = tokenBucket(NEW_REALMS_PER_SECOND, NEW_REALM_BURST, o.now);
   }
 
   /** A jose key function for this tenant's realm. */
@@ -87,7 +88,7 @@ export class JwksCache {
     const inFlight = this.probes.get(tenant);
     if (inFlight) return inFlight;
     const failedAt = this.unknown.get(tenant);
-    if (failedAt !== undefined && this.o.now() - failedAt < (this.o.unknownRealmTtlMs ?? 300_000)) {
+    if (failedAt !== undefined && this.o.now() - failedAt < UNKNOWN_REALM_TTL_MS) {
       return Promise.reject(new UnknownRealmError('realm answered 404 recently'));
     }
     if (!this.takeBudget()) return Promise.reject(new JwksBudgetError('too many realms not known yet'));
@@ -124,7 +125,7 @@ export class JwksCache {
   private failed(tenant: string, err: Error): never {
     if (err instanceof UnknownRealmError) {
       this.known.delete(tenant);
-      setCapped(this.unknown, tenant, this.o.now(), this.o.maxUnknownRealms ?? 10_000);
+      setCapped(this.unknown, tenant, this.o.now(), MAX_UNKNOWN_REALMS);
     }
     throw err;
   }
