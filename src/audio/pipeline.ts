@@ -1,5 +1,6 @@
 // The audio path of one session: sniff → container parser → (transcoder) → re-chunker → pacer.
 // Every stage sees the stream and either passes it on or stops it with one error.
+import { echo } from '../protocol/echo.js';
 import { gatewayError, type ErrorId } from '../protocol/errors.js';
 import { logger } from '../telemetry/logger.js';
 import { PcmParser } from './containers/pcm.js';
@@ -8,7 +9,8 @@ import { Pacer } from './pacer.js';
 import { Rechunker, type Frame } from './rechunk.js';
 import { OpusRemuxRoute, PassRoute, PcmRoute, type Route } from './routes.js';
 import { sniff, SNIFF_BYTES, type Container } from './sniff.js';
-import { createParser, sourceKind } from './source.js';
+import { CONTAINER_LABEL, createParser, sourceKind } from './source.js';
+import { assertPcmFormat, type PcmFormat } from './transcode/index.js';
 import { KIND_LABEL, PASSTHROUGH_KINDS, type AudioPipeline, type AudioPipelineOptions, type AudioStats, type Clock } from './types.js';
 
 const realClock: Clock = {
@@ -33,6 +35,11 @@ class Pipeline implements AudioPipeline {
   private route: Route | undefined;
   private mediaOrigin: number | undefined;
   private outOrigin: number | undefined;
+  /** Input bytes of the units handed to the route, and media seconds in/out when the last drain
+   * emptied the pipeline (from there on, media in minus media out is what is still queued). */
+  private routedBytes = 0;
+  private inMark = 0;
+  private outMark = 0;
   private rechunker: Rechunker;
   private pacer: Pacer;
 
@@ -50,9 +57,19 @@ class Pipeline implements AudioPipeline {
     });
   }
 
+  /** Input bytes not yet forwarded: not yet parsed, held for the headers, or routed and queued. */
   get bufferedBytes(): number {
-    return this.sniffedBytes + (this.parser?.bufferedBytes ?? 0) + this.heldBytes + (this.route?.bufferedBytes ?? 0)
-      + this.rechunker.bufferedBytes + this.pacer.bufferedBytes;
+    return this.sniffedBytes + (this.parser?.bufferedBytes ?? 0) + this.heldBytes + this.queuedInputBytes();
+  }
+
+  /** The input behind the media routed but not yet sent: queued media seconds × the stream's input
+   * bytes a media second. Not the queued bytes themselves: a transcoder's Opus is ~20× smaller than
+   * its PCM, so counting output would let a client run ~20× further ahead of real time. */
+  private queuedInputBytes(): number {
+    const { mediaSecondsIn, mediaSecondsOut } = this.stats;
+    if (mediaSecondsIn <= 0) return this.rechunker.bufferedBytes + this.pacer.bufferedBytes; // untimed: headers
+    const queued = Math.max(0, mediaSecondsIn - this.inMark - (mediaSecondsOut - this.outMark));
+    return Math.ceil((queued * this.routedBytes) / mediaSecondsIn);
   }
 
   push(chunk: Buffer): void {
@@ -60,12 +77,14 @@ class Pipeline implements AudioPipeline {
     this.stats.framesIn++;
     this.stats.bytesIn += chunk.length;
     if (chunk.length > 0) this.pacer.start();
+    const parser = this.parser;
     this.guard(() => {
-      if (!this.parser) {
+      if (parser) this.accept(this.parse(parser, chunk));
+      else {
         this.sniffed.push(chunk);
         this.sniffedBytes += chunk.length;
-        if (!this.start()) return;
-      } else this.accept(this.parser.push(chunk));
+        this.start();
+      }
     });
     if (!this.stopped && this.bufferedBytes > this.o.maxBufferedBytes) {
       this.fail('AUDIO_BUFFER_OVERRUN', `more than ${this.o.maxBufferedBytes} bytes of audio waiting to be forwarded; send audio at real time`);
@@ -84,7 +103,7 @@ class Pipeline implements AudioPipeline {
     if (this.stopped) return;
     this.guard(() => {
       if (!this.parser && this.sniffedBytes > 0) this.start();
-      if (this.parser?.pause) this.accept(this.parser.pause());
+      if (this.parser?.pause) this.accept(this.parse(this.parser, undefined));
     });
     if (this.stopped || !this.route) return; // headers not complete yet: nothing can go out
     try {
@@ -96,6 +115,11 @@ class Pipeline implements AudioPipeline {
     this.stats.transcodeSeconds = this.route.transcodeSeconds;
     this.rechunker.flush();
     await this.pacer.idle();
+    if (this.rechunker.bufferedBytes === 0 && this.pacer.bufferedBytes === 0) {
+      // All routed media has gone out; a transcoder's padded tail may have put its output ahead.
+      this.inMark = this.stats.mediaSecondsIn;
+      this.outMark = this.stats.mediaSecondsOut;
+    }
   }
 
   close(): void {
@@ -109,8 +133,8 @@ class Pipeline implements AudioPipeline {
     this.heldBytes = 0;
   }
 
-  /** Picks the parser once the first bytes say which container this is; false: need more bytes. */
-  private start(): boolean {
+  /** Picks the parser once the first bytes say which container this is (else waits for more). */
+  private start(): void {
     const bytes = Buffer.concat(this.sniffed, this.sniffedBytes);
     let r = sniff(bytes.subarray(0, SNIFF_BYTES));
     const plan = this.o.plan;
@@ -118,23 +142,39 @@ class Pipeline implements AudioPipeline {
     if (plan.pcm && r === 'mp3' && bytes.toString('latin1', 0, 3) !== 'ID3') r = 'unknown';
     if (plan.pcm) {
       // Raw PCM can't be sniffed; but container magic under a PCM declaration is a mismatch.
-      if (r === 'more') return false;
-      if (r !== 'unknown') { this.mismatch(`a ${r.toUpperCase()} container`); return false; }
+      if (r === 'more') return;
+      if (r !== 'unknown') { this.mismatch(`a ${r.toUpperCase()} container`); return; }
       this.container = 'pcm';
       this.parser = new PcmParser(plan.pcm);
     } else {
-      if (r === 'more') return false;
+      if (r === 'more') return;
       if (r === 'unknown') {
-        this.fail('AUDIO_UNRECOGNIZED', plan.declared ? `declared ${plan.declared} but the bytes are no audio format the gateway knows` : 'the bytes are no audio format the gateway knows');
-        return false;
+        this.fail('AUDIO_UNRECOGNIZED', plan.declared ? `declared ${echo(plan.declared)} but the bytes are no audio format the gateway knows` : 'the bytes are no audio format the gateway knows');
+        return;
       }
       this.container = r;
       this.parser = createParser(r);
     }
     this.sniffed = [];
     this.sniffedBytes = 0;
-    this.accept(this.parser.push(bytes));
-    return true;
+    this.accept(this.parse(this.parser, bytes));
+  }
+
+  /** Runs the parser over client bytes (none: the input pauses); whatever it throws, the client's
+   * stream is malformed. */
+  private parse(parser: ContainerParser, chunk: Buffer | undefined): Unit[] {
+    try {
+      return chunk ? parser.push(chunk) : (parser.pause?.() ?? []);
+    } catch (e) {
+      if (e instanceof MalformedAudio) this.fail('AUDIO_MALFORMED', e.message);
+      else {
+        // A check missing in a parser; the answer is still about the client's bytes.
+        logger.error({ err: e, container: this.container }, 'audio parser failed on client bytes');
+        const label = this.container === 'pcm' || !this.container ? 'audio' : CONTAINER_LABEL[this.container];
+        this.fail('AUDIO_MALFORMED', `the ${label} stream could not be parsed (in its first ${this.stats.bytesIn} bytes)`);
+      }
+      return [];
+    }
   }
 
   private accept(units: Unit[]): void {
@@ -153,6 +193,7 @@ class Pipeline implements AudioPipeline {
         this.mediaOrigin ??= u.start ?? 0;
         this.stats.mediaSecondsIn = Math.max(this.stats.mediaSecondsIn, u.end - this.mediaOrigin);
       }
+      this.routedBytes += u.bytes.length;
       (this.route as Route).unit(u);
       this.stats.transcodeSeconds = (this.route as Route).transcodeSeconds;
     }
@@ -175,14 +216,22 @@ class Pipeline implements AudioPipeline {
     const sink = (u: Unit) => { if (!this.stopped) this.rechunker.add(u); };
     const passthrough = plan.mode === 'passthrough' || (plan.mode === 'detect' && PASSTHROUGH_KINDS.has(kind));
     if (passthrough) this.route = new PassRoute(sink);
-    else if (kind === 'mp4-opus') this.route = new OpusRemuxRoute(info, sink);
-    else {
-      const encoding = plan.pcm?.encoding ?? (info.codec === 'pcm-f32' ? 'f32le' : 's16le');
-      if (!info.sampleRate || !info.channels || info.channels > 2) {
-        this.fail('AUDIO_UNRECOGNIZED', `${KIND_LABEL[kind]} with ${info.channels} channels at ${info.sampleRate} Hz cannot be transcoded (mono or stereo only)`);
+    else if (kind === 'mp4-opus') {
+      if (info.channels !== 1 && info.channels !== 2) {
+        this.fail('AUDIO_UNRECOGNIZED', `MP4/Opus with ${info.channels} channels cannot be remuxed (mono or stereo only)`);
         return false;
       }
-      this.route = new PcmRoute({ sampleRate: Math.round(info.sampleRate), channels: info.channels, encoding }, sink, (e) => this.failWith(e));
+      this.route = new OpusRemuxRoute(info, sink);
+    } else {
+      const encoding = plan.pcm?.encoding ?? (info.codec === 'pcm-f32' ? 'f32le' : 's16le');
+      const format: PcmFormat = { sampleRate: Math.round(info.sampleRate ?? 0), channels: info.channels ?? 0, encoding };
+      try {
+        assertPcmFormat(format);
+      } catch (e) {
+        this.fail('AUDIO_UNRECOGNIZED', `${KIND_LABEL[kind]} cannot be transcoded: ${(e as Error).message}`);
+        return false;
+      }
+      this.route = new PcmRoute(format, sink, (e) => this.failWith(e));
     }
     logger.debug({ source: kind, passthrough }, 'audio source recognised');
     return true;
@@ -198,7 +247,7 @@ class Pipeline implements AudioPipeline {
   }
 
   private mismatch(what: string): void {
-    this.fail('AUDIO_FORMAT_MISMATCH', `declared ${this.o.plan.declared} but the stream is ${what}`);
+    this.fail('AUDIO_FORMAT_MISMATCH', `declared ${echo(this.o.plan.declared ?? '')} but the stream is ${what}`);
   }
 
   private guard(fn: () => void): void {

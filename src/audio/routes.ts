@@ -2,7 +2,7 @@
 // transcoder, whose Ogg/Opus output is parsed into pages and re-chunked like passthrough audio.
 import { performance } from 'node:perf_hooks';
 import { OggParser } from './containers/ogg.js';
-import type { TrackInfo, Unit } from './containers/unit.js';
+import { MalformedAudio, type TrackInfo, type Unit } from './containers/unit.js';
 import { createOggOpusMuxer, createPcmToOpus, type PcmFormat, type PcmToOpus, type OggOpusMuxer } from './transcode/index.js';
 
 export interface Route {
@@ -11,7 +11,6 @@ export interface Route {
   finish(): Promise<void>;
   /** Mid-stream: wait until what was handed in so far has come out (no stream end). */
   settle(): Promise<void>;
-  readonly bufferedBytes: number;
   readonly transcodeSeconds: number;
   /** Abandoned session: release what the route holds (a transcoder's worker-side encoder). */
   close(): void;
@@ -20,7 +19,6 @@ export interface Route {
 export type Sink = (u: Unit) => void;
 
 export class PassRoute implements Route {
-  readonly bufferedBytes = 0;
   readonly transcodeSeconds = 0;
   close(): void {}
   constructor(private sink: Sink) {}
@@ -43,7 +41,6 @@ export class PcmRoute implements Route {
 
   constructor(private format: PcmFormat, private sink: Sink, private fail: (e: unknown) => void) {}
 
-  get bufferedBytes(): number { return this.pendingBytes + this.ogg.bufferedBytes; }
   get transcodeSeconds(): number { return this.ended + (this.enc?.transcodeSeconds ?? 0); }
   close(): void {
     this.enc?.close();
@@ -93,9 +90,18 @@ export class PcmRoute implements Route {
   }
 }
 
+/** The muxer refuses a packet it cannot time (empty, over 120 ms): the client's MP4 is malformed. */
+function remux(mux: OggOpusMuxer, packets: Buffer[]): Buffer {
+  try {
+    return mux.write(packets).data;
+  } catch (e) {
+    if (e instanceof RangeError) throw new MalformedAudio(`MP4/Opus sample: ${e.message}`);
+    throw e;
+  }
+}
+
 /** Opus packets from MP4 → Ogg pages, no re-encoding. */
 export class OpusRemuxRoute implements Route {
-  readonly bufferedBytes = 0;
   transcodeSeconds = 0;
   close(): void {}
   private mux: OggOpusMuxer | undefined;
@@ -112,7 +118,7 @@ export class OpusRemuxRoute implements Route {
       head = this.timed(() => mux.header());
     }
     const mux = this.mux;
-    const body = this.timed(() => mux.write(u.payload as Buffer[]).data);
+    const body = this.timed(() => remux(mux, u.payload as Buffer[]));
     if (head) this.out(head);
     this.out(body);
   }

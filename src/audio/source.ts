@@ -1,4 +1,5 @@
 // Container family → parser, and (container, codec) → the source kind the plan is checked against.
+import { echo } from '../protocol/echo.js';
 import { Mp3Parser } from './containers/mp3.js';
 import { FlacParser } from './containers/flac.js';
 import { Mp4Parser } from './containers/mp4.js';
@@ -20,7 +21,7 @@ export function createParser(c: Container): ContainerParser {
   }
 }
 
-const CONTAINER_LABEL: Record<Container, string> = { webm: 'WebM', ogg: 'Ogg', wav: 'WAV', mp4: 'MP4', mp3: 'MP3', flac: 'FLAC' };
+export const CONTAINER_LABEL: Record<Container, string> = { webm: 'WebM', ogg: 'Ogg', wav: 'WAV', mp4: 'MP4', mp3: 'MP3', flac: 'FLAC' };
 
 /** The kind, or undefined with a label of what the stream is for the error message. */
 export function sourceKind(c: Container | 'pcm', info: TrackInfo): { kind?: SourceKind; label: string } {
@@ -36,5 +37,6 @@ export function sourceKind(c: Container | 'pcm', info: TrackInfo): { kind?: Sour
       case 'pcm': return 'pcm';
     }
   })();
-  return { kind: k, label: c === 'pcm' ? 'raw PCM' : `${CONTAINER_LABEL[c]}/${codec}` };
+  // An unknown codec is client bytes (a WebM CodecID, an MP4 sample entry type): quoted, short.
+  return { kind: k, label: c === 'pcm' ? 'raw PCM' : k ? `${CONTAINER_LABEL[c]}/${codec}` : `${CONTAINER_LABEL[c]} with codec ${echo(codec)}` };
 }

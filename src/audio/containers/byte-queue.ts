@@ -4,6 +4,8 @@
 export class ByteQueue {
   private chunks: Buffer[] = [];
   length = 0;
+  /** Bytes taken so far: where the next byte sits in the stream (for error messages). */
+  offset = 0;
 
   push(b: Buffer): void {
     if (b.length === 0) return;
@@ -29,6 +31,7 @@ export class ByteQueue {
     if (head.length === n) this.chunks.shift();
     else this.chunks[0] = head.subarray(n);
     this.length -= n;
+    this.offset += n;
     return out;
   }
 

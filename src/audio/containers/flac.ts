@@ -2,7 +2,7 @@
 // re-chunking needs frame boundaries. A frame has no length field: it ends where the next valid
 // frame header (sync code + header CRC-8) begins. Media time: each header's block size.
 import { ByteQueue } from './byte-queue.js';
-import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
+import { collectUnits, MalformedAudio, needBytes, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
 const CRC8 = (() => {
   const t = new Uint8Array(256);
@@ -63,7 +63,7 @@ export class FlacParser implements ContainerParser {
   private step(atEnd: boolean): Unit | undefined {
     this.need = 4;
     if (!this.started) {
-      if (this.q.peek(4).toString('latin1') !== 'fLaC') throw new MalformedAudio('FLAC stream does not start with fLaC');
+      if (this.q.peek(4).toString('latin1') !== 'fLaC') throw new MalformedAudio('the FLAC stream does not start with fLaC');
       this.started = true;
       return { bytes: this.q.take(4), header: true };
     }
@@ -75,7 +75,7 @@ export class FlacParser implements ContainerParser {
       if ((h[0] & 0x7f) === 0) this.streamInfo(bytes.subarray(4));
       if (h[0] & 0x80) {
         this.lastBlock = true;
-        if (!this.info) throw new MalformedAudio('FLAC metadata without STREAMINFO');
+        if (!this.info) throw new MalformedAudio(`FLAC metadata ends at byte ${this.q.offset} without a STREAMINFO block`);
       }
       return { bytes, header: true };
     }
@@ -102,8 +102,9 @@ export class FlacParser implements ContainerParser {
   }
 
   private streamInfo(b: Buffer): void {
-    if (b.length < 18) throw new MalformedAudio('FLAC STREAMINFO too short');
+    needBytes(b, 18, 'FLAC STREAMINFO');
     const sampleRate = (b[10] << 12) | (b[11] << 4) | (b[12] >> 4);
+    if (sampleRate === 0) throw new MalformedAudio('FLAC STREAMINFO gives a sample rate of 0');
     this.info = { codec: 'flac', sampleRate, channels: ((b[12] >> 1) & 7) + 1 };
   }
 }

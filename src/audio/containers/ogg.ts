@@ -22,7 +22,7 @@ export class OggParser implements ContainerParser {
   private page(): Unit | undefined {
     if (this.q.length < 27) return undefined;
     const h = this.q.peek(27);
-    if (h.toString('latin1', 0, 4) !== 'OggS' || h[4] !== 0) throw new MalformedAudio('lost Ogg page sync');
+    if (h.toString('latin1', 0, 4) !== 'OggS' || h[4] !== 0) throw new MalformedAudio(`no Ogg page (capture pattern OggS, version 0) at byte ${this.q.offset}`);
     const nseg = h[26];
     if (this.q.length < 27 + nseg) return undefined;
     const lacing = this.q.peek(27 + nseg).subarray(27);

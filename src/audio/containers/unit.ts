@@ -36,6 +36,11 @@ export interface ContainerParser {
 
 export class MalformedAudio extends Error {}
 
+/** Throws MalformedAudio unless `b` holds the `n` bytes its fields need; `what` names it. */
+export function needBytes(b: Buffer, n: number, what: string): void {
+  if (b.length < n) throw new MalformedAudio(`${what} has ${b.length} bytes; its fields need ${n}`);
+}
+
 /** Runs a parser's step until it needs more bytes, collecting the units it completes (a step may
  * consume bytes that complete no unit: it then returns an empty array, and the loop goes on). */
 export function collectUnits(step: () => Unit | Unit[] | undefined): Unit[] {

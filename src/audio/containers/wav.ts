@@ -1,7 +1,7 @@
 // Incremental WAV (RIFF/WAVE) parser, hand-written: a dozen bytes of chunk headers; prism-media
 // has no WAV reader and the data chunk of a live WAV may be unbounded (size 0 or 0xFFFFFFFF).
 import { ByteQueue } from './byte-queue.js';
-import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
+import { collectUnits, MalformedAudio, needBytes, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
 export class WavParser implements ContainerParser {
   info: TrackInfo | undefined;
@@ -24,7 +24,7 @@ export class WavParser implements ContainerParser {
     if (!this.started) {
       if (this.q.length < 12) return undefined;
       const h = this.q.peek(12);
-      if (h.toString('latin1', 0, 4) !== 'RIFF' || h.toString('latin1', 8, 12) !== 'WAVE') throw new MalformedAudio('not a RIFF/WAVE stream');
+      if (h.toString('latin1', 0, 4) !== 'RIFF' || h.toString('latin1', 8, 12) !== 'WAVE') throw new MalformedAudio('the stream does not start with a RIFF/WAVE header');
       this.started = true;
       return { bytes: this.q.take(12), header: true };
     }
@@ -47,7 +47,7 @@ export class WavParser implements ContainerParser {
     const id = h.toString('latin1', 0, 4);
     const size = h.readUInt32LE(4);
     if (id === 'data') {
-      if (!this.info) throw new MalformedAudio('WAV data chunk before its fmt chunk');
+      if (!this.info) throw new MalformedAudio(`WAV data chunk at byte ${this.q.offset} comes before the fmt chunk`);
       this.inHeader = false;
       this.dataLeft = size === 0 || size === 0xffffffff ? Infinity : size;
       this.pad = size & 1 && Number.isFinite(this.dataLeft) ? 1 : 0;
@@ -61,12 +61,12 @@ export class WavParser implements ContainerParser {
   }
 
   private fmt(f: Buffer): void {
-    if (f.length < 16) throw new MalformedAudio('WAV fmt chunk too short');
+    needBytes(f, 16, 'WAV fmt chunk');
     let format = f.readUInt16LE(0);
     const channels = f.readUInt16LE(2), sampleRate = f.readUInt32LE(4), bits = f.readUInt16LE(14);
     if (format === 0xfffe && f.length >= 26) format = f.readUInt16LE(24); // WAVE_FORMAT_EXTENSIBLE sub-format
     const codec = format === 1 && bits === 16 ? 'pcm-s16' : format === 3 && bits === 32 ? 'pcm-f32' : `wav-format-${format}-${bits}bit`;
-    if (channels < 1 || sampleRate < 1) throw new MalformedAudio('WAV fmt chunk without channels or sample rate');
+    if (channels < 1 || sampleRate < 1 || bits < 1) throw new MalformedAudio(`WAV fmt chunk gives ${channels} channels of ${bits}-bit samples at ${sampleRate} Hz`);
     this.info = { codec, channels, sampleRate };
     this.bytesPerSecond = sampleRate * channels * (bits / 8);
   }

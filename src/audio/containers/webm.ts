@@ -1,6 +1,7 @@
 // Incremental WebM/Matroska parser, hand-written: prism-media's WebmDemuxer yields packets but not
 // byte offsets, and re-chunking passthrough audio needs to cut at element boundaries and know
 // where the headers end. Handles live browser WebM (unknown-size Segment and Clusters).
+import { echo } from '../../protocol/echo.js';
 import { ByteQueue } from './byte-queue.js';
 import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
@@ -44,15 +45,16 @@ function* children(body: Buffer): Generator<[number, Buffer]> {
   while (off < body.length) {
     const id = readVint(body, off, true);
     const size = id && readVint(body, off + id.length, false);
-    if (!id || !size || size.unknown) throw new MalformedAudio('truncated EBML element');
+    if (!id || !size || size.unknown) throw new MalformedAudio(`EBML element at byte ${off} of its parent's ${body.length} has no complete id and size`);
     const start = off + id.length + size.length;
-    if (start + size.value > body.length) throw new MalformedAudio('EBML element overruns its parent');
+    if (start + size.value > body.length) throw new MalformedAudio(`EBML element 0x${id.value.toString(16)} declares ${size.value} bytes but its parent has ${body.length - start} left`);
     yield [id.value, body.subarray(start, start + size.value)];
     off = start + size.value;
   }
 }
 
 function uint(b: Buffer): number {
+  if (b.length > 8) throw new MalformedAudio(`EBML unsigned integer of ${b.length} bytes (at most 8)`);
   let v = 0;
   for (const x of b) v = v * 256 + x;
   return v;
@@ -90,15 +92,16 @@ export class WebmParser implements ContainerParser {
     const avail = this.q.peek(Math.min(this.q.length, 12));
     const id = readVint(avail, 0, true);
     const size = id && readVint(avail, id.length, false);
+    if (id && id.length > 4) throw new MalformedAudio(`EBML element id of ${id.length} bytes at byte ${this.q.offset} (at most 4)`);
     if (!id || !size) { this.need = this.q.length + 1; return undefined; }
     const headLen = id.length + size.length;
-    if (!this.docTypeOk && id.value !== ID.EBML) throw new MalformedAudio('WebM stream does not start with an EBML header');
+    if (!this.docTypeOk && id.value !== ID.EBML) throw new MalformedAudio(`WebM element 0x${id.value.toString(16)} at byte ${this.q.offset} comes before the EBML header`);
     if (DESCEND.has(id.value)) {
       if (id.value === ID.Cluster) this.inHeader = false;
       this.need = 1;
       return { bytes: this.q.take(headLen), header: this.inHeader };
     }
-    if (size.unknown) throw new MalformedAudio(`unknown-size EBML element 0x${id.value.toString(16)}`);
+    if (size.unknown) throw new MalformedAudio(`EBML element 0x${id.value.toString(16)} at byte ${this.q.offset} has an unknown size (only a Segment or Cluster may)`);
     const total = headLen + size.value;
     if (this.q.length < total) { this.need = total; return undefined; }
     this.need = 1;
@@ -128,7 +131,7 @@ export class WebmParser implements ContainerParser {
     for (const [cid, d] of children(body)) {
       if (cid === ID.DocType) {
         const t = d.toString('latin1').replace(/\0+$/, '');
-        if (t !== 'webm' && t !== 'matroska') throw new MalformedAudio(`EBML DocType ${t} is not WebM/Matroska`);
+        if (t !== 'webm' && t !== 'matroska') throw new MalformedAudio(`EBML DocType ${echo(t)} is not WebM/Matroska`);
       }
     }
     this.docTypeOk = true;
@@ -161,7 +164,7 @@ export class WebmParser implements ContainerParser {
 
   private block(b: Buffer, durationTicks: number | undefined, unit: Unit): void {
     const tn = readVint(b, 0, false);
-    if (!tn || b.length < tn.length + 3) throw new MalformedAudio('truncated WebM block');
+    if (!tn || b.length < tn.length + 3) throw new MalformedAudio(`WebM block of ${b.length} bytes is too short for its track number, timecode and flags`);
     if (tn.value !== this.track) return;
     const ticks = this.clusterTime + b.readInt16BE(tn.length);
     const start = (ticks * this.timecodeScale) / 1e9;

@@ -1,6 +1,6 @@
 // PCM → Ogg/Opus transcoding and Ogg Opus muxing (for Opus packets remuxed without re-encoding).
 export type { PcmFormat } from './pcm-format.js';
-export { OPUS_RATES, encoderRate } from './pcm-format.js';
+export { OPUS_RATES, assertPcmFormat, encoderRate } from './pcm-format.js';
 export { createPcmToOpus, setDefaultTranscodeMode } from './pcm-to-opus.js';
 export type { PcmToOpus, PcmToOpusOptions, TranscodeMode } from './pcm-to-opus.js';
 export { createOggOpusMuxer } from './ogg-opus-muxer.js';
