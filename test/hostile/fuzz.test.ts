@@ -1,0 +1,101 @@
+// Hostile review, done when: thousands of random and mutated messages and frames (JSON and binary,
+// with valid tokens) at a running gateway. It stays up, keeps serving a normal session alongside
+// (set-up p99 under 100 ms), stays within a stated memory bound, and leaves nothing open in the
+// ledger. Seeded, so a failure can be replayed (FUZZ_SEED=n).
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { startStack, type Stack } from '../support/stack.js';
+import { ledgerSessions } from '../support/usage-api.js';
+
+const API = 'test-usage-token';
+const SEED = Number(process.env.FUZZ_SEED ?? 20261122);
+const CLIENTS = Number(process.env.FUZZ_CLIENTS ?? 48);
+const MESSAGES_PER_CLIENT = 70; // 3,360 messages and frames in all
+/** Stated bound: the gateway's process (with its emulator and the normal sessions' client) grows by less than this. */
+const RSS_BOUND_BYTES = 200 * 1024 * 1024;
+
+const ogg = readFileSync(new URL('../fixtures/dictation.ogg', import.meta.url));
+
+/** Runs the attacker (fuzz-client.ts) in its own process; resolves with how many messages it sent. */
+function attack(stack: Stack, tokens: { t: string; s: string }): Promise<number> {
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./fuzz-client.ts', import.meta.url))], {
+    env: { ...process.env, FUZZ_BASE: stack.base, FUZZ_TOKEN_T: tokens.t, FUZZ_TOKEN_S: tokens.s, FUZZ_SEED: String(SEED), FUZZ_CLIENTS: String(CLIENTS), FUZZ_MESSAGES: String(MESSAGES_PER_CLIENT) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve((JSON.parse(out) as { sent: number }).sent) : reject(new Error(`attacker exited ${code}`))));
+  });
+}
+
+/** A normal dictation alongside; returns its set-up time (connect → CONFIG_ACCEPTED) in ms. */
+async function normalSession(stack: Stack, token: string): Promise<number> {
+  const started = performance.now();
+  const c = await stack.connect('transcribe', { token });
+  c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } });
+  await c.next('CONFIG_ACCEPTED');
+  const setup = performance.now() - started;
+  c.send(ogg.subarray(0, ogg.indexOf('OggS', 8000)));
+  c.sendJson({ type: 'end' });
+  await c.next('ended', 20_000);
+  assert.equal((await c.closed).code, 1000);
+  assert.ok(c.messages.some((m) => m.type === 'usage'), 'the normal session gets its usage');
+  return setup;
+}
+
+describe(`fuzz: ${CLIENTS * MESSAGES_PER_CLIENT} hostile messages and frames at a running gateway (seed ${SEED})`, () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({ PACE: '20', CONFIG_TIMEOUT_MS: '3000', USAGE_API_TOKEN: API, MAX_BUFFERED_AUDIO_BYTES: String(2 << 20) });
+  });
+  afterAll(() => stack.close());
+
+  it('stays up, serves a normal session alongside (p99 set-up < 100 ms), stays within its memory bound, leaves nothing open', async () => {
+    const rssBefore = process.memoryUsage().rss;
+    let rssPeak = rssBefore;
+    const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 50);
+    const token = await stack.token('openid transcribe');
+
+    let fuzzing = true;
+    const setups: number[] = [];
+    const normal = Promise.all(Array.from({ length: 4 }, async () => {
+      while (fuzzing) {
+        setups.push(await normalSession(stack, token));
+        await new Promise((res) => setTimeout(res, 20));
+      }
+    }));
+    const sent = await attack(stack, { t: token, s: await stack.token('openid streams') });
+    fuzzing = false;
+    await normal;
+    clearInterval(sampler);
+
+    const health = await fetch(`http://127.0.0.1:${stack.gateway.server.port}/healthz`);
+    assert.equal(health.status, 200, 'the gateway is up');
+    await normalSession(stack, token);
+
+    setups.sort((a, b) => a - b);
+    const p99 = setups[Math.min(setups.length - 1, Math.floor(setups.length * 0.99))];
+    console.log(`fuzz: ${sent} messages; ${setups.length} normal sessions alongside, set-up p50 ${setups[setups.length >> 1].toFixed(1)} ms, p99 ${p99.toFixed(1)} ms; RSS +${((rssPeak - rssBefore) / 1e6).toFixed(0)} MB`);
+    assert.equal(sent, CLIENTS * MESSAGES_PER_CLIENT, 'every hostile message was sent');
+    assert.ok(setups.length >= 20, `normal sessions ran alongside (${setups.length})`);
+    assert.ok(p99 < 100, `normal session set-up p99 ${p99.toFixed(1)} ms over ${setups.length} sessions`);
+    assert.ok(rssPeak - rssBefore < RSS_BOUND_BYTES, `RSS grew by ${((rssPeak - rssBefore) / 1e6).toFixed(0)} MB`);
+
+    // Every session the ledger saw is closed (ending ones finish within the end timeout).
+    let open: unknown[] = [];
+    for (let i = 0; i < 100; i++) {
+      open = (await ledgerSessions(stack, API)).filter((s) => s.end === null);
+      if (open.length === 0 && stack.gateway.server.sessions.size === 0) break;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    assert.deepEqual(open, [], 'no session left open in the ledger');
+    assert.equal(stack.gateway.server.sessions.size, 0, 'no session left running');
+    const forwardedGarbage = stack.emulator.violations.filter((v) => /no recognisable container header|max 64000|message after/.test(v));
+    assert.deepEqual(forwardedGarbage, [], 'nothing the upstream forbids was forwarded');
+  });
+});
