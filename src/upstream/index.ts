@@ -3,6 +3,9 @@
 import WebSocket from 'ws';
 import type { Endpoint } from '../protocol/index.js';
 
+/** The upstream sends transcripts, facts and status messages; anything larger is a fault (close 1009). */
+const MAX_UPSTREAM_MESSAGE_BYTES = 4 * 1024 * 1024;
+
 export interface UpstreamTarget {
   /** WebSocket base, e.g. wss://api.eu.corti.app/audio-bridge/v2 */
   wsBase: string;
@@ -37,7 +40,7 @@ export function upstreamUrl(t: UpstreamTarget): string {
 }
 
 export function connectUpstream(t: UpstreamTarget, h: UpstreamHandlers, o: { connectTimeoutMs: number }): UpstreamConnection {
-  const ws = new WebSocket(upstreamUrl(t), { perMessageDeflate: false, handshakeTimeout: o.connectTimeoutMs });
+  const ws = new WebSocket(upstreamUrl(t), { perMessageDeflate: false, handshakeTimeout: o.connectTimeoutMs, maxPayload: MAX_UPSTREAM_MESSAGE_BYTES });
   // Exactly one of onError / onClose reaches the session, once.
   let reported = false;
   const fail = (message: string) => {
