@@ -96,6 +96,7 @@ describe('stop signals to the process group of npm start', () => {
   let redis: TestRedis;
   let usageApi: UsageHttpApi;
   let ledgerRedis: ReturnType<typeof createRedisClient>;
+  const groups = new Set<number>();
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -104,6 +105,7 @@ describe('stop signals to the process group of npm start', () => {
     usageApi = new UsageHttpApi(new RedisUsageStore(ledgerRedis, 'sg:usage:', 86_400_000, Date.now), 'ops-token');
   });
   afterAll(async () => {
+    for (const pgid of groups) if (!groupGone(pgid)) process.kill(-pgid, 'SIGKILL');
     ledgerRedis?.disconnect();
     await redis?.stop();
   });
@@ -111,6 +113,7 @@ describe('stop signals to the process group of npm start', () => {
   async function drainUnder(signals: NodeJS.Signals[]): Promise<void> {
     const from = new Date().toISOString();
     const g = await npmStart(redis.url);
+    groups.add(g.child.pid!);
     try {
       await signalMidStream(g, signals);
     } finally {
