@@ -1,6 +1,6 @@
 // Tenant names become metric labels; an unbounded set would grow Prometheus without limit,
 // so the first `max` distinct tenants keep their name and the rest share 'other'.
-let maxTenants = Number(process.env.METRICS_MAX_TENANTS ?? 50) || 50;
+let maxTenants = 50; // METRICS_MAX_TENANTS's default; startGateway applies the validated value
 const known = new Set<string>();
 
 export function tenantLabel(tenant: string): string {
