@@ -36,6 +36,15 @@ function frameHeader(b: Buffer, off: number): number {
   return crc === b[p] ? bs : 0;
 }
 
+/** Where the next frame header in `b` starts, from `from`; -1: none (yet). */
+function nextFrameHeader(b: Buffer, from: number): number {
+  for (let i = b.indexOf(0xff, from); i >= 0 && i + 1 < b.length; i = b.indexOf(0xff, i + 1)) if (frameHeader(b, i)) return i;
+  return -1;
+}
+
+/** The largest frame FLAC can code (65535 samples × 8 channels × 33 bits, verbatim) and its headers. */
+const MAX_FRAME_BYTES = Math.ceil((65535 * 8 * 33) / 8) + 1024;
+
 export class FlacParser implements ContainerParser {
   info: TrackInfo | undefined;
   private q = new ByteQueue();
@@ -43,6 +52,7 @@ export class FlacParser implements ContainerParser {
   private started = false;
   private lastBlock = false;
   private samples = 0;
+  private scanFrom = 0; // the queue up to here holds no frame header (a header may straddle the end)
 
   get bufferedBytes(): number { return this.q.length; }
 
@@ -81,21 +91,21 @@ export class FlacParser implements ContainerParser {
     }
     const all = this.q.peek(this.q.length);
     const bs = frameHeader(all, 0);
-    if (!bs) {
-      if (all.length < 16 && !atEnd) { this.need = 16; return undefined; }
-      // Not at a frame header (a tag, or the rest of a frame sent on after a pause): pass the
-      // bytes on up to the next frame header.
-      let i = 1;
-      while (i < all.length && !(all[i] === 0xff && frameHeader(all, i))) i++;
-      if (i === all.length && !atEnd) { this.need = this.q.length + 512; return undefined; }
-      return { bytes: this.q.take(i), header: false };
+    if (!bs && all.length < 16 && !atEnd) { this.need = 16; return undefined; }
+    const next = nextFrameHeader(all, Math.max(bs ? 2 : 1, this.scanFrom));
+    if (next < 0 && !atEnd) {
+      if (all.length > MAX_FRAME_BYTES) throw new MalformedAudio(`no FLAC frame header in the ${all.length} bytes from byte ${this.q.offset}`);
+      // Search on once more has come; what was searched is not searched again, and the wait grows
+      // with the bytes held, so a long frame (or junk) costs linear time, not quadratic.
+      this.scanFrom = Math.max(0, all.length - 16);
+      this.need = all.length + Math.max(512, all.length >> 2);
+      return undefined;
     }
-    let next = -1;
-    for (let i = all.indexOf(0xff, 2); i >= 0 && i + 1 < all.length; i = all.indexOf(0xff, i + 1)) {
-      if (frameHeader(all, i)) { next = i; break; }
-    }
-    if (next < 0 && !atEnd) { this.need = this.q.length + 512; return undefined; } // rescan once more has come
+    this.scanFrom = 0;
     const bytes = this.q.take(next < 0 ? all.length : next);
+    // Not at a frame header (a tag, or the rest of a frame sent on after a pause): the bytes up to
+    // the next frame header are passed on as they are.
+    if (!bs) return { bytes, header: false };
     const start = this.samples / (this.info?.sampleRate ?? 1);
     this.samples += bs;
     return { bytes, header: false, start, end: this.samples / (this.info?.sampleRate ?? 1) };
