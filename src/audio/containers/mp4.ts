@@ -176,7 +176,11 @@ export class Mp4Parser implements ContainerParser {
         this.track.defSize = trex.readUInt32BE(16);
       }
     }
-    // First sample entry: 8 bytes of stsd fields, then the entry box.
+    this.sampleEntry(stsd);
+  }
+
+  /** Codec, channels and rate from the first sample entry: 8 bytes of stsd fields, then the entry box. */
+  private sampleEntry(stsd: Buffer): void {
     const first = boxes(stsd, 'stsd', 8).next();
     if (first.done) throw new MalformedAudio(`${box('stsd')} has no sample entry`);
     const [format, entry] = first.value;
@@ -185,7 +189,8 @@ export class Mp4Parser implements ContainerParser {
     const ext = entry.subarray(28);
     if (format === 'Opus') {
       const dOps = find(ext, format, ['dOps']);
-      if (!dOps || dOps.length < 11) throw new MalformedAudio('MP4 Opus sample entry without dOps');
+      if (!dOps) throw new MalformedAudio('MP4 Opus sample entry without dOps');
+      needBytes(dOps, 11, box('dOps'));
       this.info = { codec: 'opus', channels: dOps[1], preSkip: dOps.readUInt16BE(2), inputSampleRate: dOps.readUInt32BE(4), sampleRate: 48000 };
     } else if (format === 'mp4a') {
       const esds = find(ext, format, ['esds']);
