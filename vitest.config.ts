@@ -1,12 +1,25 @@
 // Test runner settings: every test/**/*.test.ts file in its own forked process (uWS is a native
-// addon and several tests spawn servers), files in parallel across the machine's cores.
+// addon and several tests spawn servers), files in parallel across the machine's cores. The
+// global setup gives the run its own temp dir and ends whatever the run left alive.
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     pool: 'forks',
+    // vitest's default leaves one core idle (one worker on a 2-core machine); the files mostly
+    // wait on sockets, child processes and real-time pacing, so every core gets a worker.
+    maxWorkers: '100%',
+    globalSetup: ['test/support/global-setup.ts'],
+    // Quiet gateway logs unless asked for (tests that read logs set their own level).
+    env: { LOG_LEVEL: process.env.LOG_LEVEL ?? 'silent' },
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    coverage: {
+      provider: 'v8',
+      include: ['src/**/*.ts'],
+      // One table, a row per folder of src/ with its files under it.
+      reporter: [['text', { skipFull: false }]],
+    },
   },
 });

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command (`npm test`): makes sure the system tools the tests use are present
-# (installing them where it can: root on Debian), type-checks, then runs every test file with
-# node's own test runner. Pass file paths to run only those.
+# (installing them where it can: root on Debian), type-checks, then runs the suite with vitest
+# (vitest.config.ts). Arguments go to `vitest run`: file paths to run only those, or its options.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,7 +20,4 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 npx tsc -p tsconfig.json --noEmit
-export LOG_LEVEL="${LOG_LEVEL:-silent}"
-
-if [ $# -gt 0 ]; then files=("$@"); else mapfile -t files < <(find test -name '*.test.ts' | sort); fi
-exec node --import tsx --test --test-concurrency=1 "${files[@]}"
+exec npx vitest run "$@"

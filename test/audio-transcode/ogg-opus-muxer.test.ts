@@ -1,4 +1,4 @@
-import { test, before, after } from 'node:test';
+import { afterAll, beforeAll, test } from 'vitest';
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -9,8 +9,8 @@ import { decodedSeconds48k, decodeTo16kMono, parseOggPages, probeDuration } from
 
 const fixture = (name: string) => new URL(`../fixtures/${name}`, import.meta.url).pathname;
 let dir: string;
-before(async () => { dir = await mkdtemp(join(tmpdir(), 'muxer-test-')); });
-after(async () => { await rm(dir, { recursive: true, force: true }); });
+beforeAll(async () => { dir = await mkdtemp(join(tmpdir(), 'muxer-test-')); });
+afterAll(async () => { await rm(dir, { recursive: true, force: true }); });
 
 /** Opus packets and OpusHead of a WebM, demuxed by prism-media from the given chunks. */
 async function webmPackets(chunks: Buffer[]): Promise<{ packets: Buffer[]; head: Buffer }> {

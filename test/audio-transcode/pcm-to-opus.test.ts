@@ -1,4 +1,4 @@
-import { test, before, after } from 'node:test';
+import { afterAll, beforeAll, test } from 'vitest';
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -13,11 +13,11 @@ const WAV44 = new URL('../fixtures/dictation-44k1.wav', import.meta.url).pathnam
 let dir: string;
 let referenceRms: number[];
 
-before(async () => {
+beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'transcode-test-'));
   referenceRms = rmsPerSecond(await readFile(FIXTURE));
 });
-after(async () => {
+afterAll(async () => {
   await closeDefaultEncoderPool();
   await rm(dir, { recursive: true, force: true });
 });

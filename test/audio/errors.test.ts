@@ -1,5 +1,5 @@
 // Declared format vs bytes: a mismatch or garbage is one error and nothing forwarded.
-import { test } from 'node:test';
+import { test } from 'vitest';
 import assert from 'node:assert/strict';
 import { bytewise, chromeChunks, drain, fixture, open, prng, runAll } from './helpers.js';
 

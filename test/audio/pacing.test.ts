@@ -1,5 +1,5 @@
 // Pacing with a fake clock: no faster than real time by media time, bounded buffering.
-import { test } from 'node:test';
+import { test } from 'vitest';
 import assert from 'node:assert/strict';
 import { chromeChunks, drain, fixture, open } from './helpers.js';
 

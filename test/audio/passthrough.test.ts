@@ -1,6 +1,6 @@
 // Passthrough formats: byte-identical output, frames within 64000 bytes, headers complete in the
 // first frame, whatever the client's chunking.
-import { after, test } from 'node:test';
+import { onTestFinished, test } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -105,7 +105,7 @@ test('MP4/AAC with its moov at the end: held, moov sent first, decodes to the fu
 
 test('MP4/AAC fragmented (as live encoders write it) and faststart: byte-identical, paced by sample time', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'audio-mp4-'));
-  after(() => rmSync(dir, { recursive: true, force: true }));
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
   const variants: Array<[string, string[]]> = [
     ['fragmented', ['-movflags', 'frag_keyframe+empty_moov+default_base_moof', '-frag_duration', '500000']],
     ['fragmented after moov samples', ['-movflags', 'frag_keyframe', '-frag_duration', '500000']],

@@ -1,5 +1,5 @@
 // Config time: which declared audioFormat values are taken, and what the upstream is told.
-import { test } from 'node:test';
+import { test } from 'vitest';
 import assert from 'node:assert/strict';
 import { planAudio } from '../../src/audio/index.js';
 

@@ -1,10 +1,10 @@
 // Formats the upstream can't take come out as Ogg/Opus that ffmpeg decodes to the input's duration.
-import { after, test } from 'node:test';
+import { afterAll, test } from 'vitest';
 import assert from 'node:assert/strict';
 import { closeDefaultEncoderPool } from '../../src/audio/transcode/index.js';
 import { chromeChunks, decodedSeconds, drain, fixture, open, probe, randomChunks, runAll, type Run } from './helpers.js';
 
-after(async () => { await closeDefaultEncoderPool(); });
+afterAll(async () => { await closeDefaultEncoderPool(); });
 
 async function checkOggOpus(run: Run, expectSeconds: number, kind: string): Promise<void> {
   assert.deepEqual(run.errors, []);

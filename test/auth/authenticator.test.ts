@@ -1,4 +1,4 @@
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import assert from 'node:assert/strict';
 import { SignJWT, UnsecuredJWT } from 'jose';
 import { createAuthenticator, type AuthDecision, type AuthOptions, type Endpoint } from '../../src/auth/index.js';
@@ -8,12 +8,12 @@ let srv: TestAuthServer;
 let keyA: SigningKey;
 let keyB: SigningKey;
 
-before(async () => {
+beforeAll(async () => {
   srv = await startAuthServer();
   keyA = await srv.addKey('acme');
   keyB = await srv.addKey('globex', 'ES256');
 });
-after(() => srv.close());
+afterAll(() => srv.close());
 
 function auth(o: Partial<AuthOptions> = {}) {
   return createAuthenticator({ authUrl: srv.url, allowedOrigins: 'same-origin', allowFullAccessFromBrowsers: false, ...o });
@@ -57,11 +57,11 @@ describe('refusals', () => {
     }
   });
 
-  it('missing or unsafe tenant → 401 without touching the auth server', async () => {
+  it('missing tenant → 401, unsafe tenant → 403, without touching the auth server', async () => {
     const token = await transcribeToken();
     assertRefused(await auth().authenticate(viaQuery(token, undefined)), 401, 'tenant_missing', token);
     const before = srv.certsRequests.size;
-    assertRefused(await auth().authenticate(viaQuery(token, '../admin')), 401, 'tenant_invalid', token);
+    assertRefused(await auth().authenticate(viaQuery(token, '../admin')), 403, 'tenant_invalid', token);
     assert.equal(srv.certsRequests.size, before);
   });
 

@@ -1,4 +1,4 @@
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -7,12 +7,12 @@ import { createUpstreamCredentials, loadUpstreamCredentials } from '../../src/au
 import { startAuthServer, type TestAuthServer } from './auth-server.js';
 
 let srv: TestAuthServer;
-before(async () => {
+beforeAll(async () => {
   srv = await startAuthServer();
   srv.addClient('acme', 'gw', 'gw-secret');
   srv.addClient('globex', 'gw-any', 'any-secret');
 });
-after(() => srv.close());
+afterAll(() => srv.close());
 
 describe('upstream credentials', () => {
   it('passthrough returns the client token', async () => {
@@ -94,7 +94,7 @@ describe('upstream credentials', () => {
 
 describe('loadUpstreamCredentials', () => {
   const dir = mkdtempSync(join(tmpdir(), 'gw-creds-'));
-  after(() => rmSync(dir, { recursive: true, force: true }));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('reads a file and inline JSON', () => {
     const file = join(dir, 'ok.json');

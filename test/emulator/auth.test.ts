@@ -1,4 +1,4 @@
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import assert from 'node:assert/strict';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
@@ -14,10 +14,10 @@ async function token(em: Emulator, tenant: string, form: Record<string, string>)
 
 describe('emulator auth server', () => {
   let em: Emulator;
-  before(async () => {
+  beforeAll(async () => {
     em = await startEmulator({ clients: { base: [{ clientId: 'dev', clientSecret: 'dev-secret' }], acme: [{ clientId: 'svc', clientSecret: 's3' }] } });
   });
-  after(() => em.close());
+  afterAll(() => em.close());
 
   it('issues a client-credentials token that verifies against the realm JWKS', async () => {
     const { status, body } = await token(em, 'base', { grant_type: 'client_credentials', client_id: 'dev', client_secret: 'dev-secret' });

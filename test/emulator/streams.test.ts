@@ -1,4 +1,4 @@
-import { after, afterEach, before, describe, it } from 'node:test';
+import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
@@ -12,13 +12,13 @@ const facts = (mode: Record<string, unknown>) => ({
 
 describe('emulator /streams', () => {
   let em: Emulator;
-  before(async () => {
+  beforeAll(async () => {
     em = await startEmulator();
   });
   afterEach(() => {
     em.violations.length = 0;
   });
-  after(() => em.close());
+  afterAll(() => em.close());
   const open = async () => connect(streamsUrl(em.wsBase, 'base', await em.issueToken({ tenant: 'base', scope: 'openid streams' })));
 
   it('fast_init facts follow media time (10 s, 20 s), then one more on end; ENDED closes with 1000', async () => {

@@ -1,4 +1,4 @@
-import { after, afterEach, before, describe, it } from 'node:test';
+import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
@@ -16,14 +16,14 @@ function assertTiles(ranges: number[][], end: number) {
 
 describe('emulator /transcribe', () => {
   let em: Emulator;
-  before(async () => {
+  beforeAll(async () => {
     em = await startEmulator();
   });
   afterEach(() => {
     em.violations.length = 0;
     Object.assign(em.faults, { configDelayMs: 0, messageDelayMs: 0, refuseConfigs: false, dropAfterMediaSeconds: null, stall: false });
   });
-  after(() => em.close());
+  afterAll(() => em.close());
   const open = async () => connect(transcribeUrl(em.wsBase, 'base', await em.issueToken({ tenant: 'base' })));
 
   it('happy path: config, one final segment per second of the Ogg/Opus audio, flush, end', async () => {

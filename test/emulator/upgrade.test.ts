@@ -1,14 +1,14 @@
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import assert from 'node:assert/strict';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { connect, refusedStatus, streamsUrl, transcribeUrl } from './ws-client.js';
 
 describe('emulator socket upgrade', () => {
   let em: Emulator;
-  before(async () => {
+  beforeAll(async () => {
     em = await startEmulator();
   });
-  after(() => em.close());
+  afterAll(() => em.close());
 
   it('opens /transcribe with a valid token in the query and records the token', async () => {
     const token = await em.issueToken({ tenant: 'base' });

@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks, fixture, randomChunks } from '../support/fixtures.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
 
@@ -33,10 +33,10 @@ async function streamThrough(stack: Stack, audioFormat: string | undefined, chun
 
 describe('audio through the gateway', () => {
   let stack: Stack;
-  before(async () => {
+  beforeAll(async () => {
     stack = await startStack({ PACE: '50' });
   });
-  after(() => stack.close());
+  afterAll(() => stack.close());
 
   const passthrough: Array<[string, string]> = [
     ['dictation.ogg', 'audio/ogg;codecs=opus'],
@@ -134,10 +134,10 @@ describe('audio through the gateway', () => {
 
 describe('pacing through the gateway', () => {
   let stack: Stack;
-  before(async () => {
+  beforeAll(async () => {
     stack = await startStack({ PACE: '1' });
   });
-  after(() => stack.close());
+  afterAll(() => stack.close());
 
   it('a 9 s recording sent all at once reaches the upstream no faster than real time', async () => {
     const chunks = chromeChunks('webm-opus');

@@ -1,7 +1,7 @@
 // Issue 3 over real sockets: who may open a session through the gateway, and what reaches the
 // upstream. Unit-level rules (every refusal reason, JWKS caching) are in test/auth/.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { delay, openClient, refusal, startStack, type Stack } from '../support/stack.js';
 
@@ -17,10 +17,10 @@ async function endSession(c: Awaited<ReturnType<typeof openClient>>, endpoint: '
 
 describe('authentication at the upgrade (through the gateway)', () => {
   let stack: Stack;
-  before(async () => {
+  beforeAll(async () => {
     stack = await startStack({ ALLOWED_ORIGINS: 'https://app.example.org', JWKS_COOLDOWN_MS: '300' });
   });
-  after(() => stack.close());
+  afterAll(() => stack.close());
 
   it('the three ways of presenting a token each open a session, and the upstream gets the client token (passthrough)', async () => {
     const token = await stack.token('openid transcribe');
@@ -77,14 +77,14 @@ describe('authentication at the upgrade (through the gateway)', () => {
 describe('client-credentials mode', () => {
   let emulator: Emulator;
   let stack: Stack;
-  before(async () => {
+  beforeAll(async () => {
     emulator = await startEmulator({ clients: { base: [{ clientId: 'gw', clientSecret: 'gw-secret' }], other: [{ clientId: 'gw2', clientSecret: 'gw2-secret' }] }, tokenLifetimeSeconds: 4 });
     stack = await startStack(
       { UPSTREAM_AUTH: 'client-credentials', UPSTREAM_CREDENTIALS: JSON.stringify({ base: { clientId: 'gw', clientSecret: 'gw-secret' }, other: { clientId: 'gw2', clientSecret: 'gw2-secret' } }) },
       { emulator },
     );
   });
-  after(() => stack.close());
+  afterAll(() => stack.close());
 
   it('the upstream sees the gateway token, refreshed before expiry under load, one request per tenant per refresh', async () => {
     const seen = new Set<string>();

@@ -3,7 +3,7 @@
 // The whole run's output (at LOG_LEVEL=trace) must not contain a token.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { refusal } from '../support/stack.js';
 
@@ -37,7 +37,7 @@ describe('first run: npm start, a dev token, npm run stream', () => {
   let output = '';
   let port = 0;
   let authBase = '';
-  before(async () => {
+  beforeAll(async () => {
     gateway = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: root,
       env: { ...process.env, PORT: '0', EMULATOR_PORT: '0', LOG_LEVEL: 'trace', PACE: '8' },
@@ -48,7 +48,7 @@ describe('first run: npm start, a dev token, npm run stream', () => {
     port = Number((await waitFor(() => output, /listening on http:\/\/localhost:(\d+)/, 20_000))[1]);
     authBase = (await waitFor(() => output, /(http:\/\/127\.0\.0\.1:\d+)\/realms\/base\/protocol\/openid-connect\/token/, 5000))[1];
   });
-  after(() => {
+  afterAll(() => {
     gateway.kill('SIGKILL');
   });
 

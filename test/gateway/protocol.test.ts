@@ -3,7 +3,7 @@
 // never pass on a config or audio the spec forbids).
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { delay, refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
 
 const ogg = readFileSync(new URL('../fixtures/dictation.ogg', import.meta.url));
@@ -25,10 +25,10 @@ function sendInChunks(c: TestClient, audio: Buffer, size: number) {
 
 describe('gateway protocol over real sockets', () => {
   let stack: Stack;
-  before(async () => {
+  beforeAll(async () => {
     stack = await startStack({ PACE: '20', CONFIG_TIMEOUT_MS: '1500', STREAM_MAX_SECONDS: '3' });
   });
-  after(() => stack.close());
+  afterAll(() => stack.close());
 
   it('serves with the native uWS build, not the pure-JS fallback', async () => {
     const res = await fetch(`${stack.base.replace('ws:', 'http:')}/healthz`);

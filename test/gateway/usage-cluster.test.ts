@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
@@ -44,7 +44,7 @@ describe('usage across two gateway processes and one Redis', () => {
   let a: GatewayProcess;
   let b: GatewayProcess;
 
-  before(async () => {
+  beforeAll(async () => {
     redis = await startRedis({ persist: true });
     emulator = await startEmulator();
     const env = {
@@ -58,7 +58,7 @@ describe('usage across two gateway processes and one Redis', () => {
     };
     [a, b] = await Promise.all([spawnGateway(env), spawnGateway(env)]);
   });
-  after(async () => {
+  afterAll(async () => {
     a?.child.kill('SIGKILL');
     b?.child.kill('SIGKILL');
     await emulator?.close();

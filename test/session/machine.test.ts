@@ -1,7 +1,7 @@
 // Every row of spec 3.3 as a transition of the pure session machine. Timers are events here
 // (config_deadline, time_limit), so the "clock" is whatever order the test feeds them in.
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, it } from 'vitest';
 import { CLOSE, initialState, transition, type Effect, type SessionEvent, type SessionState } from '../../src/session/machine.js';
 
 const run = (s: SessionState, ...events: SessionEvent[]) => {

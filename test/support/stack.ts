@@ -69,12 +69,14 @@ export function openClient(url: string, protocols?: string[], headers?: Record<s
   const messages: Array<Record<string, any>> = [];
   const waiters: Array<() => void> = [];
   const taken = new Set<number>();
+  let closeSeen = '';
   ws.on('message', (data) => {
     messages.push(JSON.parse(data.toString()));
     for (const w of waiters.splice(0)) w();
   });
   const closed = new Promise<{ code: number; reason: string }>((resolve) => {
     ws.on('close', (code, reason) => {
+      closeSeen = ` (${code} ${reason.toString().slice(0, 100)})`;
       resolve({ code, reason: reason.toString() });
       for (const w of waiters.splice(0)) w();
     });
@@ -98,7 +100,7 @@ export function openClient(url: string, protocols?: string[], headers?: Record<s
           }
           if (ws.readyState === WebSocket.CLOSED) {
             clearTimeout(timer);
-            return reject(new Error(`socket closed before "${type}"; got ${JSON.stringify(client.types())}`));
+            return reject(new Error(`socket closed${closeSeen} before "${type}"; got ${JSON.stringify(client.types())}`));
           }
           waiters.push(check);
         };

@@ -1,6 +1,6 @@
 // What Prometheus scrapes: every gateway metric by its contract name, and bounded tenant labels.
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { test } from 'vitest';
 import { metrics, registry, resetTenantLabels, setMaxTenantLabels, tenantLabel } from '../../src/telemetry/index.js';
 
 test('the registry exposes every gateway metric and the event loop lag', async () => {

@@ -1,6 +1,6 @@
 // The ops usage API: bearer auth, exact shapes, 400s, pagination; Redis and in-process answer alike.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import { createUsage, type UsageApi } from '../../src/usage/index.js';
 import { TOKEN, get, tempDir, uniquePrefix } from './helpers.js';
 import { startRedis, type TestRedis } from './redis.js';
@@ -11,10 +11,10 @@ const FROM = new Date(D).toISOString();
 const TO = new Date(D + DAY).toISOString();
 
 let redis: TestRedis;
-before(async () => {
+beforeAll(async () => {
   redis = await startRedis();
 });
-after(async () => {
+afterAll(async () => {
   await redis.stop();
 });
 
@@ -56,11 +56,11 @@ const modes = {
 for (const [mode, make] of Object.entries(modes)) {
   describe(`usage API (${mode})`, () => {
     let u: Usage;
-    before(async () => {
+    beforeAll(async () => {
       u = await make();
       await seed(u);
     });
-    after(async () => {
+    afterAll(async () => {
       await u.close();
     });
 

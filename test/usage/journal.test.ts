@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, test } from 'node:test';
+import { afterAll, beforeAll, test } from 'vitest';
 import { createUsage, type UsageOptions } from '../../src/usage/index.js';
 import { TOKEN, get, tempDir, uniquePrefix, until } from './helpers.js';
 import { startRedis, type TestRedis } from './redis.js';
@@ -14,10 +14,10 @@ const T0 = Math.floor(Date.now() / DAY) * DAY - DAY + 3_600_000; // yesterday 01
 const RANGE = `from=${new Date(T0 - DAY).toISOString()}&to=${new Date(T0 + DAY).toISOString()}&granularity=day`;
 
 let redis: TestRedis;
-before(async () => {
+beforeAll(async () => {
   redis = await startRedis({ persist: true });
 });
-after(async () => {
+afterAll(async () => {
   await redis.stop();
 });
 

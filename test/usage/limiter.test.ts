@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { after, before, describe, test } from 'node:test';
+import { afterAll, beforeAll, describe, test } from 'vitest';
 import { Redis } from 'ioredis';
 import { createUsage } from '../../src/usage/index.js';
 import { tempDir, uniquePrefix, until } from './helpers.js';
@@ -11,10 +11,10 @@ import { startRedis, type TestRedis } from './redis.js';
 
 describe('session limiter across replicas (redis)', () => {
   let redis: TestRedis;
-  before(async () => {
+  beforeAll(async () => {
     redis = await startRedis();
   });
-  after(async () => {
+  afterAll(async () => {
     await redis.stop();
   });
   const make = (prefix: string, max: number) =>

@@ -37,11 +37,20 @@ function launch(args: string[]): Promise<ChildProcess> {
 }
 
 export async function startRedis(opts: { persist?: boolean } = {}): Promise<TestRedis> {
-  const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'sg-redis-'));
-  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--dir', dir,
+  const argsFor = (port: number) => ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--dir', dir,
     ...(opts.persist ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'])];
-  let child: ChildProcess | null = await launch(args);
+  // Test files run in parallel: another may take the free port before redis binds it; try another.
+  let port = 0;
+  let child: ChildProcess | null = null;
+  for (let attempt = 1; !child; attempt++) {
+    port = await freePort();
+    child = await launch(argsFor(port)).catch((err: Error) => {
+      if (attempt < 5 && /Address already in use/.test(err.message)) return null;
+      throw err;
+    });
+  }
+  const args = argsFor(port);
   process.once('exit', () => {
     child?.kill('SIGKILL');
     rmSync(dir, { recursive: true, force: true });
