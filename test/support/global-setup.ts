@@ -39,8 +39,11 @@ function leftovers(runDir: string): Array<{ pid: number; cmd: string }> {
   return found;
 }
 
-export function setup(): () => Promise<void> {
+export function setup(): (() => Promise<void>) | undefined {
+  // Each vitest project runs the global setup; the first one in this process sets the run up.
+  if (process.env.SGW_TEST_RUN_PID === String(process.pid)) return undefined;
   const runDir = mkdtempSync(join(tmpdir(), 'sgw-test-run-'));
+  process.env.SGW_TEST_RUN_PID = String(process.pid);
   process.env.SGW_TEST_RUN = runDir;
   process.env.TMPDIR = runDir;
   return async () => {
