@@ -1,6 +1,6 @@
 // `npm start` under a stop signal sent to its whole process group (systemd's default KillMode,
 // `tini -g`, Ctrl-C): every streaming client gets its usage and end message and a normal close,
-// the group exits 0, and the Redis ledger holds every session as ended.
+// the group exits 0, and Redis holds every session as ended and no tenant slot still taken.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -28,7 +28,7 @@ async function npmStart(redisUrl: string): Promise<Started> {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {
       ...process.env, PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0', REDIS_URL: redisUrl,
-      USAGE_JOURNAL_DIR: tempDir(), DRAIN_SECONDS: '10', LOG_LEVEL: 'info',
+      USAGE_JOURNAL_DIR: tempDir(), DRAIN_SECONDS: '10', LOG_LEVEL: 'info', MAX_SESSIONS_PER_TENANT: String(SESSIONS),
     },
   });
   let out = '';
@@ -57,13 +57,15 @@ async function streamingSession(g: Started, endpoint: Streaming['endpoint'], tok
   const path = endpoint === 'transcribe' ? 'transcribe' : `interactions/${randomUUID()}/streams`;
   const q = new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` });
   const client = await openClient(`ws://127.0.0.1:${g.port}/audio-bridge/v2/${path}?${q}`);
+  const errors: string[] = [];
+  client.ws.on('error', (e) => errors.push(e.message));
   const audioFormat = 'audio/webm;codecs=opus';
   client.sendJson(endpoint === 'transcribe'
     ? { type: 'config', configuration: { primaryLanguage: 'en', audioFormat } }
     : { type: 'config', configuration: { transcription: { primaryLanguage: 'en' }, mode: { type: 'facts', outputLocale: 'en' }, audioFormat } });
   await client.next('CONFIG_ACCEPTED').catch(async (err: Error) => {
     const { code, reason } = await client.closed;
-    throw new Error(`${endpoint}: ${err.message} (closed ${code} ${reason})`);
+    throw new Error(`${endpoint}: ${err.message} (closed ${code} ${reason}; client errors ${JSON.stringify(errors)})`);
   });
   const done = (async () => {
     for (const chunk of CHUNKS) {
@@ -116,14 +118,21 @@ describe('stop signals to the process group of npm start', () => {
     groups.add(g.child.pid!);
     try {
       await signalMidStream(g, signals);
+    } catch (err) {
+      await new Promise((r) => setTimeout(r, 1000)); // what the gateway says next
+      throw new Error(`${(err as Error).message}\ngateway exit ${g.child.exitCode ?? g.child.signalCode}, output:\n${g.output().slice(-4000)}`);
     } finally {
-      // A failed run must not leave its gateway running into the next one.
-      if (!groupGone(g.child.pid!)) process.kill(-g.child.pid!, 'SIGKILL');
+      // A failed run must not leave its gateway, or the slots it held, to the next one.
+      if (!groupGone(g.child.pid!)) {
+        process.kill(-g.child.pid!, 'SIGKILL');
+        await ledgerRedis.del('sg:usage:limit:base');
+      }
     }
     const { status, body } = await get(usageApi, `/v1/usage/sessions?tenant=base&from=${from}`, 'ops-token');
     assert.equal(status, 200);
     assert.equal(body.sessions.length, SESSIONS);
     assert.deepEqual(body.sessions.filter((s: { end: string | null }) => s.end === null), [], 'no session left open in the ledger');
+    assert.equal(await ledgerRedis.zcard('sg:usage:limit:base'), 0, 'no session slot left held');
   }
 
   async function signalMidStream(g: Started, signals: NodeJS.Signals[]): Promise<void> {
