@@ -31,7 +31,8 @@ export default defineConfig({
       provider: 'v8',
       include: ['src/**/*.ts'],
       // One table, a row per folder of src/ with its files under it.
-      reporter: [['text', { skipFull: false }]],
+      reporter: [['text', { skipFull: false, maxCols: 120 }]],
+      reportOnFailure: true,
     },
   },
 });
