@@ -128,7 +128,7 @@ for (const mode of ['redis', 'in-process'] as const) {
       await u.close();
     });
 
-    // Redis only (one process has one in-process store; EXPIRE is Redis's): defined, not skipped, where they apply.
+    // Redis only: an in-process store is one per process, and key expiry is Redis's.
     if (mode === 'redis') test('two replicas on one store add up', async () => {
       const prefix = uniquePrefix();
       const a = await make({}, prefix);
