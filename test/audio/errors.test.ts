@@ -13,7 +13,7 @@ test('declared Ogg/Opus but the stream is WebM/Opus: AUDIO_FORMAT_MISMATCH, no f
   assert.equal(run.frames.length, 0);
   assert.equal(run.errors.length, 1);
   assert.equal(run.errors[0].id, 'AUDIO_FORMAT_MISMATCH');
-  assert.equal(run.errors[0].details, 'declared audio/ogg;codecs=opus but the stream is WebM/Opus');
+  assert.equal(run.errors[0].details, 'declared "audio/ogg;codecs=opus" but the stream is WebM/Opus');
 });
 
 test('codec mismatches inside the right container are caught too', async () => {
