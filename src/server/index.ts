@@ -117,7 +117,10 @@ export function startServer(deps: ServerDeps): Promise<GatewayServer> {
         info: { sessionKey, endpoint, tenant: decision.tenant, interactionId, environment: query.get('environment') ?? undefined, clientToken: decision.clientToken },
         closed: false,
       };
-      res.cork(() => res.upgrade(data, secKey, decision.protocol ?? (secProtocol ? secProtocol.split(',')[0].trim() : ''), secExtensions, context));
+      // Not inside res.cork: in this uWS build, cork() after an asynchronous upgrade can misread the
+      // new WebSocket's memory as HTTP state and drop the socket (the client sees 1006 right after
+      // its open; seen here in about 1 of 100 upgrades that resolve in the same tick).
+      res.upgrade(data, secKey, decision.protocol ?? (secProtocol ? secProtocol.split(',')[0].trim() : ''), secExtensions, context);
     });
   };
 
