@@ -46,12 +46,16 @@ function kind(v: unknown): string {
   return Array.isArray(v) ? 'array' : typeof v;
 }
 
+/** The answer to a text of `bytes` UTF-8 bytes over the limit (callers holding raw bytes check first
+ * and never decode it). */
+export function oversizedText(bytes: number): ParsedClientMessage {
+  const details = `message of ${bytes} bytes is larger than the ${MAX_CLIENT_TEXT_BYTES}-byte limit`;
+  return { ok: false, error: gatewayError('INVALID_MESSAGE', details), tooLarge: true };
+}
+
 export function parseClientMessage(text: string): ParsedClientMessage {
   const bytes = oversize(text);
-  if (bytes !== undefined) {
-    const details = `message of ${bytes} bytes is larger than the ${MAX_CLIENT_TEXT_BYTES}-byte limit`;
-    return { ok: false, error: gatewayError('INVALID_MESSAGE', details), tooLarge: true };
-  }
+  if (bytes !== undefined) return oversizedText(bytes);
   let value: unknown;
   try {
     value = JSON.parse(text);

@@ -10,7 +10,7 @@
 //   server-messages.ts   serverMessages: config status, flushed, usage, ended in the spec's shapes
 //   upstream-type.ts     upstreamMessageType: hot-path classification of upstream messages
 export * from './errors.js';
-export { parseClientMessage, clientMessageSchema, MAX_CLIENT_TEXT_BYTES } from './client-messages.js';
+export { parseClientMessage, oversizedText, clientMessageSchema, MAX_CLIENT_TEXT_BYTES } from './client-messages.js';
 export { echo, ECHO_MAX_CHARS } from './echo.js';
 export type { ClientMessage, ClientMessageType, ParsedClientMessage } from './client-messages.js';
 export { validateConfig } from './validate-config.js';

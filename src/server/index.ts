@@ -173,7 +173,7 @@ export function startServer(deps: ServerDeps): Promise<GatewayServer> {
       if (!session) return;
       // uWS reuses `message` after this callback: the session copies what it keeps.
       if (isBinary) session.onClientBinary(message);
-      else session.onClientText(Buffer.from(message).toString('utf8'));
+      else session.onClientText(message);
     }),
     close: guarded('close', (ws) => {
       const data = ws.getUserData();

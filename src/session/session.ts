@@ -3,7 +3,7 @@
 // and metrics. Decisions live in machine.ts; this file only carries them out.
 import { createAudioPipeline, planAudio, type AudioPipeline, type AudioPlan } from '../audio/index.js';
 import type { UpstreamCredentials } from '../auth/index.js';
-import { parseClientMessage, upstreamMessageType, validateConfig, type Endpoint } from '../protocol/index.js';
+import { MAX_CLIENT_TEXT_BYTES, oversizedText, parseClientMessage, upstreamMessageType, validateConfig, type Endpoint } from '../protocol/index.js';
 import { metrics, tenantLabel, type Logger } from '../telemetry/index.js';
 import { connectUpstream, type UpstreamConnection } from '../upstream/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
@@ -94,10 +94,13 @@ export class Session {
   }
 
   // ── client side ────────────────────────────────────────────────────────────
-  onClientText(text: string): void {
+  /** `text` is uWS's buffer (valid during its callback): a text over the limit is never decoded. */
+  onClientText(text: ArrayBuffer): void {
     this.guard(() => {
       this.inbox.flush(); // audio sent before this message goes first
-      const parsed = parseClientMessage(text);
+      const parsed = text.byteLength > MAX_CLIENT_TEXT_BYTES
+        ? oversizedText(text.byteLength)
+        : parseClientMessage(Buffer.from(text).toString('utf8'));
       if (!parsed.ok && parsed.tooLarge && this.state.phase === 'awaiting_config') {
         // Only a config can be that large: it is denied, as any config over its bounds is.
         const verdict: ConfigVerdict = { ok: false, status: 'denied', reason: `configuration: ${parsed.error.details}` };

@@ -63,7 +63,8 @@ describe('a callback that throws', () => {
     });
     const token = await emulator.issueToken({ tenant: 'base', scope: 'openid transcribe' });
     Object.assign(session.info, { clientToken: token });
-    session.onClientText(JSON.stringify({ type: 'config', configuration: { primaryLanguage: 'en' } }));
+    const config = Buffer.from(JSON.stringify({ type: 'config', configuration: { primaryLanguage: 'en' } }));
+    session.onClientText(config.buffer.slice(config.byteOffset, config.byteOffset + config.length));
     await finished;
 
     assert.deepEqual(uncaught, [], 'no exception escaped to the process');
