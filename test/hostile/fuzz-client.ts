@@ -3,7 +3,7 @@
 // CLIENTS × MESSAGES hostile messages and frames with valid tokens, reconnecting whenever the
 // gateway closes a socket, then prints how many it sent as JSON on stdout.
 //   FUZZ_BASE=ws://127.0.0.1:PORT FUZZ_TOKEN_T=<jwt> FUZZ_TOKEN_S=<jwt> FUZZ_SEED=n node --import tsx test/hostile/fuzz-client.ts
-import { readFileSync } from 'node:fs';
+import { fixture, prng } from '../support/fixtures.js';
 import { openClient, type TestClient } from '../support/stack.js';
 
 const env = (name: string) => process.env[name] ?? '';
@@ -17,20 +17,9 @@ function url(endpoint: 'transcribe' | 'streams'): string {
   return `${env('FUZZ_BASE')}${path}?${new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` })}`;
 }
 
-const fixtures = ['dictation.ogg', 'dictation.webm', 'dictation.m4a', 'dictation-16k.wav', 'dictation.mp3', 'dictation.flac']
-  .map((f) => readFileSync(new URL(`../fixtures/${f}`, import.meta.url)));
+const fixtures = ['dictation.ogg', 'dictation.webm', 'dictation.m4a', 'dictation-16k.wav', 'dictation.mp3', 'dictation.flac'].map(fixture);
 const ogg = fixtures[0];
 
-function prng(seed: number) {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Rnd = ReturnType<typeof prng>;
 const pick = <T>(r: Rnd, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)];

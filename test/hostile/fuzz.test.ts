@@ -4,11 +4,11 @@
 // ledger. Seeded, so a failure can be replayed (FUZZ_SEED=n).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { fixture } from '../support/fixtures.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
 
@@ -19,7 +19,7 @@ const MESSAGES_PER_CLIENT = 70; // 3,360 messages and frames in all
 /** Stated bound: the gateway's process (with its emulator and the normal sessions' client) grows by less than this. */
 const RSS_BOUND_BYTES = 200 * 1024 * 1024;
 
-const ogg = readFileSync(new URL('../fixtures/dictation.ogg', import.meta.url));
+const ogg = fixture('dictation.ogg');
 
 /** Runs the attacker (fuzz-client.ts) in its own process; resolves with how many messages it sent. */
 function attack(stack: Stack, tokens: { t: string; s: string }): Promise<number> {

@@ -2,14 +2,14 @@
 // coalesced, `end` does not cut audio still being paced, and the recorded outcome says what
 // really happened. All over real sockets: ws client → uWS gateway → upstream emulator.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { fixture } from '../support/fixtures.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
 
-const ogg = readFileSync(new URL('../fixtures/dictation.ogg', import.meta.url)); // ~26 s, ~70 KB
+const ogg = fixture('dictation.ogg'); // ~26 s, ~70 KB
 const API = 'test-usage-token';
 
 async function configured(c: TestClient) {

@@ -2,13 +2,13 @@
 // limit; the gateway must notice, close the client with a clear code and record what happened,
 // instead of losing final transcripts silently and recording a normal end.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { fixture } from '../support/fixtures.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
 
-const ogg = readFileSync(new URL('../fixtures/dictation.ogg', import.meta.url));
+const ogg = fixture('dictation.ogg');
 const API = 'test-usage-token';
 
 describe('a client that stops reading', () => {
