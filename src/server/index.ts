@@ -38,8 +38,9 @@ type Ws = uWS.WebSocket<SocketData>;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const STATUS_TEXT: Record<number, string> = { 200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' };
 /** Client frames larger than 64000 bytes are split, not refused (a whole WAV file in one frame is
- * common); this bounds one frame's memory: uWS closes a socket that sends more with 1009. */
-const MAX_CLIENT_FRAME_BYTES = 4 * 1024 * 1024;
+ * common). This bounds one frame's memory (uWS closes a socket that sends more with 1009); it is
+ * above the audio and text bounds so that an oversized config or audio frame gets a specific answer. */
+const MAX_CLIENT_FRAME_BYTES = 16 * 1024 * 1024;
 /** Output waiting for a client that does not read; past it the client is closed as too slow. */
 const MAX_CLIENT_BACKLOG_BYTES = 1024 * 1024;
 /** uWS's ws.send result when the message was dropped (over maxBackpressure). */

@@ -65,7 +65,7 @@ function hostileMessage(r: Rnd): string | Buffer {
     case 9: { const f = pick(r, fixtures); const at = int(r, f.length); return f.subarray(at, at + 1 + int(r, 40_000)); }
     case 10: { const f = Buffer.from(pick(r, fixtures).subarray(0, 30_000)); for (let i = 0; i < 20; i++) f[int(r, f.length)] = int(r, 256); return f; }
     case 11: return ogg.subarray(0, 1 + int(r, 8)); // tiny frames
-    case 12: return Buffer.alloc(int(r, 8) ? 70_000 : 4_300_000, int(r, 256)); // over 64000, or now and then over the 4 MiB frame limit
+    case 12: return Buffer.alloc(int(r, 16) ? 70_000 : 17_000_000, int(r, 256)); // over 64000, or now and then over the 16 MiB frame limit
     default: return pick(r, fixtures).subarray(0, 20_000);
   }
 }

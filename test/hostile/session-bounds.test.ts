@@ -80,6 +80,29 @@ describe('end waits for paced audio, and the outcome is the truth', () => {
   });
 });
 
+describe('what one message may carry', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({});
+  });
+  afterAll(() => stack.close());
+
+  for (const [field, configuration] of [
+    ['primaryLanguage', { primaryLanguage: 'e'.repeat(10 * 1024 * 1024) }],
+    ['audioFormat', { primaryLanguage: 'en', audioFormat: `audio/${'x'.repeat(10 * 1024 * 1024)}` }],
+  ] as const) {
+    it(`a 10 MB ${field} is denied with a reason, not forwarded, not echoed`, async () => {
+      const before = stack.emulator.sessions.length;
+      const c = await stack.connect('transcribe');
+      c.sendJson({ type: 'config', configuration });
+      const denied = await c.next('CONFIG_DENIED');
+      assert.ok(denied.reason.length < 300, `a short reason (${denied.reason.length} chars): ${denied.reason.slice(0, 300)}`);
+      assert.equal((await c.closed).code, 4400);
+      assert.equal(stack.emulator.sessions.length, before, 'nothing reached the upstream');
+    });
+  }
+});
+
 describe('every buffer of a session is bounded, counted in input bytes', () => {
   let stack: Stack;
   beforeAll(async () => {
