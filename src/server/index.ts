@@ -148,6 +148,7 @@ export function startServer(deps: ServerDeps): Promise<GatewayServer> {
       });
       return result !== SEND_DROPPED && ws.getBufferedAmount() <= MAX_CLIENT_BACKLOG_BYTES;
     },
+    backlog: () => (data.closed ? 0 : ws.getBufferedAmount()),
     close(code: number, reason: string) {
       if (data.closed) return;
       data.closed = true;

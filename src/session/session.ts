@@ -14,7 +14,23 @@ import { initialState, transition, type ConfigVerdict, type Effect, type Outcome
 export interface ClientSink {
   /** false: the client is not reading (the message was dropped, or its backlog is over the bound). */
   sendText(text: string | Buffer): boolean;
+  /** Bytes sent to the client and not yet taken by it. */
+  backlog(): number;
   close(code: number, reason: string): void;
+}
+
+/** Past this much unread output, interim transcripts are dropped (finals, facts, usage never are). */
+const SHED_BACKLOG_BYTES = 64 * 1024;
+
+const FINAL_FALSE = /"(?:isFinal|final)"\s*:\s*false/;
+const FINAL_TRUE = /"(?:isFinal|final)"\s*:\s*true/;
+
+/** An upstream transcript message carrying interim results only (`isFinal` on /transcribe, `final` on
+ * /streams, false throughout): the only messages a slow client can do without. Only asked while
+ * the client is behind, so the decode is off the normal path. */
+function isInterimOnly(data: Buffer): boolean {
+  const text = data.toString('latin1');
+  return FINAL_FALSE.test(text) && !FINAL_TRUE.test(text);
 }
 
 export interface SessionSettings {
@@ -234,8 +250,12 @@ export class Session {
         case 'ENDED':
           this.clearTimer('upstream_answer');
           return this.dispatch({ type: 'upstream_ended' });
+        case 'transcript':
+          // A client falling behind loses interim transcripts first, never a final one.
+          if (this.client.backlog() > SHED_BACKLOG_BYTES && isInterimOnly(data)) return this.shed();
+          return this.relay();
         default:
-          return this.relay(); // transcripts, facts, commands, flushed, errors: bytes as they came
+          return this.relay(); // facts, commands, flushed, errors: bytes as they came
       }
     } finally {
       this.current.upstreamText = undefined;
@@ -329,6 +349,10 @@ export class Session {
     const started = performance.now();
     this.sendClient(this.current.upstreamText);
     metrics.forwardLatency.observe({ direction: 'upstream_to_client' }, (performance.now() - started) / 1000);
+  }
+
+  private shed(): void {
+    metrics.shedMessages.inc({ kind: 'interim_transcript' });
   }
 
   /** Every send is checked: a client that stops reading is closed and the session says so, rather

@@ -53,6 +53,9 @@ export const metrics = {
     name: 'speech_gateway_usage_journal_dropped_total', help: 'Usage events refused because the on-disk journal was full', registers,
   }),
   redisUp: new Gauge({ name: 'speech_gateway_redis_up', help: '1 if the usage ledger can write to Redis', registers }),
+  shedMessages: new Counter<'kind'>({
+    name: 'speech_gateway_shed_messages_total', help: 'Messages not sent to a client that was falling behind, by kind', labelNames: ['kind'], registers,
+  }),
   internalErrors: new Counter<'where'>({
     name: 'speech_gateway_internal_errors_total', help: 'Exceptions caught in a callback (each ended one session), by where',
     labelNames: ['where'], registers,
