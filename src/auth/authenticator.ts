@@ -6,12 +6,12 @@ import { originChecker } from './origin.js';
 import { refuse, type Refusal } from './refusal.js';
 import { isValidTenant, realmUrl, trimSlash } from './tenant.js';
 import { bearerToken, presentedCredentials } from './token-source.js';
-import type { AuthDecision, AuthOptions, Authenticator, Endpoint, UpgradeRequest } from './types.js';
+import { isEndpoint, type Endpoint } from '../protocol/endpoint.js';
+import type { AuthDecision, AuthOptions, Authenticator, UpgradeRequest } from './types.js';
 
 /** Asymmetric only: an HS* token would be "verified" with a public key as the secret. */
 const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
 const MAX_TOKEN_CHARS = 16 * 1024;
-const ENDPOINT_SCOPES: readonly string[] = ['transcribe', 'streams'] satisfies Endpoint[];
 
 export function createAuthenticator(o: AuthOptions): Authenticator {
   const now = o.now ?? Date.now;
@@ -141,7 +141,7 @@ function scopeDecision(
   base: { tenant: string; clientToken: string; via: 'query' | 'header' | 'protocol'; protocol?: string },
 ): AuthDecision {
   const scopes = typeof payload.scope === 'string' ? payload.scope.split(' ').filter(Boolean) : [];
-  const limited = scopes.some((s) => ENDPOINT_SCOPES.includes(s));
+  const limited = scopes.some(isEndpoint);
   if (limited && !scopes.includes(endpoint)) {
     return refuse('SCOPE_INSUFFICIENT', 'scope', `token scope does not include "${endpoint}"`);
   }

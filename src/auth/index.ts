@@ -3,7 +3,6 @@ export type {
   AuthDecision,
   AuthOptions,
   Authenticator,
-  Endpoint,
   RefusalReason,
   UpgradeRequest,
 } from './types.js';

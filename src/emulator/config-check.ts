@@ -1,5 +1,6 @@
 // Minimal config validation as the upstream does it (spec 4.12, 4.13; DESIGN.md section 1), and the
 // resolved configuration with server defaults that CONFIG_ACCEPTED carries.
+import type { Endpoint } from '../protocol/endpoint.js';
 
 export type ConfigVerdict =
   | { ok: true; resolved: Record<string, unknown> }
@@ -36,7 +37,7 @@ function checkAudioFormat(c: Obj): ConfigVerdict | null {
   return null;
 }
 
-export function checkConfig(endpoint: 'transcribe' | 'streams', configuration: unknown): ConfigVerdict {
+export function checkConfig(endpoint: Endpoint, configuration: unknown): ConfigVerdict {
   if (!isObj(configuration)) return { ok: false, type: 'CONFIG_DENIED', reason: 'configuration must be an object' };
   const c = configuration;
   if (endpoint === 'transcribe') {

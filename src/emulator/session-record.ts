@@ -1,6 +1,7 @@
 // What tests can inspect about one upstream socket session. Audio is kept as a chunk list and
 // concatenated on first read, so long sessions don't copy their audio on every frame; the window
 // it belongs to bounds how much audio all records keep together.
+import type { Endpoint } from '../protocol/endpoint.js';
 import type { EmulatorSession } from './types.js';
 
 export interface AudioBudget {
@@ -23,7 +24,7 @@ export class SessionRecord implements EmulatorSession {
   keptAudioBytes = 0;
   private chunks: Buffer[] = [];
 
-  constructor(readonly endpoint: 'transcribe' | 'streams', readonly tenant: string, readonly token: string, private budget: AudioBudget) {}
+  constructor(readonly endpoint: Endpoint, readonly tenant: string, readonly token: string, private budget: AudioBudget) {}
 
   addFrame(frame: Buffer): void {
     this.frames.push(frame.length);

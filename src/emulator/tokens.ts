@@ -3,6 +3,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { SignJWT, UnsecuredJWT, createLocalJWKSet, jwtVerify, errors } from 'jose';
 import { KeyStore, unknownKey } from './keys.js';
+import type { Endpoint } from '../protocol/endpoint.js';
 import type { IssueTokenOptions } from './types.js';
 
 export const ALLOWED_SCOPES = new Set(['openid', 'transcribe', 'streams']);
@@ -45,7 +46,7 @@ export type Verdict = { ok: true; scope: string } | { ok: false; status: 401 | 4
 
 /** What the real service checks at the upgrade; `endpoint` decides which limited scope is needed. */
 export async function verifyToken(
-  keys: KeyStore, authBase: string, tenant: string, token: string, endpoint: 'transcribe' | 'streams', nowMs: number,
+  keys: KeyStore, authBase: string, tenant: string, token: string, endpoint: Endpoint, nowMs: number,
 ): Promise<Verdict> {
   try {
     const set = await keys.jwks(tenant);

@@ -1,4 +1,5 @@
 // Public types of the upstream emulator (see index.ts for what it is and is not).
+import type { Endpoint } from '../protocol/endpoint.js';
 
 export interface EmulatorOptions {
   port?: number; // 0 (default) = ephemeral
@@ -48,7 +49,7 @@ export interface FaultSwitches {
 }
 
 export interface EmulatorSession {
-  endpoint: 'transcribe' | 'streams';
+  endpoint: Endpoint;
   interactionId?: string;
   tenant: string;
   token: string;

@@ -1,11 +1,12 @@
 // Routing and authentication of socket upgrades, as the real service does them: path, tenant,
 // bearer token from the query (`token=Bearer <jwt>`) or from Authorization + Tenant-Name headers.
 import type { IncomingMessage } from 'node:http';
+import type { Endpoint } from '../protocol/endpoint.js';
 import { KeyStore, TENANT_NAME } from './keys.js';
 import { verifyToken } from './tokens.js';
 
 export type UpgradeVerdict =
-  | { ok: true; endpoint: 'transcribe' | 'streams'; interactionId?: string; tenant: string; token: string }
+  | { ok: true; endpoint: Endpoint; interactionId?: string; tenant: string; token: string }
   | { ok: false; status: number; reason: string };
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -18,7 +19,7 @@ function bearer(value: string | null | undefined): string | null {
 
 export async function checkUpgrade(req: IncomingMessage, keys: KeyStore, authBase: string, nowMs: number): Promise<UpgradeVerdict> {
   const url = new URL(req.url ?? '/', 'http://emulator');
-  let endpoint: 'transcribe' | 'streams';
+  let endpoint: Endpoint;
   let interactionId: string | undefined;
   const streams = STREAMS.exec(url.pathname);
   if (url.pathname === '/audio-bridge/v2/transcribe') endpoint = 'transcribe';

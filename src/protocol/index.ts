@@ -1,4 +1,5 @@
 // The protocol as code: everything the gateway knows about the messages on both sockets.
+//   endpoint.ts          Endpoint, ENDPOINTS, isEndpoint: the two sockets (/transcribe, /streams)
 //   errors.ts            the one catalogue of gateway errors (gatewayError, errorMessage)
 //   client-messages.ts   parseClientMessage: client text frames (config, flush, end)
 //   validate-config.ts   validateConfig: per-endpoint config validation with reasons naming the field
@@ -14,7 +15,9 @@ export { parseClientMessage, oversizedText, clientMessageSchema, MAX_CLIENT_TEXT
 export { echo, ECHO_MAX_CHARS } from './echo.js';
 export type { ClientMessage, ClientMessageType, ParsedClientMessage } from './client-messages.js';
 export { validateConfig } from './validate-config.js';
-export type { Endpoint, ConfigValidation, ValidateConfigOptions } from './validate-config.js';
+export type { ConfigValidation, ValidateConfigOptions } from './validate-config.js';
+export { ENDPOINTS, isEndpoint } from './endpoint.js';
+export type { Endpoint } from './endpoint.js';
 export { transcribeConfigSchema } from './transcribe-config.js';
 export type { TranscribeConfig } from './transcribe-config.js';
 export { streamsConfigSchema } from './streams-config.js';

@@ -1,6 +1,6 @@
 // Messages the gateway itself sends in the spec's shapes (spec section 6, DESIGN.md section 1).
 // Errors are built by errors.ts (errorMessage).
-import type { Endpoint } from './validate-config.js';
+import type { Endpoint } from './endpoint.js';
 
 export type ConfigStatusType =
   | 'CONFIG_ACCEPTED'

@@ -9,8 +9,7 @@ import { isUpstreamAudioFormat } from './audio-format.js';
 import { firstReason, humanErrorMap } from './reasons.js';
 import { configBoundsProblem } from './config-bounds.js';
 import { echo } from './echo.js';
-
-export type Endpoint = 'transcribe' | 'streams';
+import type { Endpoint } from './endpoint.js';
 
 export type ConfigValidation =
   | { ok: true; config: TranscribeConfig | StreamsConfig }

@@ -2,10 +2,11 @@
 // server hands in method, path, query and Authorization and writes back status and JSON body.
 // Shapes are fixed by openapi/usage.yaml; dashboards depend on them.
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { ENDPOINTS, isEndpoint } from '../protocol/endpoint.js';
 import { errorMessage, type ErrorId } from '../protocol/errors.js';
 import { logger } from '../telemetry/index.js';
 import {
-  ENDPOINTS, PAGE_SIZE, StoreUnavailable, fromMediaMs, fromMicro, type Endpoint, type Granularity,
+  PAGE_SIZE, StoreUnavailable, fromMediaMs, fromMicro, type Granularity,
   type SessionCursor, type UsageStore,
 } from './model.js';
 
@@ -66,9 +67,9 @@ export class UsageHttpApi implements UsageApi {
     const g = q.get('granularity') ?? 'day';
     if (g !== 'hour' && g !== 'day') throw new BadRequest('granularity must be hour or day');
     const endpoint = q.get('endpoint');
-    if (endpoint !== null && !ENDPOINTS.includes(endpoint as Endpoint)) throw new BadRequest('endpoint must be transcribe or streams');
+    if (endpoint !== null && !isEndpoint(endpoint)) throw new BadRequest('endpoint must be transcribe or streams');
     const rows = await this.store.buckets({
-      tenant, granularity: g as Granularity, from, to, endpoints: endpoint ? [endpoint as Endpoint] : ENDPOINTS,
+      tenant, granularity: g as Granularity, from, to, endpoints: endpoint ? [endpoint] : ENDPOINTS,
     });
     const total = rows.reduce((t, r) => ({ micro: t.micro + r.micro, sessions: t.sessions + r.sessions, mediaMs: t.mediaMs + r.mediaMs }), { micro: 0, sessions: 0, mediaMs: 0 });
     return {

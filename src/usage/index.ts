@@ -9,7 +9,7 @@ import { MemoryUsageStore } from './memory-store.js';
 import { RedisHealth } from './redis-health.js';
 import { RedisUsageStore, createRedisClient } from './redis-store.js';
 
-export type { Endpoint, Outcome, SessionStart } from './model.js';
+export type { Outcome, SessionStart } from './model.js';
 export type { UsageLedger } from './ledger.js';
 export type { SessionLimiter } from './limiter.js';
 export type { UsageApi } from './api.js';

@@ -1,7 +1,8 @@
 // The usage store without Redis: the same semantics as the Lua scripts in lua.ts, in process
 // memory (single replica, lost on restart). Kept line-for-line parallel to those scripts.
+import type { Endpoint } from '../protocol/endpoint.js';
 import {
-  DAY_MS, HOUR_MS, type BucketRow, type Endpoint, type Granularity, type LedgerEvent, type Outcome,
+  DAY_MS, HOUR_MS, type BucketRow, type Granularity, type LedgerEvent, type Outcome,
   type SessionCursor, type SessionPage, type SessionRow, type UsageStore,
 } from './model.js';
 

@@ -1,8 +1,7 @@
 // Shared vocabulary of the usage ledger: public types, the events that flow from the ledger to
 // a store (and through the on-disk journal), stored records, and exact-number conversions.
+import type { Endpoint } from '../protocol/endpoint.js';
 
-export type Endpoint = 'transcribe' | 'streams';
-export const ENDPOINTS: readonly Endpoint[] = ['transcribe', 'streams'];
 /** How a session ended: what really happened, e.g. `upstream_timeout` even when the client had asked to end. */
 export type Outcome =
   | 'ended' | 'client_gone' | 'client_slow' | 'upstream_lost' | 'upstream_timeout' | 'config_denied' | 'config_rejected'

@@ -3,9 +3,10 @@
 // through a per-tenant sorted set keyed by start time.
 import { Redis, ReplyError, type ChainableCommander } from 'ioredis';
 import { logger } from '../telemetry/index.js';
+import type { Endpoint } from '../protocol/endpoint.js';
 import * as lua from './lua.js';
 import {
-  StoreUnavailable, type BucketRow, type Endpoint, type Granularity, type LedgerEvent, type Outcome,
+  StoreUnavailable, type BucketRow, type Granularity, type LedgerEvent, type Outcome,
   type SessionCursor, type SessionPage, type SessionRow, type UsageStore,
 } from './model.js';
 

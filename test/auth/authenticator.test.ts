@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import assert from 'node:assert/strict';
 import { SignJWT, UnsecuredJWT } from 'jose';
-import { createAuthenticator, type AuthDecision, type AuthOptions, type Endpoint } from '../../src/auth/index.js';
+import { createAuthenticator, type AuthDecision, type AuthOptions } from '../../src/auth/index.js';
+import type { Endpoint } from '../../src/protocol/index.js';
 import { startAuthServer, type SigningKey, type TestAuthServer } from './auth-server.js';
 
 let srv: TestAuthServer;
