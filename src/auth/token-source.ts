@@ -1,6 +1,7 @@
 // Where a client's credentials come from, in the order the brief fixes: the `token` query
 // parameter, then an Authorization header, then Sec-WebSocket-Protocol pairs (the SDK's proxy
 // mode: [name, encodeURIComponent(value), ...], because browsers can't set headers).
+import { parseBearer } from './bearer.js';
 import type { UpgradeRequest } from './types.js';
 
 export interface Presented {
@@ -28,9 +29,8 @@ export function presentedCredentials(req: UpgradeRequest): Presented {
 
 /** `Bearer <jwt>` (scheme case-insensitive) or a bare JWT → the JWT; anything else → undefined. */
 export function bearerToken(credential: string): string | undefined {
-  const m = /^bearer\s+(\S+)\s*$/i.exec(credential.trim());
-  if (m) return m[1];
-  return /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*$/.test(credential.trim()) ? credential.trim() : undefined;
+  const trimmed = credential.trim();
+  return parseBearer(trimmed) ?? (/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*$/.test(trimmed) ? trimmed : undefined);
 }
 
 function splitProtocols(header: string | undefined): string[] {

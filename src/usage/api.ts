@@ -2,6 +2,7 @@
 // server hands in method, path, query and Authorization and writes back status and JSON body.
 // Shapes are fixed by openapi/usage.yaml; dashboards depend on them.
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { parseBearer } from '../auth/bearer.js';
 import { ENDPOINTS, isEndpoint } from '../protocol/endpoint.js';
 import { errorMessage, type ErrorId } from '../protocol/errors.js';
 import { logger } from '../telemetry/index.js';
@@ -53,9 +54,9 @@ export class UsageHttpApi implements UsageApi {
 
   private authorize(header: string | undefined): Reply | null {
     if (!this.tokenDigest) return fail('UNAUTHORIZED', 'USAGE_API_TOKEN is not set; the usage API is disabled');
-    const m = /^Bearer\s+(.+)$/i.exec(header?.trim() ?? '');
+    const token = parseBearer(header);
     // Compare fixed-length digests so neither length nor content leaks through timing.
-    if (!m || !timingSafeEqual(digest(m[1]), this.tokenDigest)) return fail('UNAUTHORIZED', 'Missing or wrong bearer token');
+    if (token === undefined || !timingSafeEqual(digest(token), this.tokenDigest)) return fail('UNAUTHORIZED', 'Missing or wrong bearer token');
     return null;
   }
 
@@ -109,6 +110,7 @@ export class UsageHttpApi implements UsageApi {
           estimated: r.estimated,
           outcome: r.outcome,
           mediaSeconds: r.mediaMs === null ? null : fromMediaMs(r.mediaMs),
+          segments: r.segments.map((g) => ({ upstreamSessionId: g.upstreamSessionId, credits: fromMicro(g.micro), estimated: g.estimated })),
         })),
         next: page.next ? encodeCursor(page.next) : null,
       },
