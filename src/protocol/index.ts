@@ -10,6 +10,7 @@
 //   audio-format.ts      parseAudioFormat, isUpstreamAudioFormat (DESIGN.md section 1 MIME list)
 //   server-messages.ts   serverMessages: config status, flushed, usage, ended in the spec's shapes
 //   upstream-type.ts     upstreamMessageType: hot-path classification of upstream messages
+//   timeline.ts          createTimeline: one client timeline across upstream sessions (offset, repeated finals)
 export * from './errors.js';
 export { parseClientMessage, oversizedText, clientMessageSchema, MAX_CLIENT_TEXT_BYTES } from './client-messages.js';
 export { echo, ECHO_MAX_CHARS } from './echo.js';
@@ -27,3 +28,5 @@ export type { AudioFormat } from './audio-format.js';
 export { serverMessages, configTimeoutType } from './server-messages.js';
 export type { ConfigStatusType, ConfigStatusExtra, ConfigStatusMessage } from './server-messages.js';
 export { upstreamMessageType } from './upstream-type.js';
+export { createTimeline } from './timeline.js';
+export type { Timeline } from './timeline.js';
