@@ -10,7 +10,8 @@ import { RedisHealth } from './redis-health.js';
 import { RedisUsageStore, createRedisClient } from './redis-store.js';
 
 export type { Outcome, SessionStart } from './model.js';
-export type { UsageLedger } from './ledger.js';
+export type { UsageLedger, UsageRecord } from './ledger.js';
+export { MAX_SEGMENTS } from './model.js';
 export type { SessionLimiter } from './limiter.js';
 export type { UsageApi } from './api.js';
 

@@ -5,20 +5,24 @@
 import { logger, metrics } from '../telemetry/index.js';
 import type { Journal } from './journal.js';
 import {
-  StoreUnavailable, toMediaMs, toMicro, type LedgerEvent, type Outcome,
+  StoreUnavailable, segmentOf, toMediaMs, toMicro, type LedgerEvent, type Outcome,
   type SessionStart, type UsageStore,
 } from './model.js';
 
 export interface UsageLedger {
   sessionStarted(s: SessionStart): void;
-  setUpstreamSessionId(sessionKey: string, upstreamSessionId: string): void;
-  recordUsage(e: { sessionKey: string; seq: number; kind: 'delta' | 'final'; credits: number; at: number }): void;
+  /** `seg`: which of the session's upstream sessions (0, 1, 2, … in turn; default 0). */
+  setUpstreamSessionId(sessionKey: string, upstreamSessionId: string, seg?: number): void;
+  /** `seq` is unique per gateway session across its segments; a replayed seq is counted once. */
+  recordUsage(e: UsageRecord): void;
   sessionEnded(e: { sessionKey: string; outcome: Outcome; mediaSeconds: number; endedAt: number }): void;
   flush(): Promise<void>;
   close(): Promise<void>;
   readonly journalDepth: number;
   readonly redisHealthy: boolean;
 }
+
+export interface UsageRecord { sessionKey: string; seq: number; seg?: number; kind: 'delta' | 'final'; credits: number; at: number }
 
 /** What the ledger needs to know about the store's availability (always up in process). */
 export interface Health { readonly healthy: boolean; markFailed(reason: string): void; onHealthy(f: () => void): void }
@@ -53,17 +57,24 @@ export class Ledger implements UsageLedger {
       this.push({ t: 'start', k: s.sessionKey, tenant: s.tenant, endpoint: s.endpoint, iid: s.interactionId, at: s.startedAt }));
   }
 
-  setUpstreamSessionId(sessionKey: string, upstreamSessionId: string): void {
-    this.guard(() => this.push({ t: 'upstream', k: sessionKey, usid: upstreamSessionId }));
-  }
-
-  recordUsage(e: { sessionKey: string; seq: number; kind: 'delta' | 'final'; credits: number; at: number }): void {
+  setUpstreamSessionId(sessionKey: string, upstreamSessionId: string, seg = 0): void {
     this.guard(() => {
-      if (!Number.isFinite(e.credits) || !Number.isInteger(e.seq)) {
-        logger.warn({ sessionKey: e.sessionKey, seq: e.seq }, 'usage event with invalid credits or seq ignored');
+      if (segmentOf({ seg }) === null) {
+        logger.warn({ sessionKey, seg }, 'upstream session id with an invalid segment ignored');
         return;
       }
-      this.push({ t: 'usage', k: e.sessionKey, seq: e.seq, kind: e.kind, micro: toMicro(e.credits), at: e.at });
+      this.push({ t: 'upstream', k: sessionKey, usid: upstreamSessionId, seg });
+    });
+  }
+
+  recordUsage(e: UsageRecord): void {
+    this.guard(() => {
+      const seg = segmentOf(e);
+      if (!Number.isFinite(e.credits) || !Number.isInteger(e.seq) || seg === null) {
+        logger.warn({ sessionKey: e.sessionKey, seq: e.seq, seg: e.seg }, 'usage event with invalid credits, seq or segment ignored');
+        return;
+      }
+      this.push({ t: 'usage', k: e.sessionKey, seq: e.seq, seg, kind: e.kind, micro: toMicro(e.credits), at: e.at });
     });
   }
 

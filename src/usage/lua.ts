@@ -3,10 +3,15 @@
 // tenant, endpoint and start (single Redis or a primary/replica pair, not Redis Cluster).
 // ARGV[1] key prefix, ARGV[2] now (ms), ARGV[3] retention (ms), then per-script arguments.
 // Replays are no-ops: 'started'/'ended' flags and one 's:<seq>' marker per usage message.
+// Segment n (the session's n-th upstream session) keeps 'usid', 'final' and 'dsum' with the
+// suffix ':n'; segment 0 has none, so hashes written before segments existed read as segment 0,
+// and 'nseg' (absent: 1) bounds the segments to add up.
 // Every credit figure is an integer (micro-credits); string.format('%d') keeps Lua from
 // printing large numbers in exponent form.
+import { MAX_SEGMENTS } from './model.js';
 
 const prelude = `
+local MAX_SEGMENTS = ${MAX_SEGMENTS}
 local P = ARGV[1]
 local now = tonumber(ARGV[2])
 local retention = tonumber(ARGV[3])
@@ -28,19 +33,42 @@ local function bump(tenant, endpoint, start, field, delta)
   end
 end
 
--- Brings the buckets in line with the session: credits = final ?? sum of deltas, media once ended.
+local function field(name, seg)
+  if seg == 0 then return name end
+  return name .. ':' .. fmt(seg)
+end
+
+-- The event's segment, noted in 'nseg'; nil when out of range (the event is refused).
+local function segment(arg)
+  local seg = tonumber(arg)
+  if not seg or seg < 0 or seg >= MAX_SEGMENTS or seg ~= math.floor(seg) then return nil end
+  if seg + 1 > tonumber(redis.call('HGET', sk, 'nseg') or '1') then redis.call('HSET', sk, 'nseg', fmt(seg + 1)) end
+  return seg
+end
+
+-- Sum over segments of (final ?? sum of deltas).
+local function credits()
+  local sum = 0
+  for seg = 0, tonumber(redis.call('HGET', sk, 'nseg') or '1') - 1 do
+    local v = redis.call('HMGET', sk, field('final', seg), field('dsum', seg))
+    sum = sum + tonumber(v[1] or v[2] or '0')
+  end
+  return sum
+end
+
+-- Brings the buckets in line with the session: its credits, and media once ended.
 local function reconcile()
-  local v = redis.call('HMGET', sk, 'tenant', 'endpoint', 'start', 'final', 'dsum', 'counted', 'mediaMs', 'mediaCounted')
+  local v = redis.call('HMGET', sk, 'tenant', 'endpoint', 'start', 'counted', 'mediaMs', 'mediaCounted')
   if not v[1] or not v[3] then return end
   local start = tonumber(v[3])
-  local target = tonumber(v[4] or v[5] or '0')
-  local counted = tonumber(v[6] or '0')
+  local target = credits()
+  local counted = tonumber(v[4] or '0')
   if target ~= counted then
     bump(v[1], v[2], start, 'micro', target - counted)
     redis.call('HSET', sk, 'counted', fmt(target))
   end
-  if v[7] and not v[8] then
-    bump(v[1], v[2], start, 'mediaMs', tonumber(v[7]))
+  if v[5] and not v[6] then
+    bump(v[1], v[2], start, 'mediaMs', tonumber(v[5]))
     redis.call('HSET', sk, 'mediaCounted', '1')
   end
 end
@@ -69,20 +97,26 @@ reconcile()
 return 1
 `;
 
-/** ARGV[4]: upstream session id. */
+const outOfRange = `return redis.error_reply('ERR segment out of range: ' .. string.sub(ARGV[4], 1, 20))`;
+
+/** ARGV[4..5]: segment, upstream session id. */
 export const UPSTREAM = prelude + `
-redis.call('HSET', sk, 'usid', ARGV[4])
+local seg = segment(ARGV[4])
+if not seg then ${outOfRange} end
+redis.call('HSET', sk, field('usid', seg), ARGV[5])
 keepFor()
 return 1
 `;
 
-/** ARGV[4..6]: seq, kind ('delta'|'final'), micro-credits. */
+/** ARGV[4..7]: segment, seq, kind ('delta'|'final'), micro-credits. */
 export const USAGE = prelude + `
-if redis.call('HSETNX', sk, 's:' .. ARGV[4], '1') == 0 then return 0 end
-if ARGV[5] == 'final' then
-  redis.call('HSET', sk, 'final', ARGV[6])
+local seg = segment(ARGV[4])
+if not seg then ${outOfRange} end
+if redis.call('HSETNX', sk, 's:' .. ARGV[5], '1') == 0 then return 0 end
+if ARGV[6] == 'final' then
+  redis.call('HSET', sk, field('final', seg), ARGV[7])
 else
-  redis.call('HINCRBY', sk, 'dsum', ARGV[6])
+  redis.call('HINCRBY', sk, field('dsum', seg), ARGV[7])
 end
 keepFor()
 reconcile()

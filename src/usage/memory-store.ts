@@ -2,13 +2,15 @@
 // memory (single replica, lost on restart). Kept line-for-line parallel to those scripts.
 import type { Endpoint } from '../protocol/endpoint.js';
 import {
-  DAY_MS, HOUR_MS, type BucketRow, type Granularity, type LedgerEvent, type Outcome,
+  DAY_MS, HOUR_MS, segmentOf, sessionFigures, type BucketRow, type Granularity, type LedgerEvent, type Outcome,
   type SessionCursor, type SessionPage, type SessionRow, type UsageStore,
 } from './model.js';
 
+interface Segment { usid?: string; dsum: number; final?: number }
+
 interface Session {
-  sessionKey: string; tenant?: string; endpoint?: Endpoint; start?: number; iid?: string; usid?: string;
-  started: boolean; ended: boolean; seqs: Set<number>; dsum: number; final?: number; counted: number;
+  sessionKey: string; tenant?: string; endpoint?: Endpoint; start?: number; iid?: string;
+  started: boolean; ended: boolean; seqs: Set<number>; segs: Map<number, Segment>; counted: number;
   end?: number; outcome?: Outcome; mediaMs?: number; mediaCounted: boolean;
 }
 
@@ -30,7 +32,7 @@ export class MemoryUsageStore implements UsageStore {
   private session(k: string): Session {
     let s = this.sessionsByKey.get(k);
     if (!s) {
-      s = { sessionKey: k, started: false, ended: false, seqs: new Set(), dsum: 0, counted: 0, mediaCounted: false };
+      s = { sessionKey: k, started: false, ended: false, seqs: new Set(), segs: new Map(), counted: 0, mediaCounted: false };
       this.sessionsByKey.set(k, s);
     }
     return s;
@@ -44,12 +46,15 @@ export class MemoryUsageStore implements UsageStore {
       this.tenantSet.add(e.tenant);
       this.bump(s, 'sessions', 1);
     } else if (e.t === 'upstream') {
-      s.usid = e.usid;
+      const seg = segment(s, e);
+      if (seg) seg.usid = e.usid;
     } else if (e.t === 'usage') {
       if (s.seqs.has(e.seq)) return;
+      const seg = segment(s, e);
+      if (!seg) return;
       s.seqs.add(e.seq);
-      if (e.kind === 'final') s.final = e.micro;
-      else s.dsum += e.micro;
+      if (e.kind === 'final') seg.final = e.micro;
+      else seg.dsum += e.micro;
     } else {
       if (s.ended) return;
       Object.assign(s, { ended: true, outcome: e.outcome, mediaMs: e.mediaMs, end: e.at });
@@ -59,7 +64,7 @@ export class MemoryUsageStore implements UsageStore {
 
   private reconcile(s: Session): void {
     if (s.tenant === undefined || s.start === undefined) return;
-    const target = s.final ?? s.dsum;
+    const target = credits(s);
     if (target !== s.counted) {
       this.bump(s, 'micro', target - s.counted);
       s.counted = target;
@@ -129,10 +134,29 @@ export class MemoryUsageStore implements UsageStore {
   }
 }
 
+/** The event's segment, created on first use; undefined (event refused) when out of range, as in lua.ts. */
+function segment(s: Session, e: { seg?: number }): Segment | undefined {
+  const i = segmentOf(e);
+  if (i === null) return undefined;
+  let seg = s.segs.get(i);
+  if (!seg) s.segs.set(i, (seg = { dsum: 0 }));
+  return seg;
+}
+
+/** Σ over segments of (final ?? sum of deltas). */
+function credits(s: Session): number {
+  let sum = 0;
+  for (const seg of s.segs.values()) sum += seg.final ?? seg.dsum;
+  return sum;
+}
+
 function toRow(s: Session): SessionRow {
+  const segments = [...s.segs.entries()].sort(([a], [b]) => a - b).map(([, seg]) => ({
+    upstreamSessionId: seg.usid ?? null, micro: seg.final ?? seg.dsum, estimated: seg.final === undefined,
+  }));
   return {
-    sessionKey: s.sessionKey, upstreamSessionId: s.usid ?? null, tenant: s.tenant!, endpoint: s.endpoint!,
-    interactionId: s.iid ?? null, start: s.start!, end: s.end ?? null, micro: s.final ?? s.dsum,
-    estimated: s.final === undefined, outcome: s.outcome ?? null, mediaMs: s.mediaMs ?? null,
+    sessionKey: s.sessionKey, tenant: s.tenant!, endpoint: s.endpoint!, interactionId: s.iid ?? null,
+    start: s.start!, end: s.end ?? null, outcome: s.outcome ?? null, mediaMs: s.mediaMs ?? null,
+    ...sessionFigures(segments),
   };
 }

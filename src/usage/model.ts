@@ -13,18 +13,46 @@ export interface SessionStart { sessionKey: string; tenant: string; endpoint: En
 /** One ledger event, self-contained and JSON-serialisable (it is what the journal stores). */
 export type LedgerEvent =
   | { t: 'start'; k: string; tenant: string; endpoint: Endpoint; iid?: string; at: number }
-  | { t: 'upstream'; k: string; usid: string }
-  | { t: 'usage'; k: string; seq: number; kind: 'delta' | 'final'; micro: number; at: number }
+  | { t: 'upstream'; k: string; usid: string; seg?: number }
+  | { t: 'usage'; k: string; seq: number; seg?: number; kind: 'delta' | 'final'; micro: number; at: number }
   | { t: 'end'; k: string; outcome: Outcome; mediaMs: number; at: number };
 
 /** A bucket as stored: integers only (micro-credits, milliseconds of media). */
 export interface BucketRow { start: number; micro: number; sessions: number; mediaMs: number }
 
+/**
+ * Upstream sessions one gateway session may use in turn (reconnects, resumes). It bounds the
+ * stores' per-event work; an event of a later segment is refused.
+ */
+export const MAX_SEGMENTS = 256;
+
+/** The segment of an event, or null when out of range. Journal lines from before segments have none: 0. */
+export function segmentOf(e: { seg?: unknown }): number | null {
+  const seg = e.seg ?? 0;
+  return Number.isInteger(seg) && (seg as number) >= 0 && (seg as number) < MAX_SEGMENTS ? (seg as number) : null;
+}
+
+/** One upstream session's part: its final figure, or the sum of its deltas while none came (estimated). */
+export interface SegmentRow { upstreamSessionId: string | null; micro: number; estimated: boolean }
+
 /** A session record as stored, integers only. */
 export interface SessionRow {
   sessionKey: string; upstreamSessionId: string | null; tenant: string; endpoint: Endpoint;
   interactionId: string | null; start: number; end: number | null; micro: number; estimated: boolean;
-  outcome: Outcome | null; mediaMs: number | null;
+  outcome: Outcome | null; mediaMs: number | null; segments: SegmentRow[];
+}
+
+/**
+ * The session's figures from its segments (in segment order): credits are their sum, estimated
+ * when any lacks its final figure or none exists, and the upstream id is the first one known.
+ */
+export function sessionFigures(segments: SegmentRow[]): Pick<SessionRow, 'upstreamSessionId' | 'micro' | 'estimated' | 'segments'> {
+  return {
+    upstreamSessionId: segments.find((s) => s.upstreamSessionId !== null)?.upstreamSessionId ?? null,
+    micro: segments.reduce((sum, s) => sum + s.micro, 0),
+    estimated: segments.length === 0 || segments.some((s) => s.estimated),
+    segments,
+  };
 }
 
 export interface SessionPage { rows: SessionRow[]; next: SessionCursor | null }

@@ -6,7 +6,7 @@ import { logger } from '../telemetry/index.js';
 import type { Endpoint } from '../protocol/endpoint.js';
 import * as lua from './lua.js';
 import {
-  StoreUnavailable, type BucketRow, type Granularity, type LedgerEvent, type Outcome,
+  StoreUnavailable, sessionFigures, type BucketRow, type SegmentRow, type Granularity, type LedgerEvent, type Outcome,
   type SessionCursor, type SessionPage, type SessionRow, type UsageStore,
 } from './model.js';
 
@@ -61,8 +61,8 @@ export class RedisUsageStore implements UsageStore {
     for (const e of events) {
       const sk = this.sessionKey(e.k);
       if (e.t === 'start') p.usageStart(sk, ...base, e.k, e.tenant, e.endpoint, e.at, e.iid ?? '');
-      else if (e.t === 'upstream') p.usageUpstream(sk, ...base, e.usid);
-      else if (e.t === 'usage') p.usageUsage(sk, ...base, e.seq, e.kind, e.micro);
+      else if (e.t === 'upstream') p.usageUpstream(sk, ...base, e.seg ?? 0, e.usid);
+      else if (e.t === 'usage') p.usageUsage(sk, ...base, e.seg ?? 0, e.seq, e.kind, e.micro);
       else p.usageEnd(sk, ...base, e.outcome, e.mediaMs, e.at);
     }
     let results: [Error | null, unknown][] | null;
@@ -149,19 +149,29 @@ export class RedisUsageStore implements UsageStore {
   }
 }
 
+/** The segments a session hash holds, in order (field names as in lua.ts). */
+function segmentsFromHash(h: Record<string, string>): SegmentRow[] {
+  const out: SegmentRow[] = [];
+  for (let seg = 0; seg < Number(h.nseg ?? 1); seg++) {
+    const f = (name: string): string | undefined => h[seg === 0 ? name : `${name}:${seg}`];
+    const [usid, final, dsum] = [f('usid'), f('final'), f('dsum')];
+    if (usid === undefined && final === undefined && dsum === undefined) continue; // never used
+    out.push({ upstreamSessionId: usid ?? null, micro: Number(final ?? dsum ?? 0), estimated: final === undefined });
+  }
+  return out;
+}
+
 function rowFromHash(h: Record<string, string>): SessionRow | null {
   if (!h.sessionKey || h.start === undefined) return null; // expired between index and read
   return {
     sessionKey: h.sessionKey,
-    upstreamSessionId: h.usid ?? null,
     tenant: h.tenant,
     endpoint: h.endpoint as Endpoint,
     interactionId: h.iid ?? null,
     start: Number(h.start),
     end: h.end !== undefined ? Number(h.end) : null,
-    micro: Number(h.final ?? h.dsum ?? 0),
-    estimated: h.final === undefined,
     outcome: (h.outcome as Outcome | undefined) ?? null,
     mediaMs: h.mediaMs !== undefined ? Number(h.mediaMs) : null,
+    ...sessionFigures(segmentsFromHash(h)),
   };
 }

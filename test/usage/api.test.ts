@@ -99,7 +99,7 @@ for (const [mode, make] of Object.entries(modes)) {
       assert.deepEqual(keys, Array.from({ length: 250 }, (_, i) => `s${String(i).padStart(3, '0')}`));
       const first = (await get(u.api, '/v1/usage/sessions?tenant=acme')).body.sessions[0];
       assert.deepEqual(Object.keys(first).sort(), [
-        'credits', 'end', 'endpoint', 'estimated', 'interactionId', 'mediaSeconds', 'outcome', 'sessionKey', 'start', 'tenant', 'upstreamSessionId',
+        'credits', 'end', 'endpoint', 'estimated', 'interactionId', 'mediaSeconds', 'outcome', 'segments', 'sessionKey', 'start', 'tenant', 'upstreamSessionId',
       ]);
       assert.equal(first.estimated, true); // s000: no final
       assert.equal(first.credits, 0.001);

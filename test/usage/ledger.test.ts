@@ -49,7 +49,7 @@ for (const mode of ['redis', 'in-process'] as const) {
         sessions: [{
           sessionKey: 's1', upstreamSessionId: 'up-1', tenant: 'acme', endpoint: 'transcribe', interactionId: null,
           start: iso(1, '10:15:00'), end: iso(1, '10:15:04'), credits: 0.25, estimated: false,
-          outcome: 'ended', mediaSeconds: 12.5,
+          outcome: 'ended', mediaSeconds: 12.5, segments: [{ upstreamSessionId: 'up-1', credits: 0.25, estimated: false }],
         }],
         next: null,
       });
