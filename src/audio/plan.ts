@@ -1,28 +1,14 @@
 // Config time: which declared audioFormat values the gateway takes, and what it tells the upstream.
 import type { AudioPlan, PcmDeclaration, SourceKind } from './types.js';
+import { parseAudioFormat } from '../protocol/audio-format.js';
 import { echo } from '../protocol/echo.js';
 
 export type PlanResult = { ok: true; plan: AudioPlan } | { ok: false; reason: string };
 
 const TRANSCODED_UPSTREAM = 'audio/ogg;codecs=opus';
 
-interface Mime { type: string; params: Map<string, string> }
-
-function parseMime(s: string): Mime | undefined {
-  const [head, ...rest] = s.split(';');
-  const type = head.trim().toLowerCase();
-  if (!/^[a-z0-9.+-]+\/[a-z0-9.+-]+$/.test(type)) return undefined;
-  const params = new Map<string, string>();
-  for (const p of rest) {
-    if (!p.trim()) continue;
-    const eq = p.indexOf('=');
-    if (eq < 0) return undefined;
-    const k = p.slice(0, eq).trim().toLowerCase();
-    const v = p.slice(eq + 1).trim().replace(/^"(.*)"$/, '$1').trim();
-    params.set(k, v);
-  }
-  return { type, params };
-}
+/** A parsed declaration: the essence (`type/subtype`), parameters lower-cased and unquoted. */
+interface Mime { essence: string; params: Record<string, string> }
 
 /** Codecs parameter → normalized codec names; undefined for a codec we don't know. */
 function codecNames(v: string | undefined): string[] | undefined {
@@ -42,19 +28,19 @@ function codecNames(v: string | undefined): string[] | undefined {
 }
 
 function pcmParams(m: Mime, defaultEncoding: PcmDeclaration['encoding'], declared: string): PlanResult {
-  const rate = Number(m.params.get('rate'));
-  const channels = Number(m.params.get('channels') ?? '1');
-  if (!m.params.has('rate') || !Number.isInteger(rate) || rate < 8000 || rate > 192000) {
-    return { ok: false, reason: `${m.type} needs rate=R (an integer sample rate, 8000 to 192000)` };
+  const rate = Number(m.params.rate);
+  const channels = Number(m.params.channels ?? '1');
+  if (m.params.rate === undefined || !Number.isInteger(rate) || rate < 8000 || rate > 192000) {
+    return { ok: false, reason: `${m.essence} needs rate=R (an integer sample rate, 8000 to 192000)` };
   }
   // The Opus encoder behind the transcoder (mapping family 0) takes mono or stereo.
   if (!Number.isInteger(channels) || channels < 1 || channels > 2) {
-    return { ok: false, reason: `${m.type} channels must be 1 or 2` };
+    return { ok: false, reason: `${m.essence} channels must be 1 or 2` };
   }
   let encoding = defaultEncoding;
-  const enc = m.params.get('encoding')?.toLowerCase();
+  const enc = m.params.encoding;
   if (enc !== undefined) {
-    if (m.type === 'audio/l16') return { ok: false, reason: 'audio/L16 is 16-bit big-endian; it takes no encoding parameter' };
+    if (m.essence === 'audio/l16') return { ok: false, reason: 'audio/L16 is 16-bit big-endian; it takes no encoding parameter' };
     if (enc !== 's16le' && enc !== 'f32le') return { ok: false, reason: `unsupported PCM encoding ${echo(enc)} (s16le or f32le)` };
     encoding = enc;
   }
@@ -72,19 +58,20 @@ function filterByCodecs(kinds: Array<[SourceKind, string]>, codecs: string[]): S
 /** Can the gateway take this declared format? What goes upstream? */
 export function planAudio(declared: string | undefined): PlanResult {
   if (declared === undefined || declared.trim() === '') return { ok: true, plan: { mode: 'detect' } };
-  const m = parseMime(declared);
-  if (!m) return { ok: false, reason: `audioFormat ${echo(declared)} is not a MIME type` };
-  const codecsParam = m.params.get('codecs');
+  const f = parseAudioFormat(declared);
+  if (!f) return { ok: false, reason: `audioFormat ${echo(declared)} is not a MIME type` };
+  const m: Mime = { essence: `${f.type}/${f.subtype}`, params: f.params };
+  const codecsParam = m.params.codecs;
   const codecs = codecNames(codecsParam);
   if (!codecs) return { ok: false, reason: `unsupported codecs ${echo(codecsParam ?? '')} in audioFormat` };
   const pass = (expect: SourceKind[]): PlanResult =>
     expect.length === 0
-      ? { ok: false, reason: `${m.type} cannot carry codecs ${echo(codecsParam ?? '')}` }
+      ? { ok: false, reason: `${m.essence} cannot carry codecs ${echo(codecsParam ?? '')}` }
       : { ok: true, plan: { declared, mode: 'passthrough', upstreamAudioFormat: declared, expect } };
   const transcode = (expect: SourceKind[]): PlanResult =>
     ({ ok: true, plan: { declared, mode: 'transcode', upstreamAudioFormat: TRANSCODED_UPSTREAM, expect } });
 
-  switch (m.type) {
+  switch (m.essence) {
     case 'audio/ogg':
       return pass(filterByCodecs([['ogg-opus', 'opus'], ['ogg-vorbis', 'vorbis']], codecs));
     case 'audio/opus':
@@ -114,6 +101,6 @@ export function planAudio(declared: string | undefined): PlanResult {
     case 'audio/l16':
       return pcmParams(m, 's16be', declared);
     default:
-      return { ok: false, reason: `unsupported audioFormat ${m.type}` };
+      return { ok: false, reason: `unsupported audioFormat ${m.essence}` };
   }
 }

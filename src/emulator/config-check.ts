@@ -6,6 +6,8 @@ export type ConfigVerdict =
   | { ok: true; resolved: Record<string, unknown> }
   | { ok: false; type: 'CONFIG_DENIED' | 'CONFIG_REJECTED'; reason: string };
 
+// The upstream's list, not the gateway's parser (src/protocol/audio-format.ts): the emulator checks
+// what the gateway forwards, so it must not agree with the gateway by construction.
 const AUDIO_FORMAT =
   /^audio\/(ogg|webm|opus|vorbis|mpeg|mp3|mpeg3|flac|mp4|m4a)(\s*;\s*codecs\s*=\s*"?(opus|vorbis)"?)?$/i;
 

@@ -12,6 +12,8 @@ export type UpgradeVerdict =
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const STREAMS = /^\/audio-bridge\/v2\/interactions\/([^/]+)\/streams$/;
 
+// The upstream's bearer rule, kept apart from the gateway's parser (src/auth/bearer.ts) on purpose:
+// the emulator checks what the gateway sends, so it must not agree with the gateway by construction.
 function bearer(value: string | null | undefined): string | null {
   const m = /^Bearer\s+(\S+)$/i.exec((value ?? '').trim());
   return m ? m[1] : null;

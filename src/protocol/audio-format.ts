@@ -1,5 +1,6 @@
-// MIME parsing for `audioFormat`. Hand-written: the only npm parsers (content-type, whatwg-mimetype)
-// are not installed, and the grammar we need (type/subtype; k=v; k="v") fits in a few lines.
+// MIME parsing for `audioFormat`, the gateway's one parser (audio/plan.ts reads declarations with
+// it too). Hand-written: the only npm parsers (content-type, whatwg-mimetype) are not installed,
+// and the grammar we need (type/subtype; k=v; k="v") fits in a few lines.
 
 export interface AudioFormat {
   type: string;
@@ -14,11 +15,13 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i;
  *  Whether the format is accepted is a separate question: see isUpstreamAudioFormat. */
 export function parseAudioFormat(mime: string): AudioFormat | null {
   if (typeof mime !== 'string') return null;
-  const [essence, ...rest] = mime.split(';');
+  const [head, ...rest] = mime.split(';');
+  // No space around the slash (RFC 2045): "audio / ogg" is not a type the upstream takes.
+  const essence = head.trim().toLowerCase();
   const slash = essence.indexOf('/');
   if (slash < 0) return null;
-  const type = essence.slice(0, slash).trim().toLowerCase();
-  const subtype = essence.slice(slash + 1).trim().toLowerCase();
+  const type = essence.slice(0, slash);
+  const subtype = essence.slice(slash + 1);
   if (!TOKEN.test(type) || !TOKEN.test(subtype)) return null;
   const params: Record<string, string> = {};
   for (const part of rest) {

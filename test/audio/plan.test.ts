@@ -51,4 +51,5 @@ test('unsupported declarations give a reason', () => {
   assert.match(rejected('audio/pcm;rate=16000;channels=6'), /channels/);
   assert.match(rejected('audio/pcm;rate=16000;encoding=s24le'), /encoding/);
   assert.match(rejected('not a mime'), /not a MIME type/);
+  assert.match(rejected('audio / ogg'), /not a MIME type/); // passed through, the upstream would refuse it
 });

@@ -13,7 +13,7 @@ test('parseAudioFormat lower-cases, trims and unquotes', () => {
 });
 
 test('parseAudioFormat returns null for malformed types', () => {
-  for (const bad of ['', 'audio', 'audio/', '/webm', 'audio/we bm', 'audio/webm;codecs', 'audio/webm;codecs=', 'audio/webm;=opus']) {
+  for (const bad of ['', 'audio', 'audio/', '/webm', 'audio/we bm', 'audio/webm;codecs', 'audio/webm;codecs=', 'audio/webm;=opus', 'audio / webm', 'audio/ webm']) {
     assert.equal(parseAudioFormat(bad), null, bad);
   }
 });
