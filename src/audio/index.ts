@@ -5,3 +5,6 @@ export type { SourceKind, AudioPlan, Clock, AudioPipelineOptions, AudioStats, Au
 // The transcoder's worker pool: warmed at start-up so the first PCM session does not wait for a
 // worker to boot, closed on shutdown.
 export { warmDefaultEncoderPool, closeDefaultEncoderPool } from './transcode/index.js';
+// Upstream reconnection: what a new upstream session is sent (init data + unreleased audio, retimed to 0).
+export { createReplayBuffer, type ReplayBuffer, type ReplayKind, type ReplayOptions } from './replay.js';
+export type { Unit } from './containers/unit.js';

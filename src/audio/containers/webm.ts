@@ -5,7 +5,7 @@ import { echo } from '../../protocol/echo.js';
 import { ByteQueue } from './byte-queue.js';
 import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
-const ID = {
+export const ID = {
   EBML: 0x1a45dfa3, DocType: 0x4282,
   Segment: 0x18538067, Cluster: 0x1f43b675,
   Info: 0x1549a966, TimecodeScale: 0x2ad7b1,
@@ -25,7 +25,7 @@ function vintLength(first: number): number {
 interface Vint { value: number; length: number; unknown: boolean }
 
 /** An EBML variable-size integer; `keepMarker` for element ids. undefined: need more bytes. */
-function readVint(b: Buffer, off: number, keepMarker: boolean): Vint | undefined {
+export function readVint(b: Buffer, off: number, keepMarker: boolean): Vint | undefined {
   if (off >= b.length) return undefined;
   const len = vintLength(b[off]);
   if (len === 0) throw new MalformedAudio('invalid EBML variable-size integer');
@@ -40,7 +40,7 @@ function readVint(b: Buffer, off: number, keepMarker: boolean): Vint | undefined
 }
 
 /** Children of a master element's body: [id, data]. */
-function* children(body: Buffer): Generator<[number, Buffer]> {
+export function* children(body: Buffer): Generator<[number, Buffer]> {
   let off = 0;
   while (off < body.length) {
     const id = readVint(body, off, true);
@@ -53,7 +53,7 @@ function* children(body: Buffer): Generator<[number, Buffer]> {
   }
 }
 
-function uint(b: Buffer): number {
+export function uint(b: Buffer): number {
   if (b.length > 8) throw new MalformedAudio(`EBML unsigned integer of ${b.length} bytes (at most 8)`);
   let v = 0;
   for (const x of b) v = v * 256 + x;

@@ -1,0 +1,113 @@
+// The audio a new upstream session needs after the old one was lost: the container's
+// initialization data and the media no final transcript covers yet, from a container boundary,
+// with container timestamps rewritten so the replayed stream starts at 0.
+//
+// Limits: MP3, FLAC and MP4 ('other') are replayed as they are (no timestamps rewritten; offset is
+// the first kept unit's start). Opus decoders drop the pre-skip (~6.5 ms) at the start of the replay.
+// A group (Cluster, page, unit) bigger than maxBytes is dropped whole with what follows of it.
+import type { Unit } from './containers/unit.js';
+import { otherFormat, type Group, type ReplayFormat } from './replay/format.js';
+import { oggFormat } from './replay/ogg.js';
+import { webmFormat } from './replay/webm.js';
+
+export interface ReplayBuffer {
+  /** Every unit sent upstream, in order. Header units are kept for good; media units until released.
+   *  Returns the unit as it goes upstream now: itself until the first replay(), then rewritten to
+   *  continue the replayed stream (Cluster Timecodes, Ogg granules and page numbers). Everything
+   *  added before replay() is in the replay: anything still queued behind add() must not be sent. */
+  add(unit: Unit): Unit;
+  /** A final transcript covers media up to `seconds` (stream time, as the units' start/end): drop
+   *  the groups that end at or before it (whole Clusters, pages, units). The newest group stays:
+   *  more of it may still come, and a replay needs its boundary. */
+  release(seconds: number): void;
+  /** What a new upstream session gets: initialization data, then the kept audio from a container
+   *  boundary, with container timestamps rewritten so the replayed stream starts at 0; `offset` is
+   *  the media time (seconds, original stream time) that the new stream's 0 corresponds to. The
+   *  first frame holds the whole initialization data; frames are cut at unit boundaries. */
+  replay(): { frames: Buffer[]; offset: number; bytes: number };
+  /** Bytes held (bounded by maxBytes: past it the oldest media is dropped and counted in `droppedBytes`). */
+  readonly bufferedBytes: number;
+  readonly droppedBytes: number;
+}
+
+export type ReplayKind = 'webm' | 'ogg' | 'other';
+
+export interface ReplayOptions {
+  maxBytes: number;
+  /** Largest replay frame (default 64000, the pipeline's upstream frame bound); a bigger unit goes alone. */
+  maxFrameBytes?: number;
+}
+
+/** Units → frames of at most `max` bytes, cut between units; the init data (`initCount` units) stays in the first. */
+function frames(units: Buffer[], initCount: number, max: number): Buffer[] {
+  const out: Buffer[] = [];
+  let cur: Buffer[] = [], bytes = 0;
+  units.forEach((u, i) => {
+    if (bytes > 0 && bytes + u.length > max && i >= initCount) { out.push(Buffer.concat(cur, bytes)); cur = []; bytes = 0; }
+    cur.push(u);
+    bytes += u.length;
+  });
+  if (bytes > 0) out.push(Buffer.concat(cur, bytes));
+  return out;
+}
+
+class Buffered<C> implements ReplayBuffer {
+  private groups: Group<C>[] = [];
+  private open: Group<C> | undefined; // the newest group, while more of it may come
+  private mediaBytes = 0;
+  private lastEnd = 0;
+  droppedBytes = 0;
+
+  constructor(private format: ReplayFormat<C>, private o: ReplayOptions) {}
+
+  get bufferedBytes(): number { return this.format.initBytes + this.mediaBytes; }
+
+  add(unit: Unit): Unit {
+    if (unit.end !== undefined) this.lastEnd = Math.max(this.lastEnd, unit.end);
+    const s = this.format.sort(unit, this.open);
+    if (s.kind === 'open') {
+      this.open = { units: [], bytes: 0, ctx: s.ctx };
+      this.groups.push(this.open);
+    }
+    if (s.kind === 'open' || s.kind === 'join') {
+      if (this.open) this.keep(this.open, unit);
+      else this.droppedBytes += unit.bytes.length; // the rest of a group dropped over the bound
+    }
+    while (this.bufferedBytes > this.o.maxBytes && this.groups.length > 0) this.drop(true);
+    return this.format.rewrite(unit);
+  }
+
+  release(seconds: number): void {
+    while (this.groups.length > 1 && (this.groups[0].end ?? -Infinity) <= seconds) this.drop(false);
+  }
+
+  replay(): { frames: Buffer[]; offset: number; bytes: number } {
+    const r = this.format.render(this.groups, this.lastEnd);
+    const initCount = r.units.length - this.groups.reduce((n, g) => n + g.units.length, 0);
+    const out = frames(r.units, initCount, this.o.maxFrameBytes ?? 64000);
+    return { frames: out, offset: r.offset, bytes: out.reduce((n, f) => n + f.length, 0) };
+  }
+
+  private keep(g: Group<C>, u: Unit): void {
+    g.units.push(u);
+    g.bytes += u.bytes.length;
+    this.mediaBytes += u.bytes.length;
+    if (u.start !== undefined) g.start = Math.min(g.start ?? u.start, u.start);
+    if (u.end !== undefined) g.end = Math.max(g.end ?? u.end, u.end);
+  }
+
+  /** Drops the oldest group (over the bound: counted); what follows of it is then dropped too. */
+  private drop(overBound: boolean): void {
+    const g = this.groups.shift() as Group<C>;
+    this.mediaBytes -= g.bytes;
+    if (overBound) this.droppedBytes += g.bytes;
+    if (g === this.open) this.open = undefined;
+    this.format.forget(this.groups[0]);
+  }
+}
+
+export function createReplayBuffer(kind: ReplayKind, o: ReplayOptions): ReplayBuffer {
+  if (kind === 'webm') return new Buffered(webmFormat(), o);
+  if (kind === 'ogg') return new Buffered(oggFormat(), o);
+  return new Buffered(otherFormat(), o);
+}
