@@ -14,6 +14,7 @@ export class Pacer {
   private started = false;
   private timer: unknown;
   private idleWaiters: Array<() => void> = [];
+  private hurried = false;
 
   constructor(private o: { pace: number; clock: Clock; emit(frame: Frame): void }) {}
 
@@ -36,6 +37,13 @@ export class Pacer {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
+  /** From now on frames go out as soon as they come (the gateway is draining). */
+  hurry(): void {
+    this.hurried = true;
+    if (this.timer !== undefined) this.o.clock.clearTimeout(this.timer);
+    this.release();
+  }
+
   close(): void {
     if (this.timer !== undefined) this.o.clock.clearTimeout(this.timer);
     this.timer = undefined;
@@ -55,7 +63,7 @@ export class Pacer {
       const now = this.o.clock.now();
       this.t0 ??= now;
       if (!this.started) { this.started = true; this.origin = f.start; }
-      const wait = this.due(f) - now;
+      const wait = this.hurried ? 0 : this.due(f) - now;
       if (wait > 0) {
         this.timer = this.o.clock.setTimeout(() => this.release(), wait);
         return;

@@ -122,6 +122,10 @@ class Pipeline implements AudioPipeline {
     }
   }
 
+  hurry(): void {
+    this.pacer.hurry();
+  }
+
   close(): void {
     this.stopped = true;
     this.route?.close();

@@ -49,6 +49,8 @@ export interface AudioPipeline {
   /** Client flush/end: everything buffered (re-chunk remainder and transcoder tail) goes out, paced;
    * resolves when the last frame has been passed to onFrame. More audio may follow. */
   drain(): Promise<void>;
+  /** The gateway drains: paced audio goes out at once from now on, so the session's end is not cut. */
+  hurry(): void;
   close(): void;
   readonly stats: AudioStats;
   readonly bufferedBytes: number;

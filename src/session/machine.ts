@@ -59,7 +59,7 @@ export type Effect =
 // WebSocket close codes the gateway uses; 4xxx are application codes a client can switch on.
 export const CLOSE = {
   normal: 1000,
-  goingAway: 1001,
+  serviceRestart: 1012, // the gateway drains: reconnect, to another instance
   policy: 1008,
   internal: 1011,
   tryAgainLater: 1013,
@@ -128,7 +128,7 @@ export function transition(s: SessionState, e: SessionEvent): Result {
     case 'shutdown':
       if (s.phase === 'configured') return beginEnding(s, 'shutdown');
       if (s.phase === 'ending') return { state: s, effects: [] };
-      return withFirst(finish(s, 'shutdown', { code: CLOSE.goingAway, reason: 'gateway shutting down' }), error('GATEWAY_SHUTTING_DOWN', 'the gateway is restarting; reconnect'));
+      return withFirst(finish(s, 'shutdown', { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' }), error('GATEWAY_SHUTTING_DOWN', 'the gateway is restarting; reconnect'));
 
     case 'client_closed': {
       const gone = { ...s, clientConnected: false };
@@ -150,7 +150,9 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       );
 
     case 'upstream_ended': {
-      const done = finish(s, 'ended', { code: CLOSE.normal, reason: 'session ended' });
+      // Ended by the drain, not by the client: 1012 tells it to reconnect elsewhere and go on.
+      const close = s.outcome === 'shutdown' ? { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' } : { code: CLOSE.normal, reason: 'session ended' };
+      const done = finish(s, 'ended', close);
       return s.clientConnected ? withFirst(done, { type: 'relay_client' }) : done;
     }
 
@@ -162,7 +164,7 @@ export function transition(s: SessionState, e: SessionEvent): Result {
     }
 
     case 'drain_deadline':
-      return finish(s, 'shutdown', { code: CLOSE.goingAway, reason: 'gateway shut down' });
+      return finish(s, 'shutdown', { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' });
 
     case 'client_too_slow':
       // Nothing more can reach this client; end upstream gracefully so the usage is still final.

@@ -109,6 +109,11 @@ export class Session {
     return this.state.phase;
   }
 
+  /** No final usage from the upstream (yet): the ledger has the provisional sum, marked estimated. */
+  get usageEstimated(): boolean {
+    return this.finalCredits === undefined;
+  }
+
   // ── client side ────────────────────────────────────────────────────────────
   /** `text` is uWS's buffer (valid during its callback): a text over the limit is never decoded. */
   onClientText(text: ArrayBuffer): void {
@@ -155,7 +160,10 @@ export class Session {
 
   /** Graceful end (drain); `abort` when the drain's time is up. */
   shutdown(): void {
-    this.guard(() => this.dispatch({ type: 'shutdown' }));
+    this.guard(() => {
+      this.pipeline?.hurry(); // audio held for pacing goes out now, so the end is not cut
+      this.dispatch({ type: 'shutdown' });
+    });
   }
 
   abort(): void {

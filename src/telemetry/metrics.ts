@@ -47,6 +47,11 @@ export const metrics = {
     name: 'speech_gateway_credits_total', help: 'Credits of finished sessions (final figure, or the provisional sum when estimated)',
     labelNames: ['tenant', 'endpoint'], registers,
   }),
+  drainSessions: new Counter<'result'>({
+    name: 'speech_gateway_drain_sessions_total',
+    help: 'Sessions finished during a drain: ended (with the upstream\'s final usage) or aborted (usage estimated)',
+    labelNames: ['result'], registers,
+  }),
   refusals: new Counter<'reason'>({ name: 'speech_gateway_refusals_total', help: 'Connections refused, by reason', labelNames: ['reason'], registers }),
   journalDepth: new Gauge({ name: 'speech_gateway_usage_journal_depth', help: 'Usage events waiting in the on-disk journal for Redis', registers }),
   journalDropped: new Counter({

@@ -1,6 +1,7 @@
 // `npm start` under a stop signal sent to its whole process group (systemd's default KillMode,
-// `tini -g`, Ctrl-C): every streaming client gets its usage and end message and a normal close,
-// the group exits 0, and Redis holds every session as ended and no tenant slot still taken.
+// `tini -g`, Ctrl-C): every streaming client, still streaming at DRAIN_SECONDS, gets its usage and
+// end message and close 1012 (reconnect), the group exits 0, and Redis holds every session as ended
+// and no tenant slot still taken.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -28,7 +29,7 @@ async function npmStart(redisUrl: string): Promise<Started> {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {
       ...process.env, PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0', REDIS_URL: redisUrl,
-      USAGE_JOURNAL_DIR: tempDir(), DRAIN_SECONDS: '10', LOG_LEVEL: 'info', MAX_SESSIONS_PER_TENANT: String(SESSIONS),
+      USAGE_JOURNAL_DIR: tempDir(), DRAIN_SECONDS: '3', LOG_LEVEL: 'info', MAX_SESSIONS_PER_TENANT: String(SESSIONS),
     },
   });
   let out = '';
@@ -147,7 +148,7 @@ describe('stop signals to the process group of npm start', () => {
       const { code } = await client.closed;
       const types = client.types();
       const ended = types.indexOf(END_MESSAGE[endpoint]);
-      assert.equal(code, 1000, `${endpoint} closed ${code}; got ${JSON.stringify(types)}`);
+      assert.equal(code, 1012, `${endpoint} closed ${code}; got ${JSON.stringify(types)}`);
       assert.ok(ended > 0 && types.lastIndexOf('usage', ended) >= 0, `${endpoint}: usage then ${END_MESSAGE[endpoint]}; got ${JSON.stringify(types)}`);
     }
     await Promise.all(sessions.map((s) => s.done));
@@ -157,7 +158,7 @@ describe('stop signals to the process group of npm start', () => {
   }
 
   for (let run = 1; run <= 10; run++) {
-    it(`SIGTERM, run ${run} of 10: ${SESSIONS} streaming sessions end with usage and their end message, closed 1000`, () => drainUnder(['SIGTERM']));
+    it(`SIGTERM, run ${run} of 10: ${SESSIONS} streaming sessions end with usage and their end message, closed 1012`, () => drainUnder(['SIGTERM']));
   }
   it('SIGINT (Ctrl-C) drains the same way', () => drainUnder(['SIGINT']));
   it('a second SIGTERM during the drain is logged, not a second drain or a kill', async () => drainUnder(['SIGTERM', 'SIGTERM']));

@@ -1,0 +1,49 @@
+// The drain (SIGTERM): from its first moment /readyz says 503 and new sockets are closed with 1012
+// (the gateway keeps listening and serving meanwhile). Running sessions go on for up to
+// DRAIN_SECONDS (a client may finish on its own), then end gracefully: audio still held for pacing
+// goes upstream at once, then `end`, remaining output, usage, the end message, close 1012. A
+// session whose upstream does not answer `end` within END_TIMEOUT_MS ends on its own timer, usage
+// estimated; anything still open a moment later is aborted the same way, so none stays open in the ledger.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Session } from '../session/index.js';
+import { metrics } from '../telemetry/index.js';
+import type { ServerDeps, ServerState } from './types.js';
+
+/** After END_TIMEOUT_MS the sessions' own end timers have fired; this is the margin before the backstop. */
+const BACKSTOP_MARGIN_MS = 500;
+const POLL_MS = 50;
+
+async function untilNoSessions(sessions: ReadonlySet<Session>, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (sessions.size > 0 && Date.now() < deadline) await sleep(POLL_MS);
+}
+
+/** Runs the drain once, however often it is called; resolves when no session is left. */
+export function drainOnce(deps: ServerDeps, state: ServerState): (seconds: number) => Promise<void> {
+  let running: Promise<void> | undefined;
+  return (seconds) => (running ??= drain(deps, state, seconds));
+}
+
+async function drain(deps: ServerDeps, state: ServerState, seconds: number): Promise<void> {
+  const log = deps.logger;
+  const started = Date.now();
+  state.draining = true;
+  const seen = new Set(state.sessions);
+  log.info({ event: 'drain_start', sessions: seen.size, drainSeconds: seconds }, 'drain started');
+  await untilNoSessions(state.sessions, seconds * 1000);
+  for (const s of state.sessions) {
+    seen.add(s);
+    s.shutdown();
+  }
+  await untilNoSessions(state.sessions, deps.settings.endTimeoutMs + BACKSTOP_MARGIN_MS);
+  for (const s of [...state.sessions]) {
+    seen.add(s);
+    s.abort();
+  }
+  let ended = 0;
+  for (const s of seen) if (!s.usageEstimated) ended++;
+  const aborted = seen.size - ended;
+  metrics.drainSessions.inc({ result: 'ended' }, ended);
+  metrics.drainSessions.inc({ result: 'aborted' }, aborted);
+  log.info({ event: 'drain_end', ended, aborted, seconds: (Date.now() - started) / 1000 }, 'drain finished');
+}

@@ -1,0 +1,33 @@
+// HTTP answers shared by the upgrade gate and the routes: a status with a short JSON body, and
+// uWS's rule for asynchronous handlers.
+import type uWS from 'uWebSockets.js';
+import { gatewayError, type GatewayError } from '../protocol/errors.js';
+import { metrics, type Logger } from '../telemetry/index.js';
+
+const STATUS_TEXT: Record<number, string> = { 200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' };
+
+export function sendJson(res: uWS.HttpResponse, status: number, body: unknown): void {
+  res.cork(() => {
+    res.writeStatus(`${status} ${STATUS_TEXT[status] ?? ''}`.trim());
+    res.writeHeader('content-type', 'application/json');
+    res.end(JSON.stringify(body));
+  });
+}
+
+/** A refused request: counted by reason, answered with the error's status. */
+export function refuse(res: uWS.HttpResponse, err: GatewayError, reason: string): void {
+  metrics.refusals.inc({ reason });
+  sendJson(res, err.status, { error: err });
+}
+
+/** Runs an async handler with uWS's abort rule: never touch `res` after the client went away. */
+export function asyncHttp(log: Logger, res: uWS.HttpResponse, work: (aborted: () => boolean) => Promise<void>): void {
+  let aborted = false;
+  res.onAborted(() => {
+    aborted = true;
+  });
+  work(() => aborted).catch((err: Error) => {
+    log.error({ err: err.message }, 'request failed');
+    if (!aborted) sendJson(res, 500, { error: gatewayError('INTERNAL', 'internal error') });
+  });
+}

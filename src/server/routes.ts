@@ -1,0 +1,37 @@
+// The HTTP routes beside the sockets: health, readiness (503 from the drain's first moment),
+// metrics, the ops usage API, and a JSON 404 for anything else.
+import type uWS from 'uWebSockets.js';
+import { echo } from '../protocol/index.js';
+import { gatewayError } from '../protocol/errors.js';
+import { metrics, registry } from '../telemetry/index.js';
+import { asyncHttp, sendJson } from './http.js';
+import type { ServerDeps, ServerState } from './types.js';
+
+export function addRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: ServerState): uWS.TemplatedApp {
+  const log = deps.logger;
+  return app
+    .get('/healthz', (res) => sendJson(res, 200, { status: 'ok' }))
+    .get('/readyz', (res) => sendJson(res, state.draining ? 503 : 200, { status: state.draining ? 'draining' : 'ready', sessions: state.sessions.size }))
+    .get('/metrics', (res) =>
+      asyncHttp(log, res, async (aborted) => {
+        const text = await registry.metrics();
+        if (!aborted()) res.cork(() => res.writeHeader('content-type', registry.contentType).end(text));
+      }),
+    )
+    .any('/v1/*', (res, req) => {
+      const method = req.getMethod().toUpperCase();
+      const path = req.getUrl();
+      const query = new URLSearchParams(req.getQuery() ?? '');
+      const authorization = req.getHeader('authorization') || undefined;
+      asyncHttp(log, res, async (aborted) => {
+        const answer = await deps.usageApi.handle({ method, path, query, authorization });
+        if (aborted()) return;
+        if (!answer) return sendJson(res, 404, { error: gatewayError('NOT_FOUND', `no route for ${echo(method)} ${echo(path)}`) });
+        sendJson(res, answer.status, answer.body);
+      });
+    })
+    .any('/*', (res, req) => {
+      metrics.refusals.inc({ reason: 'not_found' });
+      sendJson(res, 404, { error: gatewayError('NOT_FOUND', `no route for ${echo(req.getMethod().toUpperCase())} ${echo(req.getUrl())}`) });
+    });
+}

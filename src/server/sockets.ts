@@ -1,0 +1,92 @@
+// Socket behaviour: an accepted socket is handed to a Session; its frames and its close go to that
+// session, and every callback is guarded so that a throw ends one socket, never the process.
+import uWS from 'uWebSockets.js';
+import type { Endpoint } from '../protocol/index.js';
+import { CLOSE, Session, type ClientSink } from '../session/index.js';
+import { metrics, type Logger } from '../telemetry/index.js';
+import { upgradeGate } from './upgrade.js';
+import type { ServerDeps, ServerState, SocketData, Ws } from './types.js';
+
+/** Client frames larger than 64000 bytes are split, not refused (a whole WAV file in one frame is
+ * common). This bounds one frame's memory (uWS closes a socket that sends more with 1009); it is
+ * above the audio and text bounds so that an oversized config or audio frame gets a specific answer. */
+const MAX_CLIENT_FRAME_BYTES = 16 * 1024 * 1024;
+/** Output waiting for a client that does not read; past it the client is closed as too slow. */
+const MAX_CLIENT_BACKLOG_BYTES = 1024 * 1024;
+/** uWS's ws.send result when the message was dropped (over maxBackpressure). */
+const SEND_DROPPED = 2;
+
+/** A socket callback that throws ends that socket's session, never the process. */
+function guarded<A extends unknown[]>(log: Logger, where: string, fn: (ws: Ws, ...a: A) => void) {
+  return (ws: Ws, ...a: A) => {
+    try {
+      fn(ws, ...a);
+    } catch (err) {
+      log.error({ event: 'socket_callback_failed', where, err }, 'socket callback threw; closing that socket');
+      metrics.internalErrors.inc({ where: 'socket' });
+      const data = ws.getUserData();
+      if (data.closed) return;
+      data.closed = true;
+      ws.end(CLOSE.internal, 'internal error');
+    }
+  };
+}
+
+function clientSink(ws: Ws, data: SocketData): ClientSink {
+  return {
+    sendText(text: string | Buffer): boolean {
+      if (data.closed) return false;
+      let result = 0;
+      ws.cork(() => {
+        result = ws.send(text, false);
+      });
+      return result !== SEND_DROPPED && ws.getBufferedAmount() <= MAX_CLIENT_BACKLOG_BYTES;
+    },
+    backlog: () => (data.closed ? 0 : ws.getBufferedAmount()),
+    close(code: number, reason: string) {
+      if (data.closed) return;
+      data.closed = true;
+      ws.cork(() => ws.end(code, reason));
+    },
+  };
+}
+
+/** A socket opened while the gateway drains is closed at once with 1012, so its client retries elsewhere. */
+function sendAway(deps: ServerDeps, ws: Ws, data: SocketData): void {
+  if (data.holdsSlot) void deps.limiter.release(data.info.tenant, data.info.sessionKey);
+  metrics.refusals.inc({ reason: 'draining' });
+  data.closed = true;
+  ws.end(CLOSE.serviceRestart, 'gateway restarting; reconnect');
+}
+
+export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: Endpoint): uWS.WebSocketBehavior<SocketData> {
+  const log = deps.logger;
+  return {
+    compression: uWS.DISABLED,
+    maxPayloadLength: MAX_CLIENT_FRAME_BYTES,
+    maxBackpressure: 2 * MAX_CLIENT_BACKLOG_BYTES,
+    idleTimeout: 120,
+    sendPingsAutomatically: true,
+    upgrade: upgradeGate(deps, state, endpoint),
+    open: guarded(log, 'open', (ws) => {
+      const data = ws.getUserData();
+      if (state.draining) return sendAway(deps, ws, data);
+      const session = new Session(deps, data.info, clientSink(ws, data));
+      data.session = session;
+      state.sessions.add(session);
+      session.onFinished = (s) => state.sessions.delete(s);
+    }),
+    message: guarded(log, 'message', (ws, message: ArrayBuffer, isBinary: boolean) => {
+      const session = ws.getUserData().session;
+      if (!session) return;
+      // uWS reuses `message` after this callback: the session copies what it keeps.
+      if (isBinary) session.onClientBinary(message);
+      else session.onClientText(message);
+    }),
+    close: guarded(log, 'close', (ws) => {
+      const data = ws.getUserData();
+      data.closed = true;
+      data.session?.onClientClosed();
+    }),
+  };
+}

@@ -1,0 +1,32 @@
+// What the server's parts share: their dependencies, the state they read and change, and the data
+// uWS keeps for each socket.
+import type uWS from 'uWebSockets.js';
+import type { Authenticator } from '../auth/index.js';
+import type { Session, SessionDeps, SessionInfo } from '../session/index.js';
+import type { Logger } from '../telemetry/index.js';
+import type { UsageApi } from '../usage/index.js';
+
+export interface ServerDeps extends SessionDeps {
+  host: string;
+  port: number;
+  auth: Authenticator;
+  usageApi: UsageApi;
+  maxSessionsPerTenant: number;
+  logger: Logger;
+}
+
+export interface ServerState {
+  readonly sessions: Set<Session>;
+  /** set once by the drain: /readyz says 503, new sockets are closed with 1012 */
+  draining: boolean;
+}
+
+export interface SocketData {
+  info: SessionInfo;
+  /** the tenant limiter's slot was taken for this socket (not for one accepted during the drain) */
+  holdsSlot: boolean;
+  session?: Session;
+  closed: boolean;
+}
+
+export type Ws = uWS.WebSocket<SocketData>;
