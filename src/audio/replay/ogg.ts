@@ -38,7 +38,7 @@ function shiftPage(page: Buffer, s: Shift): Buffer {
   if (s.granule === 0n && s.seq === 0) return page;
   const out = Buffer.from(page);
   const g = out.readBigInt64LE(6);
-  if (g >= 0n) out.writeBigInt64LE(g - s.granule, 6);
+  if (g >= 0n) out.writeBigInt64LE(g > s.granule ? g - s.granule : 0n, 6);
   out.writeUInt32LE((out.readUInt32LE(18) - s.seq) >>> 0, 18);
   out.writeUInt32LE(0, 22);
   out.writeUInt32LE(oggCrc32(out), 22);
