@@ -46,6 +46,10 @@ const schema = z
     DRAIN_SECONDS: int(0, 3600, 30),
     /** How long the upstream has to answer `end` (remaining output, usage, end message). */
     END_TIMEOUT_MS: int(100, 600_000, 30_000),
+    /** A half-open upstream: a ping after this long without a frame from it... */
+    UPSTREAM_PING_SECONDS: number(false, 0.1, 3600, 15),
+    /** ...and nothing within this long after the ping: the upstream is dead (UPSTREAM_UNAVAILABLE). */
+    UPSTREAM_PONG_TIMEOUT_SECONDS: number(false, 0.1, 600, 10),
     /** Comma-separated origins; unset: only same-origin browsers (and clients sending no Origin). "*" allows any. */
     ALLOWED_ORIGINS: z.string().optional(),
     /** Allow full-access (non limited-scope) tokens from requests that carry an Origin header. */

@@ -72,6 +72,10 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
       pace: config.PACE,
       maxBufferedAudioBytes: config.MAX_BUFFERED_AUDIO_BYTES,
       endTimeoutMs: config.END_TIMEOUT_MS,
+      upstreamLiveness: {
+        pingMs: config.UPSTREAM_PING_SECONDS * 1000,
+        pongTimeoutMs: config.UPSTREAM_PONG_TIMEOUT_SECONDS * 1000,
+      },
     },
   });
 

@@ -10,7 +10,7 @@ import { SessionWindow } from './session-window.js';
 import { UpstreamSession } from './session.js';
 import { issueToken } from './tokens.js';
 import { checkUpgrade } from './upgrade.js';
-import { defaultFaults, type Emulator, type EmulatorOptions, type TokenRequestRecord } from './types.js';
+import { defaultFaults, type Emulator, type EmulatorOptions, type FaultSwitches, type TokenRequestRecord } from './types.js';
 
 function refuse(socket: Duplex, status: number, reason: string): void {
   const body = JSON.stringify({ error: STATUS_CODES[status] ?? 'error', reason });
@@ -18,6 +18,19 @@ function refuse(socket: Duplex, status: number, reason: string): void {
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: application/json\r\n` +
     `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
+}
+
+/** Makes `act` run each time the switch is set, so it reaches the sessions already live. */
+function onSet<K extends keyof FaultSwitches>(faults: FaultSwitches, key: K, act: (value: FaultSwitches[K]) => void): void {
+  let value = faults[key];
+  Object.defineProperty(faults, key, {
+    enumerable: true,
+    get: () => value,
+    set: (v: FaultSwitches[K]) => {
+      value = v;
+      act(v);
+    },
+  });
 }
 
 export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> {
@@ -30,6 +43,10 @@ export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> 
   const tokenRequests: TokenRequestRecord[] = [];
   const live = new Set<UpstreamSession>();
   const window = new SessionWindow(o.maxSessionRecords ?? 200, o.maxAudioBytes ?? 32 * 1024 * 1024);
+  onSet(faults, 'halfOpen', (on) => live.forEach((s) => s.setHalfOpen(on)));
+  onSet(faults, 'goingAway', (code) => {
+    if (code !== null) live.forEach((s) => s.goAway(code));
+  });
   let started = 0;
   let authBase = '';
   const auth: AuthContext = {
@@ -61,6 +78,8 @@ export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> 
         });
         live.add(session);
         ws.on('close', () => live.delete(session));
+        if (faults.halfOpen) session.setHalfOpen(true);
+        if (faults.goingAway !== null) session.goAway(faults.goingAway);
       });
     }, () => refuse(socket, 500, 'emulator error'));
   });

@@ -4,7 +4,7 @@
 // Close codes: 1000 after `ended`/`ENDED`; 1008 (policy violation) after CONFIG_DENIED,
 // CONFIG_REJECTED, CONFIG_TIMEOUT and CONFIG_NOT_PROVIDED (the spec only says the session closes
 // and a new connection is required); faults and dropAllSessions end the TCP stream with no close
-// frame, so the client sees 1006.
+// frame, so the client sees 1006; the goingAway switch closes with its own code.
 import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import { checkConfig } from './config-check.js';
@@ -56,6 +56,20 @@ export class UpstreamSession {
     ws.on('error', () => undefined); // an abrupt peer is a normal event here
     this.timers.push(setTimeout(() => this.onConfigTimeout(), deps.configTimeoutMs));
     if (record.endpoint === 'streams') this.timers.push(setTimeout(() => this.finish(), deps.streamsMaxAgeMs));
+  }
+
+  /** The halfOpen switch: stop reading (so pings go unanswered) without closing; false resumes.
+   * Output waits meanwhile (see whileStalled). */
+  setHalfOpen(on: boolean): void {
+    if (on) this.ws.pause();
+    else this.ws.resume();
+  }
+
+  /** The goingAway switch: a close frame with this code, sent at once, nothing queued before it. */
+  goAway(code: number): void {
+    if (this.record.closed) return;
+    this.markClosed(code);
+    this.ws.close(code, 'emulator: goingAway');
   }
 
   /** Ends the socket abruptly, with no close frame (an upstream crash). */
@@ -263,7 +277,7 @@ export class UpstreamSession {
   }
 
   private async whileStalled(): Promise<void> {
-    while (this.deps.faults.stall && !this.record.closed) await sleep(20);
+    while ((this.deps.faults.stall || this.deps.faults.halfOpen) && !this.record.closed) await sleep(20);
   }
 
   /** messageDelayMs acts like network latency: each message leaves that long after it was made. */

@@ -37,15 +37,34 @@ export interface IssueTokenOptions {
   clientId?: string; // azp / client_id claim, default 'dev'
 }
 
+/** Faults a test switches on and off while the emulator runs (`emulator.faults.stall = true`). */
 export interface FaultSwitches {
+  /** CONFIG_ACCEPTED (and whatever follows it) leaves this much later. */
   configDelayMs: number;
+  /** Every outgoing message leaves this long after it was made (network latency). */
   messageDelayMs: number;
+  /** Every config is answered CONFIG_DENIED. */
   refuseConfigs: boolean;
+  /** A session that reaches this much media ends its TCP stream abruptly, no close frame (a crash). */
   dropAfterMediaSeconds: number | null;
+  /** Nothing more is sent (output waits) while set; the socket still reads and answers pings. */
   stall: boolean;
+  /** Every upgrade is refused with this HTTP status. */
   rejectUpgradeStatus: number | null;
   /** Adds a `padding` field of this many characters to every transcript (a talkative upstream). */
   padTranscriptBytes: number;
+  /**
+   * Half-open peer: every session socket, new ones too, stops reading and sending (pings go
+   * unanswered) without closing, as a crashed host or a lost NAT entry looks. Acts when set;
+   * false resumes reading and the output that waited.
+   */
+  halfOpen: boolean;
+  /**
+   * An upstream restarting: setting a close code (1001 going away, 1012 service restart) closes
+   * every live session at once with a close frame of that code and nothing before it (no usage, no
+   * end), and every new session right after its upgrade while it stays set. null: off.
+   */
+  goingAway: number | null;
 }
 
 export interface EmulatorSession {
@@ -106,5 +125,7 @@ export function defaultFaults(): FaultSwitches {
     stall: false,
     rejectUpgradeStatus: null,
     padTranscriptBytes: 0,
+    halfOpen: false,
+    goingAway: null,
   };
 }

@@ -5,7 +5,7 @@ import { createAudioPipeline, planAudio, type AudioPipeline, type AudioPlan } fr
 import type { UpstreamCredentials } from '../auth/index.js';
 import { MAX_CLIENT_TEXT_BYTES, oversizedText, parseClientMessage, upstreamMessageType, validateConfig, type Endpoint } from '../protocol/index.js';
 import { metrics, tenantLabel, type Logger } from '../telemetry/index.js';
-import { connectUpstream, type UpstreamConnection } from '../upstream/index.js';
+import { connectUpstream, type UpstreamConnection, type UpstreamLiveness } from '../upstream/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
 import { AudioInbox } from './inbox.js';
 import { initialState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
@@ -42,6 +42,8 @@ export interface SessionSettings {
   maxBufferedAudioBytes: number;
   /** how long to wait for the upstream's usage + ended once `end` has been sent to it */
   endTimeoutMs: number;
+  /** the pings that find a half-open upstream; absent: none */
+  upstreamLiveness?: UpstreamLiveness;
 }
 
 export interface SessionDeps {
@@ -220,7 +222,7 @@ export class Session {
               onClose: (code) => this.guard(() => this.onUpstreamGone(`the speech service closed the connection (code ${code})`)),
               onError: (err) => this.guard(() => this.onUpstreamGone(err.message, 'UPSTREAM_UNAVAILABLE')),
             },
-            { connectTimeoutMs: this.deps.settings.configTimeoutMs },
+            { connectTimeoutMs: this.deps.settings.configTimeoutMs, liveness: this.deps.settings.upstreamLiveness },
           );
         }),
         (err: Error) => this.guard(() => this.dispatch({ type: 'upstream_failed', errorId: 'UPSTREAM_UNAVAILABLE', details: `could not obtain upstream credentials: ${err.message}` })),

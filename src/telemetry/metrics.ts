@@ -52,6 +52,11 @@ export const metrics = {
     help: 'Sessions finished during a drain: ended (with the upstream\'s final usage) or aborted (usage estimated)',
     labelNames: ['result'], registers,
   }),
+  upstreamFailures: new Counter<'cause'>({
+    name: 'speech_gateway_upstream_failures_total',
+    help: 'Upstream sockets lost, by cause: closed (by the upstream, unasked), error, timeout (no answer in time), dead (no pong, or silent)',
+    labelNames: ['cause'], registers,
+  }),
   refusals: new Counter<'reason'>({ name: 'speech_gateway_refusals_total', help: 'Connections refused, by reason', labelNames: ['reason'], registers }),
   journalDepth: new Gauge({ name: 'speech_gateway_usage_journal_depth', help: 'Usage events waiting in the on-disk journal for Redis', registers }),
   journalDropped: new Counter({
