@@ -5,6 +5,7 @@
 // Limits: MP3, FLAC and MP4 ('other') are replayed as they are (no timestamps rewritten; offset is
 // the first kept unit's start). Opus decoders drop the pre-skip (~6.5 ms) at the start of the replay.
 // A group (Cluster, page, unit) bigger than maxBytes is dropped whole with what follows of it.
+// The init data is never dropped (the pipeline bounds headers before any unit comes here).
 import type { Unit } from './containers/unit.js';
 import { otherFormat, type Group, type ReplayFormat } from './replay/format.js';
 import { oggFormat } from './replay/ogg.js';
@@ -38,15 +39,15 @@ export interface ReplayOptions {
   maxFrameBytes?: number;
 }
 
-/** Units → frames of at most `max` bytes, cut between units; the init data (`initCount` units) stays in the first. */
-function frames(units: Buffer[], initCount: number, max: number): Buffer[] {
+/** Units → frames of at most `max` bytes, cut between units; the init data stays whole in the first. */
+function frames(init: Buffer[], media: Buffer[], max: number): Buffer[] {
   const out: Buffer[] = [];
-  let cur: Buffer[] = [], bytes = 0;
-  units.forEach((u, i) => {
-    if (bytes > 0 && bytes + u.length > max && i >= initCount) { out.push(Buffer.concat(cur, bytes)); cur = []; bytes = 0; }
+  let cur = [...init], bytes = cur.reduce((n, b) => n + b.length, 0);
+  for (const u of media) {
+    if (bytes > 0 && bytes + u.length > max) { out.push(Buffer.concat(cur, bytes)); cur = []; bytes = 0; }
     cur.push(u);
     bytes += u.length;
-  });
+  }
   if (bytes > 0) out.push(Buffer.concat(cur, bytes));
   return out;
 }
@@ -83,8 +84,7 @@ class Buffered<C> implements ReplayBuffer {
 
   replay(): { frames: Buffer[]; offset: number; bytes: number } {
     const r = this.format.render(this.groups, this.lastEnd);
-    const initCount = r.units.length - this.groups.reduce((n, g) => n + g.units.length, 0);
-    const out = frames(r.units, initCount, this.o.maxFrameBytes ?? 64000);
+    const out = frames(r.init, r.media, this.o.maxFrameBytes ?? 64000);
     return { frames: out, offset: r.offset, bytes: out.reduce((n, f) => n + f.length, 0) };
   }
 

@@ -73,6 +73,7 @@ function reconnect(kind: ReplayKind, units: Unit[], at: number, upTo = Infinity,
   buf.release(at);
   const r = buf.replay();
   assert.equal(r.bytes, r.frames.reduce((n, f) => n + f.length, 0));
+  assert.ok(r.frames.every((f) => f.length <= 64000), 'frames within the upstream frame bound');
   const rest = units.slice(i).map((u) => buf.add(u).bytes);
   return { buf, replay: r, stream: Buffer.concat([...r.frames, ...rest]) };
 }

@@ -19,9 +19,10 @@ export type Sorted<C> = { kind: 'init' } | { kind: 'open'; ctx: C } | { kind: 'j
 export interface ReplayFormat<C> {
   /** `open` is the newest group, undefined when there is none or it was dropped. */
   sort(u: Unit, open: Group<C> | undefined): Sorted<C>;
-  /** Init data + groups, rewritten to start at 0; also sets how later units are rewritten.
-   *  `lastEnd`: end of the latest media seen, the offset when no group is kept. */
-  render(groups: Group<C>[], lastEnd: number): { units: Buffer[]; offset: number };
+  /** The init data, then the groups rewritten to start at 0 (`media`, which may hold a later
+   *  chain's headers); also sets how later units are rewritten. `lastEnd`: end of the latest media
+   *  seen, the offset when no group is kept. */
+  render(groups: Group<C>[], lastEnd: number): { init: Buffer[]; media: Buffer[]; offset: number };
   /** A unit added after the last render, as the stream that render started goes on. */
   rewrite(u: Unit): Unit;
   /** Init data no kept group needs any more may go (an older chained Ogg stream's headers). */
@@ -40,9 +41,8 @@ export function otherFormat(): ReplayFormat<null> {
       return open && open.end === undefined ? { kind: 'join' } : { kind: 'open', ctx: null };
     },
     render(groups, lastEnd) {
-      const units = [...init];
-      for (const g of groups) for (const u of g.units) units.push(u.bytes);
-      return { units, offset: groups[0]?.start ?? lastEnd };
+      const media = groups.flatMap((g) => g.units.map((u) => u.bytes));
+      return { init, media, offset: groups[0]?.start ?? lastEnd };
     },
     rewrite: (u) => u,
     forget() {},

@@ -79,18 +79,18 @@ export function oggFormat(): ReplayFormat<PageCtx> {
     },
     render(groups, lastEnd) {
       const first = groups[0]?.ctx, c0 = first?.chain ?? latest();
-      if (!c0) { shift = undefined; return { units: [], offset: lastEnd }; }
+      if (!c0) { shift = undefined; return { init: [], media: [], offset: lastEnd }; }
       const granule = c0.rate === undefined ? 0n : first?.prevGranule ?? c0.lastGranule;
       shift = { chain: c0, granule, seq: (first?.seq ?? c0.nextSeq) - c0.headerSeqEnd };
-      const units = [...c0.headers];
+      const media: Buffer[] = [];
       let current = c0;
       for (const g of groups) {
-        if (g.ctx.chain !== current) { current = g.ctx.chain; units.push(...current.headers); }
-        for (const u of g.units) units.push(current === c0 ? shiftPage(u.bytes, shift) : u.bytes);
+        if (g.ctx.chain !== current) { current = g.ctx.chain; media.push(...current.headers); }
+        for (const u of g.units) media.push(current === c0 ? shiftPage(u.bytes, shift) : u.bytes);
       }
       const base = c0.base ?? lastEnd;
       const offset = c0.rate === undefined ? groups[0]?.start ?? lastEnd : base + Number(granule) / c0.rate;
-      return { units, offset };
+      return { init: c0.headers, media, offset };
     },
     rewrite(u) {
       const c = latest();

@@ -70,9 +70,8 @@ export function webmFormat(): ReplayFormat<Cluster> {
     },
     render(groups, lastEnd) {
       shift = groups[0]?.ctx.ticks ?? Math.round((lastEnd * 1e9) / nsPerTick);
-      const units = [...init];
-      for (const g of groups) for (const u of g.units) units.push(rewrite(u).bytes);
-      return { units, offset: (shift * nsPerTick) / 1e9 };
+      const media = groups.flatMap((g) => g.units.map((u) => rewrite(u).bytes));
+      return { init, media, offset: (shift * nsPerTick) / 1e9 };
     },
     rewrite,
     forget() {},
