@@ -50,6 +50,12 @@ const schema = z
     UPSTREAM_PING_SECONDS: number(false, 0.1, 3600, 15),
     /** ...and nothing within this long after the ping: the upstream is dead (UPSTREAM_UNAVAILABLE). */
     UPSTREAM_PONG_TIMEOUT_SECONDS: number(false, 0.1, 600, 10),
+    /** An upstream lost mid-session is replaced: at most this many attempts... */
+    UPSTREAM_RECONNECT_ATTEMPTS: int(0, 100, 6),
+    /** ...within this long after the loss (0 attempts: the session ends with the upstream). */
+    UPSTREAM_RECONNECT_SECONDS: int(1, 600, 30),
+    /** Per-session bound on audio kept to replay to a new upstream session (what no final transcript covers yet). */
+    REPLAY_BUFFER_BYTES: int(64_000, 1 << 30, 8 * 1024 * 1024),
     /** Comma-separated origins; unset: only same-origin browsers (and clients sending no Origin). "*" allows any. */
     ALLOWED_ORIGINS: z.string().optional(),
     /** Allow full-access (non limited-scope) tokens from requests that carry an Origin header. */

@@ -76,6 +76,11 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
         pingMs: config.UPSTREAM_PING_SECONDS * 1000,
         pongTimeoutMs: config.UPSTREAM_PONG_TIMEOUT_SECONDS * 1000,
       },
+      reconnect: {
+        attempts: config.UPSTREAM_RECONNECT_ATTEMPTS,
+        maxSeconds: config.UPSTREAM_RECONNECT_SECONDS,
+        replayBytes: config.REPLAY_BUFFER_BYTES,
+      },
     },
   });
 

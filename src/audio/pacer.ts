@@ -44,6 +44,7 @@ export class Pacer {
     this.release();
   }
 
+  /** Drops the queued frames (a session ends, or a replay carries them); pacing goes on for what comes next. */
   close(): void {
     if (this.timer !== undefined) this.o.clock.clearTimeout(this.timer);
     this.timer = undefined;

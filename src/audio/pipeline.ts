@@ -126,6 +126,11 @@ class Pipeline implements AudioPipeline {
     this.pacer.hurry();
   }
 
+  discardQueued(): void {
+    this.rechunker.close();
+    this.pacer.close();
+  }
+
   close(): void {
     this.stopped = true;
     this.route?.close();
@@ -217,8 +222,13 @@ class Pipeline implements AudioPipeline {
     }
     if (plan.expect && !plan.expect.includes(kind)) { this.mismatch(KIND_LABEL[kind]); return false; }
     this.stats.source = kind;
-    const sink = (u: Unit) => { if (!this.stopped) this.rechunker.add(u); };
     const passthrough = plan.mode === 'passthrough' || (plan.mode === 'detect' && PASSTHROUGH_KINDS.has(kind));
+    // What goes upstream is the client's container when passed through, else the gateway's Ogg/Opus.
+    const upstreamKind = !passthrough ? 'ogg' : this.container === 'webm' || this.container === 'ogg' ? this.container : 'other';
+    const sink = (u: Unit) => {
+      if (this.stopped) return;
+      this.rechunker.add(this.o.onUnit?.(u, upstreamKind) ?? u);
+    };
     if (passthrough) this.route = new PassRoute(sink);
     else if (kind === 'mp4-opus') {
       if (info.channels !== 1 && info.channels !== 2) {

@@ -1,5 +1,6 @@
 // Public types of the audio pipeline (re-exported by index.ts).
 import type { GatewayError } from '../protocol/errors.js';
+import type { Unit } from './containers/unit.js';
 
 export type SourceKind =
   | 'webm-opus' | 'webm-vorbis' | 'webm-pcm'
@@ -28,6 +29,9 @@ export interface AudioPipelineOptions {
   maxBufferedBytes: number;
   maxFrameBytes?: number;
   onFrame(frame: Buffer): void;
+  /** Each upstream-bound container unit before re-chunking, and the container it belongs to; returns
+   *  the unit as it goes upstream (after a reconnection's replay, retimed to continue it). */
+  onUnit?(unit: Unit, kind: 'webm' | 'ogg' | 'other'): Unit;
   onError(err: GatewayError): void;
   clock?: Clock;
 }
@@ -51,6 +55,8 @@ export interface AudioPipeline {
   drain(): Promise<void>;
   /** The gateway drains: paced audio goes out at once from now on, so the session's end is not cut. */
   hurry(): void;
+  /** Drops the output waiting to be re-chunked or paced (a reconnection's replay carries it). */
+  discardQueued(): void;
   close(): void;
   readonly stats: AudioStats;
   readonly bufferedBytes: number;

@@ -43,7 +43,14 @@ export const serverMessages = {
   ended(endpoint: Endpoint): { type: 'ended' | 'ENDED' } {
     return { type: endpoint === 'transcribe' ? 'ended' : 'ENDED' };
   },
+  /** The gateway's own word about the session, to clients that asked for notices (`notices=true`):
+   *  the vendor SDK warns on message types it does not know, so others never get one. */
+  notice(id: NoticeId, details: string): { type: 'notice'; notice: { id: NoticeId; details: string } } {
+    return { type: 'notice', notice: { id, details } };
+  },
 };
+
+export type NoticeId = 'UPSTREAM_RECONNECTED';
 
 /** Spec 3.3: the timeout message differs per socket. */
 export function configTimeoutType(endpoint: Endpoint): 'CONFIG_TIMEOUT' | 'CONFIG_NOT_PROVIDED' {

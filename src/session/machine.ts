@@ -13,6 +13,7 @@ export type Phase =
   | 'connecting' // config valid locally, upstream session being opened
   | 'configured' // CONFIG_ACCEPTED relayed: audio flows
   | 'ending' // end sent (by client, time limit, or client gone): waiting for usage + ended
+  | 'reconnecting' // the upstream connection was lost mid-session: a new one is being opened (audio keeps coming)
   | 'closed';
 
 export interface SessionState {
@@ -21,6 +22,8 @@ export interface SessionState {
   clientConnected: boolean;
   /** set once the outcome is known; the session's final word for logs, metrics and the ledger */
   outcome?: Outcome;
+  /** while reconnecting: the phase to go back to (an `end` already asked for is sent again) */
+  resume?: 'configured' | 'ending';
 }
 
 /** What the gateway's local config check decided (protocol validation + audio plan). */
@@ -42,6 +45,8 @@ export type SessionEvent =
   | { type: 'upstream_config_status'; status: 'CONFIG_ACCEPTED' | 'CONFIG_DENIED' | 'CONFIG_REJECTED' | string }
   | { type: 'upstream_ended' }
   | { type: 'upstream_failed'; errorId: ErrorId; details: string }
+  | { type: 'upstream_dropped'; errorId: ErrorId; details: string } // lost mid-session: reconnect if the session can
+  | { type: 'upstream_reconnected' }
   | { type: 'audio_failed'; errorId: ErrorId; details: string };
 
 export type Effect =
@@ -53,6 +58,7 @@ export type Effect =
   | { type: 'flush_upstream' } // drain the pipeline, then send {"type":"flush"}
   | { type: 'end_upstream' } // drain the pipeline, then send {"type":"end"}
   | { type: 'close_upstream' }
+  | { type: 'reconnect_upstream' } // open a new upstream session: same config, then the replay
   | { type: 'clear_timer'; timer: 'config_deadline' }
   | { type: 'finish'; outcome: Outcome };
 
@@ -87,6 +93,11 @@ function finish(s: SessionState, outcome: Outcome, close?: { code: number; reaso
   return { state: { ...s, phase: 'closed', outcome: s.outcome ?? outcome }, effects };
 }
 
+/** The graceful end, once the new upstream session is there (upstream_reconnected sends `end`). */
+function endAfterReconnect(s: SessionState, outcome: Outcome): Result {
+  return { state: { ...s, resume: 'ending', outcome: s.outcome ?? outcome }, effects: [] };
+}
+
 /** Starts the graceful end: pending audio, then `end` upstream; the session finishes on `ended`. */
 function beginEnding(s: SessionState, outcome: Outcome): Result {
   return { state: { ...s, phase: 'ending', outcome: s.outcome ?? outcome }, effects: [{ type: 'end_upstream' }] };
@@ -102,7 +113,8 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       return onClientMessage(s, e.message, e.verdict);
 
     case 'client_audio':
-      if (s.phase === 'configured') return { state: s, effects: [{ type: 'forward_audio' }] };
+      // While reconnecting, audio goes on into the pipeline: the replay carries it to the new upstream session.
+      if (s.phase === 'configured' || s.phase === 'reconnecting') return { state: s, effects: [{ type: 'forward_audio' }] };
       if (s.phase === 'awaiting_config') {
         return { state: s, effects: [{ type: 'send_client', message: serverMessages.configStatus('CONFIG_MISSING', { reason: 'send a config message and wait for CONFIG_ACCEPTED before audio; this audio was not forwarded' }) }] };
       }
@@ -120,6 +132,7 @@ export function transition(s: SessionState, e: SessionEvent): Result {
 
     case 'time_limit':
       if (s.phase === 'configured') return beginEnding(s, 'time_limit');
+      if (s.phase === 'reconnecting') return endAfterReconnect(s, 'time_limit');
       if (s.phase === 'awaiting_config' || s.phase === 'connecting') {
         return finish(s, 'time_limit', { code: CLOSE.normal, reason: 'maximum session duration reached' });
       }
@@ -127,6 +140,7 @@ export function transition(s: SessionState, e: SessionEvent): Result {
 
     case 'shutdown':
       if (s.phase === 'configured') return beginEnding(s, 'shutdown');
+      if (s.phase === 'reconnecting') return endAfterReconnect(s, 'shutdown');
       if (s.phase === 'ending') return { state: s, effects: [] };
       return withFirst(finish(s, 'shutdown', { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' }), error('GATEWAY_SHUTTING_DOWN', 'the gateway is restarting; reconnect'));
 
@@ -134,6 +148,7 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       const gone = { ...s, clientConnected: false };
       // A configured session is ended upstream so its usage becomes final.
       if (s.phase === 'configured') return beginEnding(gone, 'client_gone');
+      if (s.phase === 'reconnecting') return endAfterReconnect(gone, 'client_gone');
       if (s.phase === 'ending') return { state: gone, effects: [] };
       return finish(gone, 'client_gone');
     }
@@ -155,6 +170,17 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       const done = finish(s, 'ended', close);
       return s.clientConnected ? withFirst(done, { type: 'relay_client' }) : done;
     }
+
+    case 'upstream_dropped':
+      // The client is not told: a new upstream session takes over from the audio no final covers.
+      if (s.phase === 'configured' || s.phase === 'ending') {
+        return { state: { ...s, phase: 'reconnecting', resume: s.phase }, effects: [{ type: 'reconnect_upstream' }] };
+      }
+      return transition(s, { ...e, type: 'upstream_failed' });
+
+    case 'upstream_reconnected':
+      if (s.phase !== 'reconnecting') return { state: s, effects: [] };
+      return { state: { ...s, phase: s.resume ?? 'configured', resume: undefined }, effects: s.resume === 'ending' ? [{ type: 'end_upstream' }] : [] };
 
     case 'upstream_failed': {
       // Whatever the session was ending for, no final usage came: the record says the upstream failed.
@@ -220,10 +246,12 @@ function onClientMessage(s: SessionState, m: ClientMessage, verdict?: ConfigVerd
       );
     }
     case 'flush':
-      if (s.phase === 'configured') return { state: s, effects: [{ type: 'flush_upstream' }] };
+      // While reconnecting the flush waits for the new upstream session, in its place in the stream.
+      if (s.phase === 'configured' || s.phase === 'reconnecting') return { state: s, effects: [{ type: 'flush_upstream' }] };
       return { state: s, effects: [{ type: 'send_client', message: serverMessages.configStatus('CONFIG_MISSING', { reason: 'flush needs an accepted config' }) }] };
     case 'end':
       if (s.phase === 'configured') return beginEnding(s, 'ended');
+      if (s.phase === 'reconnecting') return endAfterReconnect(s, 'ended');
       // Nothing was sent upstream: end is answered locally, as the upstream would, and the socket closes.
       return withFirst(finish(s, 'ended', { code: CLOSE.normal, reason: 'session ended' }), {
         type: 'send_client',

@@ -1,13 +1,14 @@
 // The shell around the pure session machine: it turns socket callbacks into machine events and
 // performs the machine's effects with the real upstream socket, audio pipeline, timers, ledger
 // and metrics. Decisions live in machine.ts; this file only carries them out.
-import { createAudioPipeline, planAudio, type AudioPipeline, type AudioPlan } from '../audio/index.js';
+import { createAudioPipeline, createReplayBuffer, planAudio, type AudioPipeline, type AudioPlan } from '../audio/index.js';
 import type { UpstreamCredentials } from '../auth/index.js';
-import { MAX_CLIENT_TEXT_BYTES, oversizedText, parseClientMessage, upstreamMessageType, validateConfig, type Endpoint } from '../protocol/index.js';
+import { MAX_CLIENT_TEXT_BYTES, oversizedText, parseClientMessage, serverMessages, validateConfig, type Endpoint } from '../protocol/index.js';
 import { metrics, tenantLabel, type Logger } from '../telemetry/index.js';
-import { connectUpstream, type UpstreamConnection, type UpstreamLiveness } from '../upstream/index.js';
+import type { UpstreamLiveness, UpstreamTarget } from '../upstream/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
 import { AudioInbox } from './inbox.js';
+import { UpstreamLink, type ReconnectPolicy } from './upstream-link.js';
 import { initialState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
 
 /** What the server hands a session to talk to its client socket. */
@@ -44,6 +45,8 @@ export interface SessionSettings {
   endTimeoutMs: number;
   /** the pings that find a half-open upstream; absent: none */
   upstreamLiveness?: UpstreamLiveness;
+  /** how a session gets a new upstream session when its upstream is lost mid-session */
+  reconnect: ReconnectPolicy;
 }
 
 export interface SessionDeps {
@@ -62,6 +65,8 @@ export interface SessionInfo {
   interactionId?: string;
   environment?: string;
   clientToken: string;
+  /** the client asked for the gateway's notices (query `notices=true`) */
+  notices?: boolean;
 }
 
 export class Session {
@@ -69,7 +74,7 @@ export class Session {
   private state: SessionState;
   private readonly startedAt = Date.now();
   private configReceivedAt = 0;
-  private upstream?: UpstreamConnection;
+  private link?: UpstreamLink;
   private upstreamSessionId?: string;
   private plan?: AudioPlan;
   private pipeline?: AudioPipeline;
@@ -202,48 +207,36 @@ export class Session {
 
   // ── upstream side ──────────────────────────────────────────────────────────
   private openUpstream(config: unknown): void {
-    const connectStarted = Date.now();
     this.timer('upstream_answer', this.deps.settings.configTimeoutMs, {
       type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not answer the config in time',
     });
-    this.deps.credentials
-      .tokenFor(this.info.tenant, this.info.clientToken)
-      .then(
-        (token) => this.guard(() => {
-          if (this.state.phase === 'closed') return;
-          this.upstream = connectUpstream(
-            { wsBase: this.deps.settings.upstreamWsBase, endpoint: this.info.endpoint, interactionId: this.info.interactionId, tenant: this.info.tenant, token, environment: this.info.environment },
-            {
-              onOpen: () => this.guard(() => {
-                metrics.upstreamConnectLatency.observe({ endpoint: this.info.endpoint }, (Date.now() - connectStarted) / 1000);
-                this.upstream?.sendJson({ type: 'config', configuration: config });
-              }),
-              onMessage: (data, isBinary) => this.guard(() => this.onUpstreamMessage(data, isBinary)),
-              onClose: (code) => this.guard(() => this.onUpstreamGone(`the speech service closed the connection (code ${code})`)),
-              onError: (err) => this.guard(() => this.onUpstreamGone(err.message, 'UPSTREAM_UNAVAILABLE')),
-            },
-            { connectTimeoutMs: this.deps.settings.configTimeoutMs, liveness: this.deps.settings.upstreamLiveness },
-          );
-        }),
-        (err: Error) => this.guard(() => this.dispatch({ type: 'upstream_failed', errorId: 'UPSTREAM_UNAVAILABLE', details: `could not obtain upstream credentials: ${err.message}` })),
-      );
+    const { settings, credentials } = this.deps;
+    this.link = new UpstreamLink({
+      endpoint: this.info.endpoint,
+      target: () => credentials.tokenFor(this.info.tenant, this.info.clientToken).then((token): UpstreamTarget => ({
+        wsBase: settings.upstreamWsBase, endpoint: this.info.endpoint, interactionId: this.info.interactionId,
+        tenant: this.info.tenant, token, environment: this.info.environment,
+      })),
+      connectTimeoutMs: settings.configTimeoutMs,
+      liveness: settings.upstreamLiveness,
+      policy: settings.reconnect,
+      createReplay: createReplayBuffer,
+      log: this.log,
+      handlers: {
+        onMessage: (type, data) => this.guard(() => this.onUpstreamMessage(type, data)),
+        onReady: (data, reconnected) => this.guard(() => (reconnected ? this.onReconnected(data) : this.onConfigAccepted(data))),
+        onLost: (errorId, details) => this.guard(() => this.dispatch({ type: 'upstream_dropped', errorId, details })),
+        onFailed: (errorId, details) => this.guard(() => this.dispatch({ type: 'upstream_failed', errorId, details })),
+      },
+    });
+    this.link.open(config);
   }
 
-  private onUpstreamGone(details: string, errorId: 'UPSTREAM_CLOSED' | 'UPSTREAM_UNAVAILABLE' = 'UPSTREAM_CLOSED'): void {
-    this.upstream = undefined;
-    this.dispatch({ type: 'upstream_failed', errorId, details });
-  }
-
-  private onUpstreamMessage(data: Buffer, isBinary: boolean): void {
-    if (isBinary) return; // the upstream sends no binary; nothing to relay
-    const type = upstreamMessageType(data.toString('utf8'));
+  /** A text message of the current upstream session, already on the client's timeline. */
+  private onUpstreamMessage(type: string | undefined, data: Buffer): void {
     this.current.upstreamText = data;
     try {
       switch (type) {
-        case 'CONFIG_ACCEPTED':
-          this.clearTimer('upstream_answer');
-          this.onConfigAccepted(data);
-          return this.dispatch({ type: 'upstream_config_status', status: type });
         case 'CONFIG_DENIED':
         case 'CONFIG_REJECTED':
         case 'CONFIG_TIMEOUT':
@@ -272,24 +265,48 @@ export class Session {
     }
   }
 
+  /** The first upstream session took the config: audio can flow, and the client is told. */
   private onConfigAccepted(data: Buffer): void {
+    this.clearTimer('upstream_answer');
     metrics.configLatency.observe({ endpoint: this.info.endpoint }, (Date.now() - this.configReceivedAt) / 1000);
+    this.recordUpstreamSession(data);
+    this.startPipeline();
+    this.current.upstreamText = data;
+    try {
+      this.dispatch({ type: 'upstream_config_status', status: 'CONFIG_ACCEPTED' });
+    } finally {
+      this.current.upstreamText = undefined;
+    }
+  }
+
+  /** A new upstream session took over (its replay is sent): the client hears of it only if it asked. */
+  private onReconnected(data: Buffer): void {
+    this.recordUpstreamSession(data);
+    this.pipeline?.discardQueued(); // the replay carried what was waiting to be paced out
+    if (this.info.notices) this.sendClient(JSON.stringify(serverMessages.notice('UPSTREAM_RECONNECTED', 'the speech service connection was replaced; nothing was lost')));
+    this.dispatch({ type: 'upstream_reconnected' });
+  }
+
+  private recordUpstreamSession(data: Buffer): void {
     try {
       const sessionId = (JSON.parse(data.toString('utf8')) as { sessionId?: unknown }).sessionId;
-      if (typeof sessionId === 'string') {
-        this.upstreamSessionId = sessionId;
-        this.deps.ledger.setUpstreamSessionId(this.key, sessionId);
-      }
+      if (typeof sessionId !== 'string') return;
+      this.upstreamSessionId = sessionId;
+      this.deps.ledger.setUpstreamSessionId(this.key, sessionId, this.link?.segment ?? 0);
     } catch {
       /* relayed as is; the id is only for records */
     }
+  }
+
+  private startPipeline(): void {
     this.pipeline = createAudioPipeline({
       plan: this.plan ?? { mode: 'detect' },
       chunkMs: this.deps.settings.chunkMs,
       pace: this.deps.settings.pace,
       maxBufferedBytes: this.deps.settings.maxBufferedAudioBytes,
+      onUnit: (unit, kind) => this.link?.unit(unit, kind) ?? unit,
       onFrame: (frame) => this.guard(() => {
-        this.upstream?.send(frame);
+        this.link?.sendAudio(frame);
         if (this.oldestUnsentAudioAt !== undefined) {
           metrics.forwardLatency.observe({ direction: 'client_to_upstream' }, (performance.now() - this.oldestUnsentAudioAt) / 1000);
           this.oldestUnsentAudioAt = undefined;
@@ -312,7 +329,7 @@ export class Session {
     }
     if (kind === 'usage') this.finalCredits = credits;
     else this.deltaCredits += credits;
-    this.deps.ledger.recordUsage({ sessionKey: this.key, seq: ++this.usageSeq, kind: kind === 'usage' ? 'final' : 'delta', credits, at: Date.now() });
+    this.deps.ledger.recordUsage({ sessionKey: this.key, seq: ++this.usageSeq, seg: this.link?.segment ?? 0, kind: kind === 'usage' ? 'final' : 'delta', credits, at: Date.now() });
   }
 
   // ── the machine and its effects ────────────────────────────────────────────
@@ -344,9 +361,11 @@ export class Session {
         return this.sendControlAfterDrain({ type: 'end' });
       case 'close_upstream':
         this.dropAudio();
-        this.upstream?.close(1000, 'session over');
-        this.upstream = undefined;
+        this.link?.close();
         return;
+      case 'reconnect_upstream':
+        this.clearTimer('upstream_answer'); // the link bounds its own attempts
+        return this.link?.reconnect();
       case 'clear_timer':
         return this.clearTimer(e.timer);
       case 'finish':
@@ -400,8 +419,8 @@ export class Session {
     (pipeline ? pipeline.drain() : Promise.resolve())
       .then(() => this.guard(() => {
         if (this.state.phase === 'closed') return;
-        this.upstream?.sendJson(message);
-        if (message.type === 'end') {
+        this.link?.sendControl(message); // while reconnecting: after the new upstream session's replay
+        if (message.type === 'end' && this.state.phase !== 'reconnecting') {
           this.timer('upstream_answer', this.deps.settings.endTimeoutMs, {
             type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not end the session in time',
           });

@@ -47,15 +47,15 @@ export const metrics = {
     name: 'speech_gateway_credits_total', help: 'Credits of finished sessions (final figure, or the provisional sum when estimated)',
     labelNames: ['tenant', 'endpoint'], registers,
   }),
-  drainSessions: new Counter<'result'>({
-    name: 'speech_gateway_drain_sessions_total',
-    help: 'Sessions finished during a drain: ended (with the upstream\'s final usage) or aborted (usage estimated)',
-    labelNames: ['result'], registers,
-  }),
   upstreamFailures: new Counter<'cause'>({
     name: 'speech_gateway_upstream_failures_total',
     help: 'Upstream sockets lost, by cause: closed (by the upstream, unasked), error, timeout (no answer in time), dead (no pong, or silent)',
     labelNames: ['cause'], registers,
+  }),
+  drainSessions: new Counter<'result'>({
+    name: 'speech_gateway_drain_sessions_total',
+    help: 'Sessions finished during a drain: ended (with the upstream\'s final usage) or aborted (usage estimated)',
+    labelNames: ['result'], registers,
   }),
   refusals: new Counter<'reason'>({ name: 'speech_gateway_refusals_total', help: 'Connections refused, by reason', labelNames: ['reason'], registers }),
   journalDepth: new Gauge({ name: 'speech_gateway_usage_journal_depth', help: 'Usage events waiting in the on-disk journal for Redis', registers }),
@@ -63,6 +63,15 @@ export const metrics = {
     name: 'speech_gateway_usage_journal_dropped_total', help: 'Usage events refused because the on-disk journal was full', registers,
   }),
   redisUp: new Gauge({ name: 'speech_gateway_redis_up', help: '1 if the usage ledger can write to Redis', registers }),
+  upstreamReconnects: new Counter<'cause'>({
+    name: 'speech_gateway_upstream_reconnects_total', help: 'Upstream sessions lost mid-session and replaced, by cause', labelNames: ['cause'], registers,
+  }),
+  upstreamReconnectResults: new Counter<'result'>({
+    name: 'speech_gateway_upstream_reconnect_results_total', help: 'Reconnections that took (ok) or gave up (failed)', labelNames: ['result'], registers,
+  }),
+  upstreamReplayedBytes: new Counter({
+    name: 'speech_gateway_upstream_replayed_bytes_total', help: 'Audio bytes sent again to a new upstream session', registers,
+  }),
   shedMessages: new Counter<'kind'>({
     name: 'speech_gateway_shed_messages_total', help: 'Messages not sent to a client that was falling behind, by kind', labelNames: ['kind'], registers,
   }),

@@ -26,7 +26,7 @@ function sendInChunks(c: TestClient, audio: Buffer, size: number) {
 describe('gateway protocol over real sockets', () => {
   let stack: Stack;
   beforeAll(async () => {
-    stack = await startStack({ PACE: '20', CONFIG_TIMEOUT_MS: '1500', STREAM_MAX_SECONDS: '3' });
+    stack = await startStack({ PACE: '20', CONFIG_TIMEOUT_MS: '1500', STREAM_MAX_SECONDS: '3', UPSTREAM_RECONNECT_ATTEMPTS: '2' });
   });
   afterAll(() => stack.close());
 
@@ -203,11 +203,12 @@ describe('gateway protocol over real sockets', () => {
     assert.ok(up.sent.some((m) => (m as { type: string }).type === 'usage'), 'the upstream produced its final usage');
   });
 
-  it('an upstream that fails mid-session: the client gets an error in the catalogue shape and close code 1014', async () => {
+  it('an upstream that fails mid-session and cannot be replaced: the client gets an error in the catalogue shape and close code 1014', async () => {
     const c = await stack.connect('transcribe');
     await configured(c, { primaryLanguage: 'en' });
+    stack.emulator.faults.rejectUpgradeStatus = 503; // every reconnection attempt fails
     stack.emulator.dropAllSessions();
-    const e = await c.next('error');
+    const e = await c.next('error').finally(() => (stack.emulator.faults.rejectUpgradeStatus = null));
     assert.equal(e.error.id, 'UPSTREAM_CLOSED');
     assert.deepEqual(Object.keys(e.error).sort(), ['details', 'doc', 'id', 'status', 'title']);
     assert.equal((await c.closed).code, 1014);

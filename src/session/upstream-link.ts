@@ -1,0 +1,203 @@
+// The session's side of the upstream: one upstream session at a time, and a new one when it is
+// lost mid-session. A new upstream session gets the same config, then the replay: the container's
+// initialization data and the audio no final transcript covers yet, its timestamps starting at 0;
+// every time it reports is moved by the replay's offset and finals the client already has are
+// dropped, so the client sees one timeline (src/protocol/timeline.ts). Audio and flush/end wait
+// while no upstream session is ready, in their order.
+import type { ReplayBuffer, ReplayKind, Unit } from '../audio/index.js';
+import { createTimeline, upstreamMessageType, type Endpoint, type ErrorId, type Timeline } from '../protocol/index.js';
+import { metrics, type Logger } from '../telemetry/index.js';
+import { connectUpstream, type UpstreamConnection, type UpstreamLiveness, type UpstreamTarget } from '../upstream/index.js';
+
+/** The upstream protocol's frame limit: replayed audio is cut to it too. */
+const MAX_FRAME_BYTES = 64_000;
+
+export interface ReconnectPolicy {
+  /** attempts after a loss before the session gives up */
+  attempts: number;
+  /** time after a loss before the session gives up, however many attempts are left */
+  maxSeconds: number;
+  /** per-session bound on audio kept for a replay */
+  replayBytes: number;
+}
+
+export interface LinkHandlers {
+  /** A text message of the current upstream session, on the client's timeline (CONFIG_* of a
+   *  reconnection are handled here and not passed on). */
+  onMessage(type: string | undefined, data: Buffer): void;
+  /** The first upstream session, or a new one, accepted the config and had its replay. */
+  onReady(data: Buffer, reconnected: boolean): void;
+  /** The upstream session was lost mid-session (the session decides whether to reconnect). */
+  onLost(errorId: ErrorId, details: string): void;
+  /** No upstream session could be had (first connection, or every reconnection attempt). */
+  onFailed(errorId: ErrorId, details: string): void;
+}
+
+export interface LinkOptions {
+  endpoint: Endpoint;
+  target(): Promise<UpstreamTarget>;
+  connectTimeoutMs: number;
+  liveness?: UpstreamLiveness;
+  policy: ReconnectPolicy;
+  /** the replay buffer for a stream of this container kind */
+  createReplay(kind: ReplayKind, o: { maxBytes: number }): ReplayBuffer;
+  log: Logger;
+  handlers: LinkHandlers;
+}
+
+type Control = { type: 'flush' | 'end' };
+
+export class UpstreamLink {
+  /** 0 for the first upstream session, then one more per reconnection (the ledger's segment). */
+  segment = 0;
+  private conn?: UpstreamConnection;
+  private ready = false;
+  private config: unknown;
+  private readonly waiting: Control[] = [];
+  private endSentTo?: UpstreamConnection;
+  private replay?: ReplayBuffer;
+  private readonly timeline: Timeline;
+  private lostAt = 0;
+  private attempt = 0;
+  private retryTimer?: NodeJS.Timeout;
+  private lastLoss: { errorId: ErrorId; details: string } = { errorId: 'UPSTREAM_CLOSED', details: '' };
+  /** the loss that started the current reconnection (what the client is told if it fails) */
+  private cause = this.lastLoss;
+  private closed = false;
+
+  constructor(private readonly o: LinkOptions) {
+    this.timeline = createTimeline(o.endpoint);
+  }
+
+  /** The first upstream session. */
+  open(config: unknown): void {
+    this.config = config;
+    this.connect();
+  }
+
+  /** Upstream-bound units as the pipeline makes them: the replay keeps what no final covers yet;
+   *  returns the unit as it goes upstream (after a replay, retimed to continue the replayed stream). */
+  unit(u: Unit, kind: ReplayKind): Unit {
+    this.replay ??= this.o.createReplay(kind, { maxBytes: this.o.policy.replayBytes });
+    return this.replay.add(u);
+  }
+
+  sendAudio(frame: Buffer): boolean {
+    if (!this.ready) return false; // a reconnection's replay carries it
+    this.conn?.send(frame);
+    return true;
+  }
+
+  /** flush/end: now, or after the replay of the next upstream session. */
+  sendControl(message: Control): void {
+    if (!this.ready) {
+      this.waiting.push(message);
+      return;
+    }
+    if (message.type === 'end') {
+      if (this.endSentTo === this.conn) return; // this upstream session already has its end
+      this.endSentTo = this.conn;
+    }
+    this.conn?.sendJson(message);
+  }
+
+  /** After a loss mid-session: new upstream sessions, with backoff, until one takes or time is up. */
+  reconnect(): void {
+    this.lostAt = Date.now();
+    this.attempt = 0;
+    this.cause = this.lastLoss;
+    metrics.upstreamReconnects.inc({ cause: this.lastLoss.errorId.toLowerCase() });
+    this.retry();
+  }
+
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.retryTimer);
+    this.ready = false;
+    this.conn?.close(1000, 'session over');
+    this.conn = undefined;
+  }
+
+  private retry(): void {
+    const { attempts, maxSeconds } = this.o.policy;
+    const spent = (Date.now() - this.lostAt) / 1000;
+    if (this.attempt >= attempts || spent >= maxSeconds) {
+      metrics.upstreamReconnectResults.inc({ result: 'failed' });
+      const { errorId, details } = this.cause;
+      const last = this.attempt > 0 ? ` (last: ${this.lastLoss.details})` : '';
+      return this.o.handlers.onFailed(errorId, `${details}; reconnecting failed after ${this.attempt} attempts in ${spent.toFixed(1)} s${last}`);
+    }
+    const delay = Math.min(5000, 200 * 2 ** this.attempt++);
+    this.retryTimer = setTimeout(() => this.connect(), delay);
+    this.retryTimer.unref?.();
+  }
+
+  private connect(): void {
+    const started = Date.now();
+    this.o.target().then(
+      (target) => {
+        if (this.closed) return;
+        const conn: UpstreamConnection = connectUpstream(target, {
+          onOpen: () => {
+            metrics.upstreamConnectLatency.observe({ endpoint: this.o.endpoint }, (Date.now() - started) / 1000);
+            conn.sendJson({ type: 'config', configuration: this.config });
+          },
+          onMessage: (data, isBinary) => {
+            if (conn === this.conn && !isBinary) this.onMessage(data);
+          },
+          onClose: (code) => this.gone(conn, 'UPSTREAM_CLOSED', `the speech service closed the connection (code ${code})`),
+          onError: (err) => this.gone(conn, 'UPSTREAM_UNAVAILABLE', err.message),
+        }, { connectTimeoutMs: this.o.connectTimeoutMs, liveness: this.o.liveness });
+        this.conn = conn;
+      },
+      (err: Error) => this.gone(undefined, 'UPSTREAM_UNAVAILABLE', `could not obtain upstream credentials: ${err.message}`),
+    );
+  }
+
+  private gone(conn: UpstreamConnection | undefined, errorId: ErrorId, details: string): void {
+    if (this.closed || (conn && conn !== this.conn)) return; // an old connection's last word
+    this.conn = undefined;
+    const wasReady = this.ready;
+    this.ready = false;
+    this.lastLoss = { errorId, details };
+    if (this.lostAt > 0 && !wasReady) return this.retry(); // a reconnection attempt failed
+    if (!wasReady) return this.o.handlers.onFailed(errorId, details); // the first connection failed
+    this.o.handlers.onLost(errorId, details);
+  }
+
+  private onMessage(data: Buffer): void {
+    const type = upstreamMessageType(data.toString('utf8'));
+    if (!this.ready && type === 'CONFIG_ACCEPTED') return this.accepted(data);
+    if (!this.ready && this.lostAt > 0) {
+      // A new upstream session that refuses the config the first one took: give up.
+      this.o.log.warn({ event: 'reconnect_refused', type }, 'the new upstream session refused the config');
+      this.lastLoss = { errorId: 'UPSTREAM_CLOSED', details: `the speech service answered ${type ?? 'an unknown message'} on reconnection` };
+      this.conn?.close(1000, 'refused');
+      this.conn = undefined;
+      return this.retry();
+    }
+    const mapped = this.timeline.map(type ?? '', data);
+    if (this.replay && type === 'transcript') this.replay.release(this.timeline.finalUntil);
+    if (mapped) this.o.handlers.onMessage(type, mapped);
+  }
+
+  private accepted(data: Buffer): void {
+    const reconnected = this.lostAt > 0;
+    if (reconnected) {
+      this.segment++;
+      const replay = this.replay?.replay() ?? { frames: [], offset: this.timeline.finalUntil, bytes: 0 };
+      this.timeline.offset = replay.offset;
+      for (const frame of replay.frames) {
+        // A single unit over the frame limit comes alone: cut it as the re-chunker would.
+        for (let off = 0; off < frame.length; off += MAX_FRAME_BYTES) this.conn?.send(frame.subarray(off, off + MAX_FRAME_BYTES));
+      }
+      metrics.upstreamReplayedBytes.inc(replay.bytes);
+      metrics.upstreamReconnectResults.inc({ result: 'ok' });
+      this.o.log.info({ event: 'upstream_reconnected', segment: this.segment, attempts: this.attempt, replayedBytes: replay.bytes, offset: replay.offset }, 'upstream session replaced');
+      this.lostAt = 0;
+    }
+    this.ready = true;
+    this.o.handlers.onReady(data, reconnected);
+    for (const message of this.waiting.splice(0)) this.sendControl(message);
+  }
+}
