@@ -66,6 +66,7 @@ class Buffered<C> implements ReplayBuffer {
   add(unit: Unit): Unit {
     if (unit.end !== undefined) this.lastEnd = Math.max(this.lastEnd, unit.end);
     const s = this.format.sort(unit, this.open);
+    if (s.kind === 'init') this.format.forget(this.groups[0]); // chained Ogg: headers no group needs
     if (s.kind === 'open') {
       this.open = { units: [], bytes: 0, ctx: s.ctx };
       this.groups.push(this.open);

@@ -11,6 +11,8 @@ import { createReplayBuffer, type ReplayKind } from '../../src/audio/replay.js';
 import { PcmRoute } from '../../src/audio/routes.js';
 import { createParser } from '../../src/audio/source.js';
 import { closeDefaultEncoderPool } from '../../src/audio/transcode/index.js';
+import { opusHead, opusTags } from '../../src/audio/transcode/opus-headers.js';
+import { writePage } from '../../src/audio/transcode/ogg-page.js';
 import { parseOggPages, run } from '../audio-transcode/ogg-check.js';
 import { chromeChunks, fixture } from '../support/fixtures.js';
 
@@ -126,6 +128,15 @@ describe('WebM (Chrome MediaRecorder, live clusters)', () => {
     assertRetimed(await probe(Buffer.concat(replay.frames), 'webm'), full, replay.offset);
   });
 
+  it('a cluster bigger than maxBytes is dropped with the rest of it, and every dropped byte is counted', () => {
+    const maxBytes = 3000; // under one 300 ms cluster
+    const { buf } = reconnect('webm', units, 0, Infinity, maxBytes);
+    const media = units.filter((u) => !u.header).reduce((n, u) => n + u.bytes.length, 0);
+    const init = units.filter((u) => u.header).reduce((n, u) => n + u.bytes.length, 0);
+    assert.equal(buf.droppedBytes, media - (buf.bufferedBytes - init));
+    assert.ok(buf.bufferedBytes <= maxBytes);
+  });
+
   it('rewrites a sized Segment as live and leaves out SeekHead and Cues (ffmpeg file, 5 s clusters)', async () => {
     const file = parse('webm', [fixture('dictation.webm')]);
     const fileFull = await probe(whole(file), 'webm');
@@ -175,6 +186,20 @@ describe('Ogg/Opus', () => {
     assert.equal(pages[2].granule > 0n && pages[2].granule < 48000n / 5n + 48000n, true, 'first media page granule near 0');
     const p = await probe(Buffer.concat(replay.frames), 'ogg');
     assert.ok(Math.abs(p.decoded - (mediaEnd(units) - replay.offset)) < 0.1, `decoded ${p.decoded} of ${mediaEnd(units) - replay.offset}`);
+  });
+});
+
+describe('hostile streams', () => {
+  it('thousands of header-only chained Ogg streams keep only the latest headers', () => {
+    const chains = Array.from({ length: 2000 }, (_, i) => Buffer.concat([
+      writePage({ flags: 2, granule: 0n, serial: i, sequence: 0, packets: [opusHead({ channels: 1, preSkip: 312, inputSampleRate: 16000 })] }),
+      writePage({ flags: 0, granule: 0n, serial: i, sequence: 1, packets: [opusTags()] }),
+    ]));
+    const units = parse('ogg', chains);
+    const buf = createReplayBuffer('ogg', { maxBytes: 1 << 20 });
+    for (const u of units) buf.add(u);
+    assert.equal(buf.bufferedBytes, chains[0].length);
+    assert.equal(parseOggPages(Buffer.concat(buf.replay().frames))[0].serial, 1999);
   });
 });
 
