@@ -31,9 +31,9 @@ async function drain(deps: ServerDeps, state: ServerState, seconds: number): Pro
   const seen = new Set(state.sessions);
   log.info({ event: 'drain_start', sessions: seen.size, drainSeconds: seconds }, 'drain started');
   await untilNoSessions(state.sessions, seconds * 1000);
-  for (const s of state.sessions) {
+  for (const s of [...state.sessions]) {
     seen.add(s);
-    s.shutdown();
+    s.shutdown(); // may finish it at once (no config yet), which takes it out of the set
   }
   await untilNoSessions(state.sessions, deps.settings.endTimeoutMs + BACKSTOP_MARGIN_MS);
   for (const s of [...state.sessions]) {
