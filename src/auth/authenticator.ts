@@ -7,7 +7,7 @@ import { refuse, type Refusal } from './refusal.js';
 import { isValidTenant, realmUrl, trimSlash } from './tenant.js';
 import { bearerToken, presentedCredentials } from './token-source.js';
 import { isEndpoint, type Endpoint } from '../protocol/endpoint.js';
-import type { AuthDecision, AuthOptions, Authenticator, UpgradeRequest } from './types.js';
+import type { AuthDecision, AuthenticateOptions, AuthOptions, Authenticator, UpgradeRequest } from './types.js';
 
 /** Asymmetric only: an HS* token would be "verified" with a public key as the secret. */
 const ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
@@ -26,7 +26,7 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
     now,
   });
 
-  async function authenticate(req: UpgradeRequest): Promise<AuthDecision> {
+  async function authenticate(req: UpgradeRequest, opts: AuthenticateOptions = {}): Promise<AuthDecision> {
     const origin = req.headers['origin'];
     if (!originAllowed(origin, req.headers['host'])) {
       return refuse('ORIGIN_NOT_ALLOWED', 'origin', 'this origin may not open sockets on this gateway');
@@ -50,17 +50,22 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
     if (early) return early;
 
     let payload: JWTPayload;
+    let expired = false;
     try {
       payload = await verify(token, tenant);
     } catch (err) {
-      return verifyRefusal(err, tenant);
+      const verified = opts.allowExpired ? expiredButVerified(err) : undefined;
+      if (verified === undefined) return verifyRefusal(err, tenant);
+      payload = verified;
+      expired = true;
     }
-    return scopeDecision(req.endpoint, payload, origin === undefined || o.allowFullAccessFromBrowsers, {
+    const decision = scopeDecision(req.endpoint, payload, origin === undefined || o.allowFullAccessFromBrowsers, {
       tenant,
       clientToken: token,
       via: presented.via,
       protocol: presented.protocol,
     });
+    return expired && decision.ok ? { ...decision, expired: true } : decision;
   }
 
   /** Checks that need no keys: shape, algorithm, issuer (no JWKS fetch for forged or foreign tokens). */
@@ -110,6 +115,16 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
   }
 
   return { authenticate, close: () => jwks.clear() };
+}
+
+/**
+ * The claims of a token refused only for its age. jose checks `exp` last (no maxTokenAge here), after
+ * the signature, algorithm, issuer, required claims and nbf, so the payload it carries is verified.
+ * Without a subject a token cannot be matched to the session it would resume, so it stays refused.
+ */
+function expiredButVerified(err: unknown): JWTPayload | undefined {
+  if (!(err instanceof errors.JWTExpired) || err.claim !== 'exp') return undefined;
+  return typeof err.payload.sub === 'string' && err.payload.sub !== '' ? err.payload : undefined;
 }
 
 function verifyRefusal(err: unknown, tenant: string): Refusal {

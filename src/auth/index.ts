@@ -1,6 +1,7 @@
 // Authentication and tenancy at the WebSocket upgrade, and the credentials presented upstream.
 export type {
   AuthDecision,
+  AuthenticateOptions,
   AuthOptions,
   Authenticator,
   RefusalReason,
@@ -13,3 +14,4 @@ export type { ClientCredentials, UpstreamCredentials, UpstreamCredentialsOptions
 export { loadUpstreamCredentials } from './credentials-file.js';
 export { redactUrl } from './redact.js';
 export { isValidTenant } from './tenant.js';
+export { isResumeKey } from './resume-key.js';

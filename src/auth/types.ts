@@ -50,6 +50,12 @@ export type AuthDecision =
       /** The Sec-WebSocket-Protocol value to answer with, when the client offered protocols. */
       protocol?: string;
       via: 'query' | 'header' | 'protocol';
+      /**
+       * Only with `allowExpired`: the token has expired but everything else about it verified, and it
+       * has a subject. Good for nothing but resuming a session of the same tenant, subject and endpoint
+       * within its grace period; otherwise refuse it as TOKEN_EXPIRED.
+       */
+      expired?: true;
     }
   | {
       ok: false;
@@ -75,7 +81,12 @@ export interface AuthOptions {
   now?: () => number;
 }
 
+export interface AuthenticateOptions {
+  /** A resume: an expired token is answered ok with `expired: true` instead of TOKEN_EXPIRED. */
+  allowExpired?: boolean;
+}
+
 export interface Authenticator {
-  authenticate(req: UpgradeRequest): Promise<AuthDecision>;
+  authenticate(req: UpgradeRequest, opts?: AuthenticateOptions): Promise<AuthDecision>;
   close(): void;
 }
