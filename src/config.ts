@@ -50,6 +50,8 @@ const schema = z
     UPSTREAM_PING_SECONDS: number(false, 0.1, 3600, 15),
     /** ...and nothing within this long after the ping: the upstream is dead (UPSTREAM_UNAVAILABLE). */
     UPSTREAM_PONG_TIMEOUT_SECONDS: number(false, 0.1, 600, 10),
+    /** A half-open client: uWS pings it after a quiet spell and closes it at this many seconds (its limits: 8-960). */
+    CLIENT_IDLE_SECONDS: int(8, 960, 30),
     /** An upstream lost mid-session is replaced: at most this many attempts... */
     UPSTREAM_RECONNECT_ATTEMPTS: int(0, 100, 6),
     /** ...within this long after the loss (0 attempts: the session ends with the upstream). */

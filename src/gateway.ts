@@ -60,6 +60,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     auth,
     usageApi: usage.api,
     maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
+    clientIdleSeconds: config.CLIENT_IDLE_SECONDS,
     credentials,
     ledger: usage.ledger,
     limiter: usage.limiter,
@@ -76,6 +77,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
         pingMs: config.UPSTREAM_PING_SECONDS * 1000,
         pongTimeoutMs: config.UPSTREAM_PONG_TIMEOUT_SECONDS * 1000,
       },
+      resumeGraceSeconds: config.RESUME_GRACE_SECONDS,
       reconnect: {
         attempts: config.UPSTREAM_RECONNECT_ATTEMPTS,
         maxSeconds: config.UPSTREAM_RECONNECT_SECONDS,

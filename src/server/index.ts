@@ -24,7 +24,7 @@ export function isNativeUws(): boolean {
 }
 
 export function startServer(deps: ServerDeps): Promise<GatewayServer> {
-  const state: ServerState = { sessions: new Set(), draining: false };
+  const state: ServerState = { sessions: new Set(), draining: false, resumable: new Map() };
   const app = uWS.App()
     .ws('/audio-bridge/v2/transcribe', socketBehavior(deps, state, 'transcribe'))
     .ws('/audio-bridge/v2/interactions/:id/streams', socketBehavior(deps, state, 'streams'));

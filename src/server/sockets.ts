@@ -59,22 +59,40 @@ function sendAway(deps: ServerDeps, ws: Ws, data: SocketData): void {
   ws.end(CLOSE.serviceRestart, 'gateway restarting; reconnect');
 }
 
+/** A resume: the socket takes its session over, unless the session ended since the upgrade. */
+function takeOver(ws: Ws, data: SocketData, state: ServerState): void {
+  const session = data.resumeOf!;
+  if (!state.sessions.has(session)) {
+    data.closed = true;
+    return ws.end(CLOSE.serviceRestart, 'the session ended; reconnect');
+  }
+  data.session = session;
+  session.attach(data.sink!);
+}
+
 export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: Endpoint): uWS.WebSocketBehavior<SocketData> {
   const log = deps.logger;
   return {
     compression: uWS.DISABLED,
     maxPayloadLength: MAX_CLIENT_FRAME_BYTES,
     maxBackpressure: 2 * MAX_CLIENT_BACKLOG_BYTES,
-    idleTimeout: 120,
+    idleTimeout: deps.clientIdleSeconds,
     sendPingsAutomatically: true,
     upgrade: upgradeGate(deps, state, endpoint),
     open: guarded(log, 'open', (ws) => {
       const data = ws.getUserData();
       if (state.draining) return sendAway(deps, ws, data);
-      const session = new Session(deps, data.info, clientSink(ws, data));
+      data.sink = clientSink(ws, data);
+      if (data.resumeOf) return takeOver(ws, data, state);
+      const session = new Session(deps, data.info, data.sink);
       data.session = session;
       state.sessions.add(session);
-      session.onFinished = (s) => state.sessions.delete(s);
+      const key = data.info.resumeKey;
+      if (key) state.resumable.set(key, session);
+      session.onFinished = (s) => {
+        state.sessions.delete(s);
+        if (key && state.resumable.get(key) === s) state.resumable.delete(key);
+      };
     }),
     message: guarded(log, 'message', (ws, message: ArrayBuffer, isBinary: boolean) => {
       const session = ws.getUserData().session;
@@ -86,7 +104,7 @@ export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: E
     close: guarded(log, 'close', (ws) => {
       const data = ws.getUserData();
       data.closed = true;
-      data.session?.onClientClosed();
+      if (data.sink) data.session?.onClientClosed(data.sink);
     }),
   };
 }

@@ -2,7 +2,7 @@
 // uWS keeps for each socket.
 import type uWS from 'uWebSockets.js';
 import type { Authenticator } from '../auth/index.js';
-import type { Session, SessionDeps, SessionInfo } from '../session/index.js';
+import type { ClientSink, Session, SessionDeps, SessionInfo } from '../session/index.js';
 import type { Logger } from '../telemetry/index.js';
 import type { UsageApi } from '../usage/index.js';
 
@@ -12,6 +12,8 @@ export interface ServerDeps extends SessionDeps {
   auth: Authenticator;
   usageApi: UsageApi;
   maxSessionsPerTenant: number;
+  /** uWS idleTimeout: a client silent this long (a ping went unanswered) is closed */
+  clientIdleSeconds: number;
   logger: Logger;
 }
 
@@ -19,6 +21,8 @@ export interface ServerState {
   readonly sessions: Set<Session>;
   /** set once by the drain: /readyz says 503, new sockets are closed with 1012 */
   draining: boolean;
+  /** sessions opened with `resume=<key>`, by key, until they finish */
+  readonly resumable: Map<string, Session>;
 }
 
 export interface SocketData {
@@ -26,6 +30,9 @@ export interface SocketData {
   /** the tenant limiter's slot was taken for this socket (not for one accepted during the drain) */
   holdsSlot: boolean;
   session?: Session;
+  /** a resume: the session this socket takes over */
+  resumeOf?: Session;
+  sink?: ClientSink;
   closed: boolean;
 }
 

@@ -4,9 +4,10 @@
 // after one failed handshake, so a refusal here would lose the client instead of moving it.
 import { randomUUID } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
-import type { AuthDecision, UpgradeRequest } from '../auth/index.js';
+import { isResumeKey, type AuthDecision, type UpgradeRequest } from '../auth/index.js';
 import type { Endpoint } from '../protocol/index.js';
-import { gatewayError } from '../protocol/errors.js';
+import { gatewayError, type GatewayError } from '../protocol/errors.js';
+import type { Session } from '../session/index.js';
 import { metrics } from '../telemetry/index.js';
 import { asyncHttp, refuse } from './http.js';
 import type { ServerDeps, ServerState, SocketData } from './types.js';
@@ -14,6 +15,15 @@ import type { ServerDeps, ServerState, SocketData } from './types.js';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 type UpgradeHandler = (res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_socket_context_t) => void;
+
+/** Only the session's own client may take it over: same tenant, subject and endpoint (and interaction);
+ * an expired token only for a session that is waiting for it. */
+function resumeRefusal(held: Session | undefined, d: AuthDecision & { ok: true }, endpoint: Endpoint, interactionId?: string): GatewayError | undefined {
+  if (!held) return gatewayError('TOKEN_EXPIRED', 'token has expired and there is no session to resume with it; fetch a new one');
+  const same = held.info.tenant === d.tenant && held.info.subject !== undefined && held.info.subject === d.subject
+    && held.info.endpoint === endpoint && held.info.interactionId === interactionId;
+  return same ? undefined : gatewayError('RESUME_FORBIDDEN', 'this resume key belongs to another client\'s session');
+}
 
 export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint): UpgradeHandler {
   return (res, req, context) => {
@@ -32,12 +42,25 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       if (endpoint === 'streams' && !UUID.test(interactionId ?? '')) {
         return refuse(res, gatewayError('INVALID_INTERACTION_ID', 'the interaction id in the path must be a UUID'), 'bad_interaction_id');
       }
+      const resumeKey = query.get('resume') ?? undefined;
+      if (resumeKey !== undefined && !isResumeKey(resumeKey)) {
+        return refuse(res, gatewayError('INVALID_RESUME_KEY', 'resume must be 22-128 characters of A-Z a-z 0-9 _ - (at least 128 random bits)'), 'bad_resume_key');
+      }
       const request: UpgradeRequest = { endpoint, query, headers };
-      const decision: AuthDecision = await deps.auth.authenticate(request);
+      // A resume may present the token its session started with, expired since (browser tokens live 5 min).
+      const decision: AuthDecision = await deps.auth.authenticate(request, { allowExpired: resumeKey !== undefined });
       if (aborted()) return;
       if (!decision.ok) {
         if (decision.reason === 'full_access_from_browser') metrics.fullAccessTokenAttempts.inc();
         return refuse(res, decision.error, decision.reason);
+      }
+      const protocol = decision.protocol ?? (secProtocol ? secProtocol.split(',')[0].trim() : '');
+      const held = resumeKey === undefined ? undefined : state.resumable.get(resumeKey);
+      if (held || decision.expired) {
+        const refusal = resumeRefusal(held, decision, endpoint, interactionId);
+        if (refusal) return refuse(res, refusal, 'resume_refused');
+        const data: SocketData = { info: held!.info, resumeOf: held, holdsSlot: false, closed: false };
+        return res.upgrade(data, secKey, protocol, secExtensions, context);
       }
       const sessionKey = randomUUID();
       const holdsSlot = !state.draining;
@@ -49,14 +72,17 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       }
       if (aborted()) return void (holdsSlot && deps.limiter.release(decision.tenant, sessionKey));
       const data: SocketData = {
-        info: { sessionKey, endpoint, tenant: decision.tenant, interactionId, environment: query.get('environment') ?? undefined, clientToken: decision.clientToken },
+        info: {
+          sessionKey, endpoint, tenant: decision.tenant, interactionId, environment: query.get('environment') ?? undefined,
+          clientToken: decision.clientToken, subject: decision.subject, resumeKey, notices: query.get('notices') === 'true',
+        },
         holdsSlot,
         closed: false,
       };
       // Not inside res.cork: in this uWS build, cork() after an asynchronous upgrade can misread the
       // new WebSocket's memory as HTTP state and drop the socket (the client sees 1006 right after
       // its open; seen here in about 1 of 100 upgrades that resolve in the same tick).
-      res.upgrade(data, secKey, decision.protocol ?? (secProtocol ? secProtocol.split(',')[0].trim() : ''), secExtensions, context);
+      res.upgrade(data, secKey, protocol, secExtensions, context);
     });
   };
 }

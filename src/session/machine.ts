@@ -24,6 +24,8 @@ export interface SessionState {
   outcome?: Outcome;
   /** while reconnecting: the phase to go back to (an `end` already asked for is sent again) */
   resume?: 'configured' | 'ending';
+  /** a resumable client dropped: the session waits for it (RESUME_GRACE_SECONDS), output buffered */
+  detached?: boolean;
 }
 
 /** What the gateway's local config check decided (protocol validation + audio plan). */
@@ -36,6 +38,9 @@ export type SessionEvent =
   | { type: 'client_invalid'; errorId: ErrorId; details: string }
   | { type: 'client_audio' }
   | { type: 'client_closed' }
+  | { type: 'client_detached' } // a client that may resume (resume=<key>) dropped without end
+  | { type: 'client_resumed' } // a new socket with the same key took the session over
+  | { type: 'resume_grace' } // the detached client did not come back in time
   | { type: 'config_deadline' }
   | { type: 'time_limit' }
   | { type: 'shutdown' }
@@ -59,7 +64,8 @@ export type Effect =
   | { type: 'end_upstream' } // drain the pipeline, then send {"type":"end"}
   | { type: 'close_upstream' }
   | { type: 'reconnect_upstream' } // open a new upstream session: same config, then the replay
-  | { type: 'clear_timer'; timer: 'config_deadline' }
+  | { type: 'clear_timer'; timer: 'config_deadline' | 'resume_grace' }
+  | { type: 'start_resume_grace' }
   | { type: 'finish'; outcome: Outcome };
 
 // WebSocket close codes the gateway uses; 4xxx are application codes a client can switch on.
@@ -75,6 +81,7 @@ export const CLOSE = {
   configRejected: 4415,
   audioInvalid: 4422,
   clientTooSlow: 4429,
+  replaced: 4409,
 } as const;
 
 export function initialState(endpoint: Endpoint): SessionState {
@@ -143,6 +150,19 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       if (s.phase === 'reconnecting') return endAfterReconnect(s, 'shutdown');
       if (s.phase === 'ending') return { state: s, effects: [] };
       return withFirst(finish(s, 'shutdown', { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' }), error('GATEWAY_SHUTTING_DOWN', 'the gateway is restarting; reconnect'));
+
+    case 'client_detached':
+      if (s.phase === 'configured' || s.phase === 'reconnecting') {
+        return { state: { ...s, clientConnected: false, detached: true }, effects: [{ type: 'start_resume_grace' }] };
+      }
+      return transition(s, { type: 'client_closed' });
+
+    case 'client_resumed':
+      return { state: { ...s, clientConnected: true, detached: false }, effects: [{ type: 'clear_timer', timer: 'resume_grace' }] };
+
+    case 'resume_grace':
+      // Ended upstream gracefully, as for any client gone, so its usage is final.
+      return s.detached ? transition({ ...s, detached: false, clientConnected: true }, { type: 'client_closed' }) : { state: s, effects: [] };
 
     case 'client_closed': {
       const gone = { ...s, clientConnected: false };

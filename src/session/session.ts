@@ -8,8 +8,9 @@ import { metrics, tenantLabel, type Logger } from '../telemetry/index.js';
 import type { UpstreamLiveness, UpstreamTarget } from '../upstream/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
 import { AudioInbox } from './inbox.js';
+import { MissedOutput, sameConfig } from './resume.js';
 import { UpstreamLink, type ReconnectPolicy } from './upstream-link.js';
-import { initialState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
+import { CLOSE, initialState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
 
 /** What the server hands a session to talk to its client socket. */
 export interface ClientSink {
@@ -47,6 +48,8 @@ export interface SessionSettings {
   upstreamLiveness?: UpstreamLiveness;
   /** how a session gets a new upstream session when its upstream is lost mid-session */
   reconnect: ReconnectPolicy;
+  /** how long a dropped client with a resume key may take its session over again */
+  resumeGraceSeconds: number;
 }
 
 export interface SessionDeps {
@@ -67,6 +70,10 @@ export interface SessionInfo {
   clientToken: string;
   /** the client asked for the gateway's notices (query `notices=true`) */
   notices?: boolean;
+  /** the client may drop and take the session over again with this key (query `resume=<key>`) */
+  resumeKey?: string;
+  /** the token's subject: a resume must present the same */
+  subject?: string;
 }
 
 export class Session {
@@ -85,6 +92,15 @@ export class Session {
   private heldBytes = 0;
   private readonly inbox = new AudioInbox((audio) => this.guard(() => this.onClientAudio(audio)));
   private clientSlow = false;
+  /** while a resumable client is away: what it misses */
+  private missed?: MissedOutput;
+  /** the client's validated config and what the first CONFIG_ACCEPTED told it (a resume gets the same) */
+  private clientConfig?: unknown;
+  private accepted?: { sessionId?: unknown; configuration?: unknown };
+  /** a socket took the session over and has not sent its config yet */
+  private resumePending = false;
+  /** audio bytes received from the client, over every socket of the session */
+  private audioBytesIn = 0;
   private usageSeq = 0;
   /** the socket's own truth (the machine's clientConnected says what it intends) */
   private clientOpen = true;
@@ -100,7 +116,7 @@ export class Session {
   constructor(
     private readonly deps: SessionDeps,
     readonly info: SessionInfo,
-    private readonly client: ClientSink,
+    private client: ClientSink,
   ) {
     this.key = info.sessionKey;
     this.state = initialState(info.endpoint);
@@ -136,6 +152,7 @@ export class Session {
       }
       if (!parsed.ok) return this.dispatch({ type: 'client_invalid', errorId: parsed.error.id, details: parsed.error.details });
       const message = parsed.message;
+      if (message.type === 'config' && this.resumePending) return this.onResumeConfig(message.configuration);
       if (message.type === 'config' && this.state.phase === 'awaiting_config') {
         this.configReceivedAt = Date.now();
         return this.dispatch({ type: 'client_message', message, verdict: this.checkConfig(message.configuration) });
@@ -153,16 +170,57 @@ export class Session {
         this.dropAudio(); // nothing more of this stream goes upstream; a pending flush/end goes out now
         return this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_BUFFER_OVERRUN', details: `more than ${max} bytes of audio waiting to be forwarded; send audio at real time` });
       }
+      this.audioBytesIn += frame.byteLength;
       this.inbox.add(frame);
     });
   }
 
-  onClientClosed(): void {
+  /** `sink` closed: the session's own client (not an older socket it already replaced). */
+  onClientClosed(sink: ClientSink): void {
+    if (sink !== this.client) return;
     this.clientOpen = false;
     this.guard(() => {
       this.inbox.flush();
-      this.dispatch({ type: 'client_closed' });
+      const mayResume = this.info.resumeKey !== undefined && !this.clientSlow && (this.state.phase === 'configured' || this.state.phase === 'reconnecting');
+      if (!mayResume) return this.dispatch({ type: 'client_closed' });
+      this.missed = new MissedOutput();
+      this.log.info({ event: 'client_detached' }, 'client dropped; waiting for it to resume');
+      this.dispatch({ type: 'client_detached' });
     });
+  }
+
+  /** A socket with this session's resume key takes it over (the gateway checked who it is). Audio it
+   * sends before its config continues the stream, after whatever was lost in flight. */
+  attach(sink: ClientSink): void {
+    this.guard(() => {
+      const older = this.client;
+      this.client = sink;
+      if (this.clientOpen) older.close(CLOSE.replaced, 'replaced by a newer connection with the same resume key');
+      this.clientOpen = true;
+      this.clientSlow = false;
+      this.resumePending = true;
+      this.missed ??= new MissedOutput(); // the older socket's output, from now on, waits for the new one's config
+      (this.pipeline as { gap?(): void } | undefined)?.gap?.();
+      metrics.resumes.inc({ result: 'attached' });
+      this.dispatch({ type: 'client_resumed' });
+    });
+  }
+
+  /** The resuming socket's config: the original one is answered as accepted, with where the audio stands. */
+  private onResumeConfig(configuration: unknown): void {
+    const v = validateConfig(this.info.endpoint, configuration, { isSupportedAudioFormat: (mime) => planAudio(mime).ok });
+    if (!v.ok || !sameConfig(v.config, this.clientConfig)) {
+      metrics.resumes.inc({ result: 'config_differs' });
+      this.sendClient(JSON.stringify(serverMessages.configStatus('CONFIG_DENIED', { reason: 'configuration differs from the session being resumed' })));
+      return this.perform({ type: 'close_client', code: CLOSE.configDenied, reason: 'config differs from the resumed session' });
+    }
+    this.resumePending = false;
+    const missed = this.missed?.take() ?? [];
+    this.missed = undefined;
+    this.sendClient(JSON.stringify({ ...serverMessages.configStatus('CONFIG_ACCEPTED'), ...this.accepted, resumed: true, audioBytes: this.audioBytesIn }));
+    for (const message of missed) this.sendClient(message);
+    metrics.resumes.inc({ result: 'resumed' });
+    this.log.info({ event: 'client_resumed', missed: missed.length, audioBytes: this.audioBytesIn }, 'client resumed its session');
   }
 
   /** Graceful end (drain); `abort` when the drain's time is up. */
@@ -195,6 +253,7 @@ export class Session {
   private checkConfig(configuration: unknown): ConfigVerdict {
     const v = validateConfig(this.info.endpoint, configuration, { isSupportedAudioFormat: (mime) => planAudio(mime).ok });
     if (!v.ok) return v;
+    this.clientConfig = v.config;
     const declared = (v.config as { audioFormat?: string }).audioFormat;
     const planned = planAudio(declared);
     if (!planned.ok) return { ok: false, status: 'rejected', reason: planned.reason };
@@ -289,7 +348,9 @@ export class Session {
 
   private recordUpstreamSession(data: Buffer): void {
     try {
-      const sessionId = (JSON.parse(data.toString('utf8')) as { sessionId?: unknown }).sessionId;
+      const accepted = JSON.parse(data.toString('utf8')) as { sessionId?: unknown; configuration?: unknown };
+      this.accepted ??= { sessionId: accepted.sessionId, configuration: accepted.configuration };
+      const sessionId = accepted.sessionId;
       if (typeof sessionId !== 'string') return;
       this.upstreamSessionId = sessionId;
       this.deps.ledger.setUpstreamSessionId(this.key, sessionId, this.link?.segment ?? 0);
@@ -368,6 +429,8 @@ export class Session {
         return this.link?.reconnect();
       case 'clear_timer':
         return this.clearTimer(e.timer);
+      case 'start_resume_grace':
+        return this.timer('resume_grace', this.deps.settings.resumeGraceSeconds * 1000, { type: 'resume_grace' });
       case 'finish':
         return this.finish(e.outcome);
     }
@@ -387,11 +450,20 @@ export class Session {
   /** Every send is checked: a client that stops reading is closed and the session says so, rather
    * than losing a final transcript or its usage without a trace. */
   private sendClient(text: string | Buffer): void {
+    if (this.missed && (this.state.detached || this.resumePending)) return this.keepForResume(text);
     if (!this.clientOpen || this.clientSlow) return;
     if (this.client.sendText(text)) return;
     this.clientSlow = true;
     // After the effect being performed, not inside it: the machine handles one event at a time.
     queueMicrotask(() => this.guard(() => this.dispatch({ type: 'client_too_slow', details: 'the client is not reading its messages' })));
+  }
+
+  /** While the client is away, its output waits; too much of it and the session stops waiting. */
+  private keepForResume(text: string | Buffer): void {
+    if (this.missed?.push(text)) return;
+    this.missed = undefined;
+    metrics.resumes.inc({ result: 'missed_overflow' });
+    queueMicrotask(() => this.guard(() => this.dispatch({ type: 'resume_grace' })));
   }
 
   private dropAudio(): void {

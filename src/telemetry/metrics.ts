@@ -72,6 +72,9 @@ export const metrics = {
   upstreamReplayedBytes: new Counter({
     name: 'speech_gateway_upstream_replayed_bytes_total', help: 'Audio bytes sent again to a new upstream session', registers,
   }),
+  resumes: new Counter<'result'>({
+    name: 'speech_gateway_resumes_total', help: 'Client resumes: sockets that took a session over, and how it went', labelNames: ['result'], registers,
+  }),
   shedMessages: new Counter<'kind'>({
     name: 'speech_gateway_shed_messages_total', help: 'Messages not sent to a client that was falling behind, by kind', labelNames: ['kind'], registers,
   }),

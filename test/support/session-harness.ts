@@ -32,7 +32,7 @@ export async function startHarness(): Promise<Harness> {
         {
           settings: {
             upstreamWsBase: emulator.wsBase, configTimeoutMs: 5000, streamMaxSeconds: 60, chunkMs: 250, pace: 20,
-            maxBufferedAudioBytes: 1 << 20, endTimeoutMs: 5000, reconnect: { attempts: 0, maxSeconds: 1, replayBytes: 1 << 20 },
+            maxBufferedAudioBytes: 1 << 20, endTimeoutMs: 5000, reconnect: { attempts: 0, maxSeconds: 1, replayBytes: 1 << 20 }, resumeGraceSeconds: 0,
           },
           credentials: createUpstreamCredentials({ mode: 'passthrough', authUrl: emulator.authBase }),
           ledger: usage.ledger,

@@ -1,0 +1,101 @@
+// Chaos: the client's network drops mid-dictation; it comes back with the same resume key and takes
+// its session over, many sessions at once. Real sockets: ws clients → uWS gateway → emulator.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { chromeChunks } from '../support/fixtures.js';
+import { delay, openClient, refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { ledgerSessions } from '../support/usage-api.js';
+
+const API = 'test-usage-token';
+const chunks = chromeChunks('webm-opus'); // ~7.7 s of live Chromium WebM, 250 ms a chunk
+const whole = Buffer.concat(chunks);
+const config = { type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' } };
+
+const finals = (c: TestClient) => c.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => m.data as { start: number; end: number; text: string });
+
+describe('a client that drops and resumes', () => {
+  let stack: Stack;
+  let token: string;
+  const url = (key: string, o: { tenant?: string; token?: string } = {}) =>
+    `${stack.base}/audio-bridge/v2/transcribe?${new URLSearchParams({ 'tenant-name': o.tenant ?? 'base', token: `Bearer ${o.token ?? token}`, resume: key })}`;
+
+  beforeAll(async () => {
+    stack = await startStack({ PACE: '4', USAGE_API_TOKEN: API, RESUME_GRACE_SECONDS: '3' });
+    token = await stack.token('openid transcribe');
+  });
+  afterAll(() => stack.close());
+
+  /** First connection streams part of the audio and is cut (no close frame); the second resumes it. */
+  async function dropAndResume(key: string) {
+    const first = await openClient(url(key));
+    first.sendJson(config);
+    const accepted = await first.next('CONFIG_ACCEPTED');
+    const cut = 12 + Math.floor(Math.random() * 8);
+    for (const chunk of chunks.slice(0, cut)) first.send(chunk);
+    await delay(300);
+    first.ws.terminate(); // the network drops
+    await delay(400);
+
+    // A careful client: config first, then the audio from where the gateway says it stands.
+    const second = await openClient(url(key));
+    second.sendJson(config);
+    const resumed = await second.next('CONFIG_ACCEPTED');
+    assert.equal(resumed.resumed, true);
+    assert.equal(resumed.sessionId, accepted.sessionId, 'the original session');
+    assert.ok(resumed.audioBytes > 0 && resumed.audioBytes <= whole.length, `audioBytes ${resumed.audioBytes}`);
+    for (let off = resumed.audioBytes; off < whole.length; off += 16_000) second.send(whole.subarray(off, off + 16_000));
+    second.sendJson({ type: 'end' });
+    await second.next('ended', 20_000);
+    assert.equal((await second.closed).code, 1000);
+    return { first, second, accepted };
+  }
+
+  it('many at once: every final exactly once across both sockets, on one timeline; one session in the ledger', async () => {
+    const runs = await Promise.all(Array.from({ length: 5 }, () => dropAndResume(randomBytes(18).toString('base64url'))));
+    for (const [i, { first, second }] of runs.entries()) {
+      const all = [...finals(first), ...finals(second)];
+      for (let k = 1; k < all.length; k++) {
+        assert.ok(Math.abs(all[k].start - all[k - 1].end) < 1e-6, `run ${i}: final ${k} follows final ${k - 1} (${all[k - 1].end} → ${all[k].start})`);
+      }
+      assert.ok(all.at(-1)!.end > 7, `run ${i}: the finals cover the whole stream`);
+      assert.deepEqual(second.types().slice(-2), ['usage', 'ended']);
+      assert.equal(first.types().filter((t) => t === 'usage').length + second.types().filter((t) => t === 'usage').length, 1, 'usage once');
+    }
+    let rows = await ledgerSessions(stack, API);
+    for (let k = 0; k < 50 && rows.some((r) => r.end === null); k++) rows = await delay(100).then(() => ledgerSessions(stack, API));
+    assert.equal(rows.length, runs.length, 'one ledger session per resumed dictation');
+    assert.ok(rows.every((r) => r.outcome === 'ended' && !r.estimated), JSON.stringify(rows.map((r) => [r.outcome, r.estimated])));
+  });
+
+  it('a resume key cannot be taken over by another tenant or subject', async () => {
+    const key = randomBytes(18).toString('base64url');
+    const first = await openClient(url(key));
+    first.sendJson(config);
+    await first.next('CONFIG_ACCEPTED');
+    first.ws.terminate();
+    await delay(200);
+    const other = await stack.token('openid transcribe', 'acme');
+    const r = await refusal(url(key, { tenant: 'acme', token: other }));
+    assert.equal(r.status, 403);
+    assert.equal(r.body.error.id, 'RESUME_FORBIDDEN');
+    assert.equal((await refusal(url('short'))).body.error.id, 'INVALID_RESUME_KEY');
+  });
+
+  it('a client that does not come back: after the grace period its upstream session is ended and its usage is final', async () => {
+    const key = randomBytes(18).toString('base64url');
+    const before = (await ledgerSessions(stack, API)).length;
+    const c = await openClient(url(key));
+    c.sendJson(config);
+    await c.next('CONFIG_ACCEPTED');
+    for (const chunk of chunks.slice(0, 8)) c.send(chunk);
+    await delay(300);
+    c.ws.terminate();
+    await delay(1000);
+    assert.equal(stack.emulator.sessions.at(-1)!.closed, false, 'the upstream session waits for the client during the grace period');
+    let rows = await ledgerSessions(stack, API);
+    for (let k = 0; k < 80 && (rows.length === before || rows.at(-1)!.end === null); k++) rows = await delay(100).then(() => ledgerSessions(stack, API));
+    assert.equal(rows.at(-1)!.outcome, 'client_gone');
+    assert.equal(rows.at(-1)!.estimated, false, 'the upstream session was ended: its usage is final');
+  });
+});
