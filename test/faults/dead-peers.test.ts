@@ -1,8 +1,10 @@
 // Dead peers: an upstream or a client that stops answering without closing (a crashed host, a
 // dropped NAT entry: no FIN, no RST) is found by WebSocket pings and ends its session as any lost
 // peer does, never left hanging. Real sockets: client → uWS gateway → upstream emulator, with short
-// ping intervals so the test takes seconds.
+// ping intervals so the test takes seconds. The half-open client is raw TCP: after the handshake it
+// sends what it is told to and nothing else (no pong), and records every frame it gets.
 import assert from 'node:assert/strict';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { metrics } from '../../src/telemetry/index.js';
 import { fixture } from '../support/fixtures.js';
@@ -147,5 +149,97 @@ describe('an upstream that stops answering, reconnection off', () => {
     const row = await closedRow(stack, 1);
     assert.equal(row.outcome, 'upstream_lost');
     assert.equal(row.estimated, true, 'no final usage came: the provisional figure, marked estimated');
+  });
+});
+
+/** A WebSocket client over raw TCP that answers nothing on its own: it never sends a pong. */
+interface RawClient {
+  /** opcode and arrival time of every frame received; text frames parsed */
+  frames: Array<{ op: number; at: number; message?: Record<string, any> }>;
+  send(op: 1 | 2, payload: Buffer): void;
+  closedAt: Promise<number>;
+}
+
+/** A client frame: FIN, masked with a zero key (so the payload goes as is). */
+function clientFrame(op: number, payload: Buffer): Buffer {
+  const n = payload.length;
+  const head = n < 126 ? Buffer.from([0x80 | op, 0x80 | n]) : Buffer.from([0x80 | op, 0x80 | 126, n >> 8, n & 255]);
+  assert.ok(n < 65536);
+  return Buffer.concat([head, Buffer.alloc(4), payload]);
+}
+
+/** Takes the server's (unmasked) frames off the front of `buf`; returns what is left. */
+function readFrames(buf: Buffer, got: RawClient['frames']): Buffer {
+  for (;;) {
+    if (buf.length < 2) return buf;
+    let n = buf[1] & 127;
+    let off = 2;
+    if (n === 126) [n, off] = [buf.length >= 4 ? buf.readUInt16BE(2) : Infinity, 4];
+    else if (n === 127) [n, off] = [buf.length >= 10 ? Number(buf.readBigUInt64BE(2)) : Infinity, 10];
+    if (buf.length < off + n) return buf;
+    const op = buf[0] & 15;
+    got.push({ op, at: Date.now(), message: op === 1 ? JSON.parse(buf.subarray(off, off + n).toString()) : undefined });
+    buf = buf.subarray(off + n);
+  }
+}
+
+async function rawClient(stack: Stack): Promise<RawClient> {
+  const token = await stack.token('openid transcribe');
+  const q = new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` });
+  const socket: Socket = connect(stack.gateway.server.port, '127.0.0.1');
+  socket.write(`GET /audio-bridge/v2/transcribe?${q} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+    'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
+  const frames: RawClient['frames'] = [];
+  let pending: Buffer = Buffer.alloc(0);
+  let upgraded = false;
+  const opened = new Promise<void>((resolve, reject) => {
+    socket.on('data', (d) => {
+      pending = Buffer.concat([pending, d]);
+      if (!upgraded) {
+        const end = pending.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        if (!pending.subarray(0, 12).toString().includes('101')) return reject(new Error(pending.toString().slice(0, 200)));
+        upgraded = true;
+        pending = pending.subarray(end + 4);
+        resolve();
+      }
+      pending = readFrames(pending, frames);
+    });
+    socket.on('error', reject);
+  });
+  const closedAt = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now())));
+  await opened;
+  return { frames, send: (op, payload) => socket.write(clientFrame(op, payload)), closedAt };
+}
+
+describe('a client that stops answering', () => {
+  const IDLE = 8; // uWS's smallest idleTimeout: a ping after 4 s of silence, the close at 8 s
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({ CLIENT_IDLE_SECONDS: String(IDLE), PACE: '8', USAGE_API_TOKEN: API });
+  });
+  afterAll(() => stack.close());
+
+  it('half-open mid-dictation: pinged, closed within the idle timeout, its session ended upstream gracefully', async () => {
+    const c = await rawClient(stack);
+    const message = (type: string) => c.frames.find((f) => f.message?.type === type);
+    c.send(1, Buffer.from(JSON.stringify({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } })));
+    await until('CONFIG_ACCEPTED', () => !!message('CONFIG_ACCEPTED'));
+    for (let off = 0; off < 24_000; off += 8000) c.send(2, ogg.subarray(off, off + 8000)); // ~8 s of audio
+    const silentSince = Date.now(); // from here on the client sends nothing, pongs included
+    await until('a transcript', () => !!message('transcript'));
+
+    const closedAt = await Promise.race([c.closedAt, sleep((IDLE + 6) * 1000).then(() => assert.fail('the silent client is still open'))]);
+    const ping = c.frames.find((f) => f.op === 9);
+    assert.ok(ping, `the gateway pinged the silent client (frames: ${JSON.stringify(c.frames.map((f) => f.op))})`);
+    assert.ok(closedAt - silentSince < (IDLE + 4) * 1000, `closed ${closedAt - silentSince} ms after the client fell silent`);
+    assert.ok(closedAt > ping.at, 'closed after its ping went unanswered');
+
+    const row = await closedRow(stack, 1);
+    assert.equal(row.outcome, 'client_gone');
+    assert.equal(row.estimated, false, 'the upstream session was ended, so its usage is final');
+    const upstream = stack.emulator.sessions.at(-1)!;
+    assert.ok(upstream.received.some((r) => r.kind === 'end'), 'the upstream was sent end');
+    assert.equal(upstream.closeCode, 1000);
   });
 });
