@@ -49,7 +49,7 @@ export const metrics = {
   }),
   upstreamFailures: new Counter<'cause'>({
     name: 'speech_gateway_upstream_failures_total',
-    help: 'Upstream sockets lost, by cause: closed (by the upstream, unasked), error, timeout (no answer in time), dead (no pong, or silent)',
+    help: 'Upstream sockets lost, by cause: closed (by the upstream, unasked), error, timeout (no answer in time), dead (a ping unanswered)',
     labelNames: ['cause'], registers,
   }),
   drainSessions: new Counter<'result'>({
