@@ -36,7 +36,7 @@ export type ConfigVerdict =
 export type SessionEvent =
   | { type: 'client_message'; message: ClientMessage; verdict?: ConfigVerdict }
   | { type: 'client_invalid'; errorId: ErrorId; details: string }
-  | { type: 'client_audio' }
+  | { type: 'client_audio'; audio: Buffer }
   | { type: 'client_closed' }
   | { type: 'client_detached' } // a client that may resume (resume=<key>) dropped without end
   | { type: 'client_resumed' } // a new socket with the same key took the session over
@@ -47,8 +47,8 @@ export type SessionEvent =
   | { type: 'drain_deadline' } // shutdown took too long: finish now, usage as it stands
   | { type: 'client_too_slow'; details: string } // the client stopped reading: its socket is over its backlog bound
   | { type: 'internal_error'; details: string } // a callback threw: this session ends, never the process
-  | { type: 'upstream_config_status'; status: 'CONFIG_ACCEPTED' | 'CONFIG_DENIED' | 'CONFIG_REJECTED' | string }
-  | { type: 'upstream_ended' }
+  | { type: 'upstream_config_status'; status: 'CONFIG_ACCEPTED' | 'CONFIG_DENIED' | 'CONFIG_REJECTED' | string; data: Buffer }
+  | { type: 'upstream_ended'; data: Buffer }
   | { type: 'upstream_failed'; errorId: ErrorId; details: string }
   | { type: 'upstream_dropped'; errorId: ErrorId; details: string } // lost mid-session: reconnect if the session can
   | { type: 'upstream_reconnected' }
@@ -56,10 +56,10 @@ export type SessionEvent =
 
 export type Effect =
   | { type: 'send_client'; message: object }
-  | { type: 'relay_client' } // relay the upstream message being handled, as bytes
+  | { type: 'relay_client'; data: Buffer } // an upstream message to the client, as its bytes
   | { type: 'close_client'; code: number; reason: string }
   | { type: 'open_upstream'; config: unknown }
-  | { type: 'forward_audio' } // the client's binary frame being handled goes into the audio pipeline
+  | { type: 'forward_audio'; audio: Buffer } // client audio into the pipeline (held behind a pending flush/end)
   | { type: 'flush_upstream' } // drain the pipeline, then send {"type":"flush"}
   | { type: 'end_upstream' } // drain the pipeline, then send {"type":"end"}
   | { type: 'close_upstream' }
@@ -121,7 +121,7 @@ export function transition(s: SessionState, e: SessionEvent): Result {
 
     case 'client_audio':
       // While reconnecting, audio goes on into the pipeline: the replay carries it to the new upstream session.
-      if (s.phase === 'configured' || s.phase === 'reconnecting') return { state: s, effects: [{ type: 'forward_audio' }] };
+      if (s.phase === 'configured' || s.phase === 'reconnecting') return { state: s, effects: [{ type: 'forward_audio', audio: e.audio }] };
       if (s.phase === 'awaiting_config') {
         return { state: s, effects: [{ type: 'send_client', message: serverMessages.configStatus('CONFIG_MISSING', { reason: 'send a config message and wait for CONFIG_ACCEPTED before audio; this audio was not forwarded' }) }] };
       }
@@ -174,21 +174,21 @@ export function transition(s: SessionState, e: SessionEvent): Result {
     }
 
     case 'upstream_config_status':
-      if (s.phase !== 'connecting') return { state: s, effects: [{ type: 'relay_client' }] };
-      if (e.status === 'CONFIG_ACCEPTED') return { state: { ...s, phase: 'configured' }, effects: [{ type: 'relay_client' }] };
+      if (s.phase !== 'connecting') return { state: s, effects: [{ type: 'relay_client', data: e.data }] };
+      if (e.status === 'CONFIG_ACCEPTED') return { state: { ...s, phase: 'configured' }, effects: [{ type: 'relay_client', data: e.data }] };
       return withFirst(
         finish(s, e.status === 'CONFIG_REJECTED' ? 'config_rejected' : 'config_denied', {
           code: e.status === 'CONFIG_REJECTED' ? CLOSE.configRejected : CLOSE.configDenied,
           reason: 'configuration refused by the speech service',
         }),
-        { type: 'relay_client' },
+        { type: 'relay_client', data: e.data },
       );
 
     case 'upstream_ended': {
       // Ended by the drain, not by the client: 1012 tells it to reconnect elsewhere and go on.
       const close = s.outcome === 'shutdown' ? { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' } : { code: CLOSE.normal, reason: 'session ended' };
       const done = finish(s, 'ended', close);
-      return s.clientConnected ? withFirst(done, { type: 'relay_client' }) : done;
+      return s.clientConnected ? withFirst(done, { type: 'relay_client', data: e.data }) : done;
     }
 
     case 'upstream_dropped':

@@ -90,7 +90,7 @@ export class Session {
   private pendingControl = 0;
   private held: Buffer[] = [];
   private heldBytes = 0;
-  private readonly inbox = new AudioInbox((audio) => this.guard(() => this.onClientAudio(audio)));
+  private readonly inbox = new AudioInbox((audio) => this.guard(() => this.dispatch({ type: 'client_audio', audio })));
   private clientSlow = false;
   /** while a resumable client is away: what it misses */
   private missed?: MissedOutput;
@@ -109,8 +109,6 @@ export class Session {
   private finalCredits?: number;
   private deltaCredits = 0;
   private readonly log: Logger;
-  /** the event being handled, for effects that relay or forward it */
-  private current: { upstreamText?: Buffer; audio?: Buffer } = {};
   onFinished?: (s: Session) => void;
 
   constructor(
@@ -240,14 +238,6 @@ export class Session {
     return this.inbox.bufferedBytes + this.heldBytes + (this.pipeline?.bufferedBytes ?? 0);
   }
 
-  private onClientAudio(audio: Buffer): void {
-    this.current.audio = audio;
-    try {
-      this.dispatch({ type: 'client_audio' });
-    } finally {
-      this.current.audio = undefined;
-    }
-  }
 
   /** Protocol validation, then the audio plan (which formats pass through, which are transcoded). */
   private checkConfig(configuration: unknown): ConfigVerdict {
@@ -293,34 +283,29 @@ export class Session {
 
   /** A text message of the current upstream session, already on the client's timeline. */
   private onUpstreamMessage(type: string | undefined, data: Buffer): void {
-    this.current.upstreamText = data;
-    try {
-      switch (type) {
-        case 'CONFIG_DENIED':
-        case 'CONFIG_REJECTED':
-        case 'CONFIG_TIMEOUT':
-        case 'CONFIG_NOT_PROVIDED':
-        case 'CONFIG_ALREADY_RECEIVED':
-        case 'CONFIG_MISSING':
-          this.clearTimer('upstream_answer');
-          return this.dispatch({ type: 'upstream_config_status', status: type });
-        case 'delta_usage':
-        case 'usage':
-          this.recordUsage(type, data);
-          return this.relay();
-        case 'ended':
-        case 'ENDED':
-          this.clearTimer('upstream_answer');
-          return this.dispatch({ type: 'upstream_ended' });
-        case 'transcript':
-          // A client falling behind loses interim transcripts first, never a final one.
-          if (this.client.backlog() > SHED_BACKLOG_BYTES && isInterimOnly(data)) return this.shed();
-          return this.relay();
-        default:
-          return this.relay(); // facts, commands, flushed, errors: bytes as they came
-      }
-    } finally {
-      this.current.upstreamText = undefined;
+    switch (type) {
+      case 'CONFIG_DENIED':
+      case 'CONFIG_REJECTED':
+      case 'CONFIG_TIMEOUT':
+      case 'CONFIG_NOT_PROVIDED':
+      case 'CONFIG_ALREADY_RECEIVED':
+      case 'CONFIG_MISSING':
+        this.clearTimer('upstream_answer');
+        return this.dispatch({ type: 'upstream_config_status', status: type, data });
+      case 'delta_usage':
+      case 'usage':
+        this.recordUsage(type, data);
+        return this.relay(data);
+      case 'ended':
+      case 'ENDED':
+        this.clearTimer('upstream_answer');
+        return this.dispatch({ type: 'upstream_ended', data });
+      case 'transcript':
+        // A client falling behind loses interim transcripts first, never a final one.
+        if (this.client.backlog() > SHED_BACKLOG_BYTES && isInterimOnly(data)) return this.shed();
+        return this.relay(data);
+      default:
+        return this.relay(data); // facts, commands, flushed, errors: bytes as they came
     }
   }
 
@@ -330,12 +315,7 @@ export class Session {
     metrics.configLatency.observe({ endpoint: this.info.endpoint }, (Date.now() - this.configReceivedAt) / 1000);
     this.recordUpstreamSession(data);
     this.startPipeline();
-    this.current.upstreamText = data;
-    try {
-      this.dispatch({ type: 'upstream_config_status', status: 'CONFIG_ACCEPTED' });
-    } finally {
-      this.current.upstreamText = undefined;
-    }
+    this.dispatch({ type: 'upstream_config_status', status: 'CONFIG_ACCEPTED', data });
   }
 
   /** A new upstream session took over (its replay is sent): the client hears of it only if it asked. */
@@ -405,7 +385,7 @@ export class Session {
       case 'send_client':
         return this.sendClient(JSON.stringify(e.message));
       case 'relay_client':
-        return this.relay();
+        return this.relay(e.data);
       case 'close_client':
         if (this.clientOpen) {
           this.clientOpen = false;
@@ -415,7 +395,7 @@ export class Session {
       case 'open_upstream':
         return this.openUpstream(e.config);
       case 'forward_audio':
-        return this.forwardAudio();
+        return this.forwardAudio(e.audio);
       case 'flush_upstream':
         return this.sendControlAfterDrain({ type: 'flush' });
       case 'end_upstream':
@@ -436,10 +416,9 @@ export class Session {
     }
   }
 
-  private relay(): void {
-    if (!this.current.upstreamText) return;
+  private relay(data: Buffer): void {
     const started = performance.now();
-    this.sendClient(this.current.upstreamText);
+    this.sendClient(data);
     metrics.forwardLatency.observe({ direction: 'upstream_to_client' }, (performance.now() - started) / 1000);
   }
 
@@ -473,9 +452,7 @@ export class Session {
     this.pipeline?.close();
   }
 
-  private forwardAudio(): void {
-    const audio = this.current.audio;
-    if (!audio) return;
+  private forwardAudio(audio: Buffer): void {
     this.oldestUnsentAudioAt ??= performance.now();
     if (this.pendingControl === 0) return this.pipeline?.push(audio);
     this.held.push(audio);

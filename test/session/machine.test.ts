@@ -4,6 +4,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
 import { CLOSE, initialState, transition, type Effect, type SessionEvent, type SessionState } from '../../src/session/machine.js';
 
+/** What the events carry: the client's audio, an upstream message's bytes (the effects must pass on these very buffers). */
+const AUDIO = Buffer.from('OggS audio');
+const UPSTREAM = Buffer.from('{"type":"upstream message"}');
+
 const run = (s: SessionState, ...events: SessionEvent[]) => {
   let state = s;
   let effects: Effect[] = [];
@@ -14,7 +18,7 @@ const sent = (effects: Effect[]) => effects.filter((e) => e.type === 'send_clien
 const types = (effects: Effect[]) => effects.map((e) => e.type);
 
 const okConfig: SessionEvent = { type: 'client_message', message: { type: 'config', configuration: {} }, verdict: { ok: true, upstreamConfig: { primaryLanguage: 'en' } } };
-const accepted: SessionEvent = { type: 'upstream_config_status', status: 'CONFIG_ACCEPTED' };
+const accepted: SessionEvent = { type: 'upstream_config_status', status: 'CONFIG_ACCEPTED', data: UPSTREAM };
 
 describe('session machine (spec 3.3)', () => {
   it('opened + valid config → connecting, opens the upstream with the validated config', () => {
@@ -76,20 +80,55 @@ describe('session machine (spec 3.3)', () => {
   });
 
   it('audio before any config → CONFIG_MISSING, not forwarded', () => {
-    const { effects } = run(initialState('transcribe'), { type: 'client_audio' });
+    const { effects } = run(initialState('transcribe'), { type: 'client_audio', audio: AUDIO });
     assert.equal(sent(effects)[0].type, 'CONFIG_MISSING');
     assert.ok(!types(effects).includes('forward_audio'));
   });
 
   it('audio while the upstream has not accepted yet → error, not forwarded', () => {
-    const { effects } = run(initialState('transcribe'), okConfig, { type: 'client_audio' });
+    const { effects } = run(initialState('transcribe'), okConfig, { type: 'client_audio', audio: AUDIO });
     assert.deepEqual(sent(effects).map((m) => (m as { error?: { id: string } }).error?.id), ['AUDIO_BEFORE_CONFIG']);
     assert.ok(!types(effects).includes('forward_audio'));
   });
 
-  it('configured + audio → forwarded', () => {
-    const { effects } = run(initialState('transcribe'), okConfig, accepted, { type: 'client_audio' });
+  it('configured + audio → forwarded, the very bytes the event carried', () => {
+    const { effects } = run(initialState('transcribe'), okConfig, accepted, { type: 'client_audio', audio: AUDIO });
     assert.deepEqual(types(effects), ['forward_audio']);
+    assert.equal((effects[0] as { audio: Buffer }).audio, AUDIO);
+  });
+
+  it('an upstream lost mid-session is replaced, not reported: audio and flush go on; an end asked for meanwhile is sent to the new one', () => {
+    let r = run(initialState('transcribe'), okConfig, accepted, { type: 'upstream_dropped', errorId: 'UPSTREAM_CLOSED', details: 'gone' });
+    assert.equal(r.state.phase, 'reconnecting');
+    assert.deepEqual(types(r.effects), ['reconnect_upstream'], 'the client is told nothing');
+    assert.deepEqual(types(run(r.state, { type: 'client_audio', audio: AUDIO }).effects), ['forward_audio']);
+    assert.deepEqual(types(run(r.state, { type: 'client_message', message: { type: 'flush' } }).effects), ['flush_upstream']);
+    r = run(r.state, { type: 'client_message', message: { type: 'end' } });
+    assert.deepEqual(r.effects, [], 'end waits for the new upstream session');
+    r = run(r.state, { type: 'upstream_reconnected' });
+    assert.equal(r.state.phase, 'ending');
+    assert.deepEqual(types(r.effects), ['end_upstream']);
+    assert.equal(r.state.outcome, 'ended');
+  });
+
+  it('reconnection that fails: error and 1014, as any upstream failure', () => {
+    const { state, effects } = run(initialState('transcribe'), okConfig, accepted,
+      { type: 'upstream_dropped', errorId: 'UPSTREAM_CLOSED', details: 'gone' }, { type: 'upstream_failed', errorId: 'UPSTREAM_CLOSED', details: 'gone; reconnecting failed' });
+    assert.equal(state.outcome, 'upstream_lost');
+    assert.equal((effects.find((e) => e.type === 'close_client') as { code: number }).code, CLOSE.badGateway);
+  });
+
+  it('a resumable client that drops is waited for; back in time it goes on, else its upstream session is ended gracefully', () => {
+    const detached = run(initialState('transcribe'), okConfig, accepted, { type: 'client_detached' });
+    assert.equal(detached.state.phase, 'configured');
+    assert.deepEqual(types(detached.effects), ['start_resume_grace'], 'nothing ends yet');
+    const back = run(detached.state, { type: 'client_resumed' });
+    assert.equal(back.state.clientConnected, true);
+    assert.deepEqual(back.effects, [{ type: 'clear_timer', timer: 'resume_grace' }]);
+    const gone = run(detached.state, { type: 'resume_grace' });
+    assert.equal(gone.state.phase, 'ending');
+    assert.deepEqual(types(gone.effects), ['end_upstream']);
+    assert.equal(gone.state.outcome, 'client_gone');
   });
 
   it('flush stays open and is forwarded behind pending audio', () => {
@@ -102,7 +141,7 @@ describe('session machine (spec 3.3)', () => {
     let r = run(initialState('transcribe'), okConfig, accepted, { type: 'client_message', message: { type: 'end' } });
     assert.equal(r.state.phase, 'ending');
     assert.deepEqual(types(r.effects), ['end_upstream']);
-    r = run(r.state, { type: 'upstream_ended' });
+    r = run(r.state, { type: 'upstream_ended', data: UPSTREAM });
     assert.equal(r.state.phase, 'closed');
     assert.equal(r.state.outcome, 'ended');
     const t = types(r.effects);
@@ -120,7 +159,7 @@ describe('session machine (spec 3.3)', () => {
     let r = run(initialState('streams'), okConfig, accepted, { type: 'time_limit' });
     assert.equal(r.state.phase, 'ending');
     assert.deepEqual(types(r.effects), ['end_upstream']);
-    r = run(r.state, { type: 'upstream_ended' });
+    r = run(r.state, { type: 'upstream_ended', data: UPSTREAM });
     assert.equal(r.state.outcome, 'time_limit');
   });
 
@@ -128,7 +167,7 @@ describe('session machine (spec 3.3)', () => {
     let r = run(initialState('transcribe'), okConfig, accepted, { type: 'client_closed' });
     assert.equal(r.state.phase, 'ending');
     assert.deepEqual(types(r.effects), ['end_upstream']);
-    r = run(r.state, { type: 'upstream_ended' });
+    r = run(r.state, { type: 'upstream_ended', data: UPSTREAM });
     assert.equal(r.state.outcome, 'client_gone');
     assert.ok(!types(r.effects).includes('close_client'), 'nothing is sent to a gone client');
     assert.ok(!types(r.effects).includes('relay_client'));
@@ -144,7 +183,7 @@ describe('session machine (spec 3.3)', () => {
   });
 
   it('upstream CONFIG_DENIED is relayed and closes the session', () => {
-    const { state, effects } = run(initialState('transcribe'), okConfig, { type: 'upstream_config_status', status: 'CONFIG_DENIED' });
+    const { state, effects } = run(initialState('transcribe'), okConfig, { type: 'upstream_config_status', status: 'CONFIG_DENIED', data: UPSTREAM });
     assert.equal(state.outcome, 'config_denied');
     assert.equal(types(effects)[0], 'relay_client');
   });
@@ -156,7 +195,7 @@ describe('session machine (spec 3.3)', () => {
     assert.equal((r.effects.find((e) => e.type === 'close_client') as { code: number }).code, CLOSE.audioInvalid);
     assert.ok(types(r.effects).includes('end_upstream'), 'usage of the upstream session becomes final');
     assert.ok(!types(r.effects).includes('forward_audio'));
-    r = run(r.state, { type: 'upstream_ended' });
+    r = run(r.state, { type: 'upstream_ended', data: UPSTREAM });
     assert.equal(r.state.phase, 'closed');
     assert.equal(r.state.outcome, 'error');
     assert.ok(!types(r.effects).includes('relay_client'), 'nothing more to a closed client');
@@ -177,7 +216,7 @@ describe('session machine (spec 3.3)', () => {
 
   it('a closed session ignores everything', () => {
     const closed = run(initialState('transcribe'), { type: 'config_deadline' }).state;
-    assert.deepEqual(transition(closed, { type: 'client_audio' }).effects, []);
+    assert.deepEqual(transition(closed, { type: 'client_audio', audio: AUDIO }).effects, []);
   });
 
   it('shutdown ends configured sessions gracefully', () => {
