@@ -41,9 +41,8 @@ export async function startStack(env: Record<string, string> = {}, o: { emulator
     token: (scope = 'openid transcribe streams', tenant = 'base') => emulator.issueToken({ tenant, scope }),
     async connect(endpoint, o = {}) {
       const token = o.token ?? (await stack.token(endpoint === 'transcribe' ? 'openid transcribe' : 'openid streams', o.tenant));
-      const path = endpoint === 'transcribe' ? '/audio-bridge/v2/transcribe' : `/audio-bridge/v2/interactions/${o.interactionId ?? '0b0c5f3e-7a7e-4a7a-9d3c-2f6f1f0c9a11'}/streams`;
       const q = new URLSearchParams({ 'tenant-name': o.tenant ?? 'base', token: `Bearer ${token}` });
-      return openClient(`${base}${path}?${q}`);
+      return openClient(`${base}${endpointPath(endpoint, o.interactionId)}?${q}`);
     },
     close: async () => {
       await gateway.stop();
@@ -51,6 +50,11 @@ export async function startStack(env: Record<string, string> = {}, o: { emulator
     },
   };
   return stack;
+}
+
+/** The gateway's path for an endpoint (/streams under an interaction). */
+export function endpointPath(endpoint: 'transcribe' | 'streams', interactionId = '0b0c5f3e-7a7e-4a7a-9d3c-2f6f1f0c9a11'): string {
+  return endpoint === 'transcribe' ? '/audio-bridge/v2/transcribe' : `/audio-bridge/v2/interactions/${interactionId}/streams`;
 }
 
 export interface TestClient {
