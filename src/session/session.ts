@@ -549,7 +549,10 @@ export class Session {
   /** A named timer that feeds `event` to the machine when it fires. */
   private timer(name: string, ms: number, event: SessionEvent): void {
     this.clearTimer(name);
-    const t = setTimeout(() => this.guard(() => this.dispatch(event)), ms);
+    const t = setTimeout(() => this.guard(() => {
+      if (event.type === 'upstream_failed') metrics.upstreamFailures.inc({ cause: 'timeout' });
+      this.dispatch(event);
+    }), ms);
     t.unref?.();
     this.timers.set(name, t);
   }

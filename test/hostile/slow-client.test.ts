@@ -15,8 +15,8 @@ describe('a client that stops reading', () => {
   let stack: Stack;
   beforeAll(async () => {
     stack = await startStack({ PACE: '20', USAGE_API_TOKEN: API });
-    // ~130 transcripts of 200 KB: far more than the kernel's socket buffers and the gateway's backlog bound.
-    stack.emulator.faults.padTranscriptBytes = 200_000;
+    // 26 final transcripts of 600 KB (interims are shed once it falls behind): far more than the kernel's socket buffers and the gateway's backlog bound.
+    stack.emulator.faults.padTranscriptBytes = 600_000;
   });
   afterAll(() => stack.close());
 
