@@ -3,6 +3,7 @@
 import { echo } from '../protocol/echo.js';
 import { gatewayError, type ErrorId } from '../protocol/errors.js';
 import { logger } from '../telemetry/logger.js';
+import { metrics } from '../telemetry/metrics.js';
 import { PcmParser } from './containers/pcm.js';
 import { MalformedAudio, type ContainerParser, type Unit } from './containers/unit.js';
 import { Pacer } from './pacer.js';
@@ -22,7 +23,7 @@ const realClock: Clock = {
 class Pipeline implements AudioPipeline {
   readonly stats: AudioStats = {
     bytesIn: 0, bytesOut: 0, mediaSecondsIn: 0, mediaSecondsOut: 0, framesIn: 0, framesOut: 0,
-    framesSplit: 0, framesCoalesced: 0, transcodeSeconds: 0,
+    framesSplit: 0, framesCoalesced: 0, transcodeSeconds: 0, gapBytes: 0,
   };
   private stopped = false;
   private draining: Promise<void> = Promise.resolve();
@@ -126,6 +127,27 @@ class Pipeline implements AudioPipeline {
     this.pacer.hurry();
   }
 
+  /** Before the container is known (still sniffing) there is nothing to verify against: bytes
+   * lost that early fail the stream with an answer about its bytes. */
+  gap(): void {
+    if (this.stopped || !this.parser) return;
+    const parser = this.parser;
+    this.guard(() => {
+      const whole = parser.gap();
+      this.countGap(parser);
+      this.accept(whole);
+    });
+  }
+
+  /** Input a parser dropped after a gap: in the stats, the metric and the log. */
+  private countGap(parser: ContainerParser): void {
+    const skipped = parser.gapBytes - this.stats.gapBytes;
+    if (skipped <= 0) return;
+    this.stats.gapBytes = parser.gapBytes;
+    metrics.resumeGapBytes.inc(skipped);
+    logger.info({ skipped, container: this.container }, 'audio bytes skipped after a gap, to the next container boundary');
+  }
+
   discardQueued(): void {
     this.rechunker.close();
     this.pacer.close();
@@ -173,7 +195,9 @@ class Pipeline implements AudioPipeline {
    * stream is malformed. */
   private parse(parser: ContainerParser, chunk: Buffer | undefined): Unit[] {
     try {
-      return chunk ? parser.push(chunk) : (parser.pause?.() ?? []);
+      const units = chunk ? parser.push(chunk) : (parser.pause?.() ?? []);
+      this.countGap(parser);
+      return units;
     } catch (e) {
       if (e instanceof MalformedAudio) this.fail('AUDIO_MALFORMED', e.message);
       else {

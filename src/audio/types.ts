@@ -45,6 +45,8 @@ export interface AudioStats {
   /** Output frames that carry more than one container unit. */
   framesCoalesced: number;
   transcodeSeconds: number;
+  /** Input bytes skipped after gaps (gap()) to the next boundary the container lets us verify. */
+  gapBytes: number;
   source?: SourceKind;
 }
 
@@ -55,6 +57,10 @@ export interface AudioPipeline {
   drain(): Promise<void>;
   /** The gateway drains: paced audio goes out at once from now on, so the session's end is not cut. */
   hurry(): void;
+  /** The bytes that follow may not continue the previous ones (a client came back; bytes it sent
+   * just before it dropped may be lost): input is skipped to the next container boundary that can
+   * be verified (none when they do continue), so a unit cut in the middle never goes upstream. */
+  gap(): void;
   /** Drops the output waiting to be re-chunked or paced (a reconnection's replay carries it). */
   discardQueued(): void;
   close(): void;

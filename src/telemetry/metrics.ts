@@ -72,6 +72,9 @@ export const metrics = {
   upstreamReplayedBytes: new Counter({
     name: 'speech_gateway_upstream_replayed_bytes_total', help: 'Audio bytes sent again to a new upstream session', registers,
   }),
+  resumeGapBytes: new Counter({
+    name: 'speech_gateway_resume_gap_bytes_total', help: 'Client audio bytes skipped after a resume, to the next container boundary', registers,
+  }),
   resumes: new Counter<'result'>({
     name: 'speech_gateway_resumes_total', help: 'Client resumes: sockets that took a session over, and how it went', labelNames: ['result'], registers,
   }),

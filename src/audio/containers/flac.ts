@@ -2,6 +2,7 @@
 // re-chunking needs frame boundaries. A frame has no length field: it ends where the next valid
 // frame header (sync code + header CRC-8) begins. Media time: each header's block size.
 import { ByteQueue } from './byte-queue.js';
+import { Resync, type Verdict } from './resync.js';
 import { collectUnits, MalformedAudio, needBytes, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
 const CRC8 = (() => {
@@ -42,6 +43,31 @@ function nextFrameHeader(b: Buffer, from: number): number {
   return -1;
 }
 
+const CRC16 = (() => {
+  const t = new Uint16Array(256);
+  for (let i = 0; i < 256; i++) {
+    let c = i << 8;
+    for (let b = 0; b < 8; b++) c = c & 0x8000 ? ((c << 1) ^ 0x8005) & 0xffff : (c << 1) & 0xffff;
+    t[i] = c;
+  }
+  return t;
+})();
+
+/** A frame at `off` whose CRC-16 (over the frame, up to a next frame header) checks, within
+ * `bound` bytes. A sync code with a valid header CRC-8 can occur inside a frame by chance: each one
+ * is tried as its end. */
+function verifiedFrame(b: Buffer, off: number, bound: number): Verdict {
+  if (b.length - off < 16) return b[off] === 0xff && (off + 1 >= b.length || (b[off + 1] & 0xfe) === 0xf8) ? 'more' : 'no';
+  if (!frameHeader(b, off)) return 'no';
+  let crc = 0, at = off;
+  const end = Math.min(b.length, off + bound + 16);
+  for (let next = nextFrameHeader(b.subarray(0, end), off + 2); next >= 0; next = nextFrameHeader(b.subarray(0, end), next + 1)) {
+    for (; at < next - 2; at++) crc = ((crc << 8) & 0xffff) ^ CRC16[(crc >> 8) ^ b[at]];
+    if (crc === b.readUInt16BE(next - 2)) return 'yes';
+  }
+  return b.length < off + bound + 16 ? 'more' : 'no';
+}
+
 /** The largest frame FLAC can code (65535 samples × 8 channels × 33 bits, verbatim) and its headers. */
 const MAX_FRAME_BYTES = Math.ceil((65535 * 8 * 33) / 8) + 1024;
 
@@ -54,19 +80,39 @@ export class FlacParser implements ContainerParser {
   private samples = 0;
   private scanFrom = 0; // the queue up to here holds no frame header (a header may straddle the end)
 
+  /** The largest frame this stream can have (STREAMINFO's, or its largest block stored verbatim). */
+  private frameBound = MAX_FRAME_BYTES;
+  private resync = new Resync({ head: (b) => verifiedFrame(b, 0, this.frameBound), at: (b, off) => verifiedFrame(b, off, this.frameBound) });
+
   get bufferedBytes(): number { return this.q.length; }
+  get gapBytes(): number { return this.resync.skipped; }
+
+  /** In the metadata blocks nothing can be verified; bytes lost there fail the parse. The queue
+   * may hold whole frames (the search for the next header waits as it grows): they go first, so
+   * the check after the gap is of the one frame the gap may have cut. */
+  gap(): Unit[] {
+    if (!this.lastBlock) return [];
+    this.need = 4;
+    this.scanFrom = 0;
+    const whole = collectUnits(() => (this.q.length >= this.need ? this.step(false) : undefined));
+    this.resync.gap();
+    this.need = 4;
+    this.scanFrom = 0;
+    return whole;
+  }
 
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
+    if (!this.resync.ready(this.q)) return [];
     return collectUnits(() => (this.q.length >= this.need ? this.step(false) : undefined));
   }
 
   pause(): Unit[] {
     const out = this.push(Buffer.alloc(0));
-    if (this.lastBlock && this.q.length >= 16 && frameHeader(this.q.peek(16), 0)) {
-      const u = this.step(true);
-      if (u) out.push(u);
-    }
+    // The queue may hold more than one frame (the search for the next header waits for more bytes
+    // as the queue grows): each goes out, the last up to the queue's end.
+    const atFrame = () => this.lastBlock && this.q.length >= 16 && frameHeader(this.q.peek(16), 0) && this.resync.ready(this.q);
+    out.push(...collectUnits(() => (atFrame() ? this.step(true) : undefined)));
     return out;
   }
 
@@ -115,6 +161,9 @@ export class FlacParser implements ContainerParser {
     needBytes(b, 18, 'FLAC STREAMINFO');
     const sampleRate = (b[10] << 12) | (b[11] << 4) | (b[12] >> 4);
     if (sampleRate === 0) throw new MalformedAudio('FLAC STREAMINFO gives a sample rate of 0');
-    this.info = { codec: 'flac', sampleRate, channels: ((b[12] >> 1) & 7) + 1 };
+    const channels = ((b[12] >> 1) & 7) + 1, bits = (((b[12] & 1) << 4) | (b[13] >> 4)) + 1;
+    this.info = { codec: 'flac', sampleRate, channels };
+    const verbatim = Math.ceil((b.readUInt16BE(2) * channels * (bits + 1)) / 8) + 1024; // +1 bit: a side channel
+    this.frameBound = Math.min(MAX_FRAME_BYTES, b.readUIntBE(7, 3) || verbatim);
   }
 }

@@ -3,6 +3,7 @@
 // Media time: samples per frame / sample rate, frame by frame (exact for CBR and VBR).
 import { isMpegHeader } from '../sniff.js';
 import { ByteQueue } from './byte-queue.js';
+import { Resync, type Verdict } from './resync.js';
 import { collectUnits, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
 const BITRATES: Record<string, number[]> = {
@@ -34,12 +35,31 @@ export class Mp3Parser implements ContainerParser {
   private q = new ByteQueue();
   private started = false;
   private time = 0;
+  private resync = new Resync({ head: (b) => this.confirmedFrame(b, 0), at: (b, off) => this.confirmedFrame(b, off) });
 
   get bufferedBytes(): number { return this.q.length; }
+  get gapBytes(): number { return this.resync.skipped; }
+
+  gap(): Unit[] {
+    this.resync.gap();
+    return [];
+  }
 
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
+    if (!this.resync.ready(this.q)) return [];
     return collectUnits(() => this.step());
+  }
+
+  /** A frame header at `off` (at the stream's sample rate) and another right after that frame. */
+  private confirmedFrame(b: Buffer, off: number): Verdict {
+    const header = (at: number): Verdict => {
+      if (b.length - at < 4) return at >= b.length || (b[at] === 0xff && (at + 1 >= b.length || (b[at + 1] & 0xe0) === 0xe0)) ? 'more' : 'no';
+      return isMpegHeader(b, at) && (!this.info || mpegFrame(b.subarray(at, at + 4)).sampleRate === this.info.sampleRate) ? 'yes' : 'no';
+    };
+    const first = header(off);
+    if (first !== 'yes') return first;
+    return header(off + mpegFrame(b.subarray(off, off + 4)).length);
   }
 
   private step(): Unit | undefined {

@@ -5,6 +5,7 @@
 // (the one case where passthrough bytes are rearranged: the upstream can't decode without it).
 import { echo } from '../../protocol/echo.js';
 import { ByteQueue } from './byte-queue.js';
+import { prefixVerdict, Resync, type Verdict } from './resync.js';
 import { collectUnits, MalformedAudio, needBytes, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
 const CONTAINERS = new Set(['moov', 'trak', 'mdia', 'minf', 'stbl', 'mvex', 'moof', 'traf', 'edts', 'dinf']);
@@ -42,6 +43,23 @@ function find(b: Buffer, parent: string, path: string[]): Buffer | undefined {
     name = t;
   }
   return cur;
+}
+
+/** Boxes a fragmented stream carries between its fragments' starts; a moof must hold an mfhd first. */
+const FRAGMENT_BOXES = new Set(['moof', 'mdat', 'free', 'skip', 'styp', 'sidx', 'emsg', 'prft']);
+const MAX_RESYNC_BOX = 1 << 24;
+
+/** A fragment-level box of a plausible size at `off`, and where it ends. */
+function fragmentBox(b: Buffer, off: number): { verdict: Verdict; end: number } {
+  if (b.length - off < 16) {
+    // Too short to tell, unless the type bytes already there fit no fragment box.
+    const fits = b.length - off <= 4 || [...FRAGMENT_BOXES].some((t) => prefixVerdict(b, off + 4, Buffer.from(t, 'latin1')) === 'more');
+    return { verdict: fits ? 'more' : 'no', end: off };
+  }
+  const size = b.readUInt32BE(off), type = b.toString('latin1', off + 4, off + 8);
+  if (!FRAGMENT_BOXES.has(type) || size < 8 || size > MAX_RESYNC_BOX) return { verdict: 'no', end: off };
+  if (type === 'moof' && b.toString('latin1', off + 12, off + 16) !== 'mfhd') return { verdict: 'no', end: off };
+  return { verdict: 'yes', end: off + size };
 }
 
 /** MPEG-4 descriptor: tag and body; sizes use 7 bits a byte. */
@@ -94,10 +112,31 @@ export class Mp4Parser implements ContainerParser {
   private moovSamplesTimed = false;
   private fragment: { samples: Samples[]; start: number; dataOffset?: number; moofSize: number } | undefined;
 
+  private resync = new Resync({
+    head: (b) => {
+      const first = fragmentBox(b, 0);
+      return first.verdict === 'yes' ? fragmentBox(b, first.end).verdict : first.verdict;
+    },
+    at: (b, off) => {
+      const v = fragmentBox(b, off);
+      return v.verdict === 'yes' && b.toString('latin1', off + 4, off + 8) !== 'moof' ? 'no' : v.verdict;
+    },
+  });
+
   get bufferedBytes(): number { return this.q.length + this.deferredBytes; }
+  get gapBytes(): number { return this.resync.skipped; }
+
+  /** A live mdat without a size has no boundary after it: its bytes go on as they come. */
+  gap(): Unit[] {
+    if (this.liveMdat) return [];
+    this.resync.gap();
+    this.need = 8;
+    return [];
+  }
 
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
+    if (!this.resync.ready(this.q)) return [];
     return collectUnits(() => (this.q.length >= this.need ? this.step() : undefined));
   }
 

@@ -1,7 +1,9 @@
 // Incremental Ogg page parser, hand-written: prism-media's OggDemuxer yields packets, not pages,
 // and re-chunking passthrough audio must cut at page boundaries and know where the header pages
 // end. Also re-chunks the transcoder's own Ogg/Opus output.
+import { oggCrc32 } from '../transcode/ogg-page.js';
 import { ByteQueue } from './byte-queue.js';
+import { prefixVerdict, Resync, type Verdict } from './resync.js';
 import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
 export class OggParser implements ContainerParser {
@@ -12,10 +14,19 @@ export class OggParser implements ContainerParser {
   private lastEnd = 0;
   private base = 0; // media time where the current chained stream starts
 
+  private resync = new Resync({ head: (b) => verifiedPage(b, 0), at: verifiedPage });
+
   get bufferedBytes(): number { return this.q.length; }
+  get gapBytes(): number { return this.resync.skipped; }
+
+  gap(): Unit[] {
+    this.resync.gap();
+    return [];
+  }
 
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
+    if (!this.resync.ready(this.q)) return [];
     return collectUnits(() => this.page());
   }
 
@@ -77,4 +88,21 @@ export class OggParser implements ContainerParser {
       this.headerPackets = 1;
     }
   }
+}
+
+const CAPTURE = Buffer.from('OggS\0', 'latin1');
+
+/** A whole page at `off` whose CRC checks (the CRC covers the page, so a page cut by a gap fails). */
+function verifiedPage(b: Buffer, off: number): Verdict {
+  if (b.length - off < 27) return prefixVerdict(b, off, CAPTURE);
+  if (b.compare(CAPTURE, 0, 5, off, off + 5) !== 0 || b[off + 5] > 7) return 'no';
+  const nseg = b[off + 26];
+  if (b.length - off < 27 + nseg) return 'more';
+  let len = 27 + nseg;
+  for (let i = 0; i < nseg; i++) len += b[off + 27 + i];
+  if (b.length - off < len) return 'more';
+  const page = Buffer.from(b.subarray(off, off + len));
+  const crc = page.readUInt32LE(22);
+  page.writeUInt32LE(0, 22);
+  return oggCrc32(page) === crc ? 'yes' : 'no';
 }

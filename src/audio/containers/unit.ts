@@ -29,6 +29,12 @@ export interface ContainerParser {
   /** Input pauses here (client flush/end), more may follow: units complete as far as can be told
    * (FLAC's last frame, which otherwise waits for the next frame's header). */
   pause?(): Unit[];
+  /** The bytes that follow may not continue the ones before (a client came back; bytes sent just
+   * before it dropped may be lost): input is dropped up to the next boundary the parser can verify,
+   * nothing when the bytes do continue. Returns the units complete before the gap that it held. */
+  gap(): Unit[];
+  /** Input bytes dropped after gaps so far. */
+  readonly gapBytes: number;
   /** Codec and format, once the headers say. */
   readonly info: TrackInfo | undefined;
   readonly bufferedBytes: number;

@@ -12,8 +12,19 @@ export class WavParser implements ContainerParser {
   private inHeader = true;
   private bytesPerSecond = 0;
   private dataBytes = 0;
+  private frameBytes = 1;
+  gapBytes = 0;
 
   get bufferedBytes(): number { return this.q.length; }
+
+  /** In the data chunk, as for raw PCM: the partial sample frame held is dropped, the next bytes
+   * start a frame. In the headers nothing can be verified; bytes lost there fail the parse. */
+  gap(): Unit[] {
+    if (this.inHeader || this.dataLeft === 0 || this.q.length === 0) return [];
+    this.gapBytes += this.q.length;
+    this.q.take(this.q.length);
+    return [];
+  }
 
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
@@ -29,7 +40,8 @@ export class WavParser implements ContainerParser {
       return { bytes: this.q.take(12), header: true };
     }
     if (this.dataLeft > 0) {
-      const n = Math.min(this.dataLeft, this.q.length);
+      let n = Math.min(this.dataLeft, this.q.length);
+      if (n < this.dataLeft) n -= n % this.frameBytes; // whole sample frames (the chunk's end aside)
       if (n === 0) return undefined;
       const bytes = this.q.take(n);
       this.dataLeft -= n;
@@ -68,6 +80,7 @@ export class WavParser implements ContainerParser {
     const codec = format === 1 && bits === 16 ? 'pcm-s16' : format === 3 && bits === 32 ? 'pcm-f32' : `wav-format-${format}-${bits}bit`;
     if (channels < 1 || sampleRate < 1 || bits < 1) throw new MalformedAudio(`WAV fmt chunk gives ${channels} channels of ${bits}-bit samples at ${sampleRate} Hz`);
     this.info = { codec, channels, sampleRate };
+    this.frameBytes = channels * Math.ceil(bits / 8);
     this.bytesPerSecond = sampleRate * channels * (bits / 8);
   }
 }

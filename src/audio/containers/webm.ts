@@ -3,6 +3,7 @@
 // where the headers end. Handles live browser WebM (unknown-size Segment and Clusters).
 import { echo } from '../../protocol/echo.js';
 import { ByteQueue } from './byte-queue.js';
+import { Resync, type Verdict } from './resync.js';
 import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
 
 export const ID = {
@@ -13,6 +14,12 @@ export const ID = {
   Audio: 0xe1, SamplingFrequency: 0xb5, Channels: 0x9f, BitDepth: 0x6264,
   Timecode: 0xe7, SimpleBlock: 0xa3, BlockGroup: 0xa0, Block: 0xa1, BlockDuration: 0x9b,
 };
+
+/** Top-level elements a stream may carry between Clusters (Cues, Tags, SeekHead); not Void, whose
+ * one-byte id random bytes match too often. */
+const TOP_LEVEL = new Set([0x1c53bb6b, 0x1254c367, 0x114d9b74]);
+/** The largest element (a Cluster of known size: 64 ×) taken as plausible after a gap. */
+const MAX_RESYNC_ELEMENT = 1 << 20;
 
 /** Elements entered rather than read whole (they may be live, with unknown size). */
 const DESCEND = new Set([ID.Segment, ID.Cluster]);
@@ -79,12 +86,63 @@ export class WebmParser implements ContainerParser {
   private clusterTime = 0;
   private lastStart: number | undefined;
   private lastDuration = 0;
+  private resync = new Resync({
+    head: (b) => {
+      const e = this.element(b, 0);
+      return e.verdict === 'yes' && e.id !== ID.Cluster ? this.element(b, e.end).verdict : e.verdict;
+    },
+    at: (b, off) => {
+      const e = this.element(b, off);
+      return e.verdict === 'yes' && e.id !== ID.Cluster ? 'no' : e.verdict;
+    },
+  });
 
   get bufferedBytes(): number { return this.q.length; }
+  get gapBytes(): number { return this.resync.skipped; }
+
+  gap(): Unit[] {
+    this.resync.gap();
+    this.need = 1;
+    return [];
+  }
 
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
+    if (!this.resync.ready(this.q)) return [];
     return collectUnits(() => (this.q.length >= this.need ? this.step() : undefined));
+  }
+
+  /** Could a live stream go on from an element at `off`: a Cluster with its Timecode first, a
+   * block of the audio track, a Timecode, or a top-level element, each of a plausible size. */
+  private element(b: Buffer, off: number): { verdict: Verdict; id?: number; end: number } {
+    const no = { verdict: 'no' as const, end: off }, more = { verdict: 'more' as const, end: off };
+    if (off >= b.length) return more;
+    let id: Vint | undefined, size: Vint | undefined;
+    try {
+      id = readVint(b, off, true);
+      size = id && readVint(b, off + id.length, false);
+    } catch {
+      return no;
+    }
+    if (!id || !size) return more;
+    const body = off + id.length + size.length;
+    if (id.value === ID.Cluster) {
+      if (!size.unknown && size.value > MAX_RESYNC_ELEMENT * 64) return no;
+      if (b.length < body + 2) return more;
+      return b[body] === 0xe7 && b[body + 1] >= 0x81 && b[body + 1] <= 0x88 ? { verdict: 'yes', id: id.value, end: body } : no;
+    }
+    if (size.unknown || size.value > MAX_RESYNC_ELEMENT) return no;
+    const known = { verdict: 'yes' as const, id: id.value, end: body + size.value };
+    if (id.value === ID.Timecode) return size.value >= 1 && size.value <= 8 ? known : no;
+    if (TOP_LEVEL.has(id.value)) return known;
+    if (id.value !== ID.SimpleBlock && id.value !== ID.BlockGroup) return no;
+    // A block: its track number (inside the Block child of a BlockGroup) is the audio track's.
+    const at = id.value === ID.SimpleBlock ? body : body + 2;
+    if (b.length < at + 1) return more;
+    if (id.value === ID.BlockGroup && b[body] !== 0xa1) return no;
+    const track = readVint(b, at, false);
+    if (!track) return more;
+    return track.value === this.track ? known : no;
   }
 
   /** One element (or a descended element's head) if complete; sets `need` otherwise. */
