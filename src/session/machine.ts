@@ -26,6 +26,8 @@ export interface SessionState {
   resume?: 'configured' | 'ending';
   /** a resumable client dropped: the session waits for it (RESUME_GRACE_SECONDS), output buffered */
   detached?: boolean;
+  /** the upstream session ended while the client was away: done once the client has its output */
+  upstreamEnded?: boolean;
 }
 
 /** What the gateway's local config check decided (protocol validation + audio plan). */
@@ -41,6 +43,7 @@ export type SessionEvent =
   | { type: 'client_detached' } // a client that may resume (resume=<key>) dropped without end
   | { type: 'client_resumed' } // a new socket with the same key took the session over
   | { type: 'resume_grace' } // the detached client did not come back in time
+  | { type: 'client_caught_up' } // the resumed client was sent everything it missed
   | { type: 'config_deadline' }
   | { type: 'time_limit' }
   | { type: 'shutdown' }
@@ -152,7 +155,8 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       return withFirst(finish(s, 'shutdown', { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' }), error('GATEWAY_SHUTTING_DOWN', 'the gateway is restarting; reconnect'));
 
     case 'client_detached':
-      if (s.phase === 'configured' || s.phase === 'reconnecting') {
+      // Ending too: the upstream's last output (finals, usage, end message) waits for the client.
+      if (s.phase === 'configured' || s.phase === 'reconnecting' || s.phase === 'ending') {
         return { state: { ...s, clientConnected: false, detached: true }, effects: [{ type: 'start_resume_grace' }] };
       }
       return transition(s, { type: 'client_closed' });
@@ -161,8 +165,14 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       return { state: { ...s, clientConnected: true, detached: false }, effects: [{ type: 'clear_timer', timer: 'resume_grace' }] };
 
     case 'resume_grace':
+      if (!s.detached) return { state: s, effects: [] };
+      if (s.upstreamEnded) return finish({ ...s, detached: false }, 'ended');
       // Ended upstream gracefully, as for any client gone, so its usage is final.
-      return s.detached ? transition({ ...s, detached: false, clientConnected: true }, { type: 'client_closed' }) : { state: s, effects: [] };
+      return transition({ ...s, detached: false, clientConnected: true }, { type: 'client_closed' });
+
+    case 'client_caught_up':
+      // The resumed client has had everything, the end message included: the session is over.
+      return s.upstreamEnded ? finish(s, 'ended', { code: CLOSE.normal, reason: 'session ended' }) : { state: s, effects: [] };
 
     case 'client_closed': {
       const gone = { ...s, clientConnected: false };
@@ -185,6 +195,8 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       );
 
     case 'upstream_ended': {
+      // The client is away: its last output waits for it (or for the grace to end).
+      if (s.detached) return { state: { ...s, upstreamEnded: true }, effects: [{ type: 'relay_client', data: e.data }] };
       // Ended by the drain, not by the client: 1012 tells it to reconnect elsewhere and go on.
       const close = s.outcome === 'shutdown' ? { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' } : { code: CLOSE.normal, reason: 'session ended' };
       const done = finish(s, 'ended', close);
@@ -246,6 +258,8 @@ function endWithoutClient(s: SessionState, outcome: Outcome, told: Effect[]): Re
 }
 
 function onClientMessage(s: SessionState, m: ClientMessage, verdict?: ConfigVerdict): Result {
+  // A second `end` changes nothing (a client that resumed after sending one sends it again).
+  if (s.phase === 'ending' && m.type === 'end') return { state: s, effects: [] };
   if (s.phase === 'ending') return { state: s, effects: [error('MESSAGE_AFTER_END', `"${m.type}" after end was ignored`)] };
   switch (m.type) {
     case 'config': {

@@ -179,7 +179,8 @@ export class Session {
     this.clientOpen = false;
     this.guard(() => {
       this.inbox.flush();
-      const mayResume = this.info.resumeKey !== undefined && !this.clientSlow && (this.state.phase === 'configured' || this.state.phase === 'reconnecting');
+      const { phase } = this.state;
+      const mayResume = this.info.resumeKey !== undefined && !this.clientSlow && (phase === 'configured' || phase === 'reconnecting' || phase === 'ending');
       if (!mayResume) return this.dispatch({ type: 'client_closed' });
       this.missed = new MissedOutput();
       this.log.info({ event: 'client_detached' }, 'client dropped; waiting for it to resume');
@@ -219,6 +220,7 @@ export class Session {
     for (const message of missed) this.sendClient(message);
     metrics.resumes.inc({ result: 'resumed' });
     this.log.info({ event: 'client_resumed', missed: missed.length, audioBytes: this.audioBytesIn }, 'client resumed its session');
+    this.dispatch({ type: 'client_caught_up' });
   }
 
   /** Graceful end (drain); `abort` when the drain's time is up. */

@@ -99,3 +99,41 @@ describe('a client that drops and resumes', () => {
     assert.equal(rows.at(-1)!.estimated, false, 'the upstream session was ended: its usage is final');
   });
 });
+
+describe('a client that drops after its end', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({ PACE: '4', USAGE_API_TOKEN: API, RESUME_GRACE_SECONDS: '5' });
+  });
+  afterAll(() => stack.close());
+
+  it('gets the finals, usage and end message it missed when it resumes, and the session is over once it has them', async () => {
+    const token = await stack.token('openid transcribe');
+    const key = randomBytes(18).toString('base64url');
+    const url = `${stack.base}/audio-bridge/v2/transcribe?${new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}`, resume: key })}`;
+    const first = await openClient(url);
+    first.sendJson(config);
+    await first.next('CONFIG_ACCEPTED');
+    first.send(whole); // everything at once, paced upstream at 4× (about 2 s)
+    first.sendJson({ type: 'end' });
+    await delay(300);
+    first.ws.terminate(); // dropped while the upstream is still transcribing
+    await delay(2500); // the upstream has ended meanwhile
+
+    const second = await openClient(url);
+    second.sendJson(config);
+    const resumed = await second.next('CONFIG_ACCEPTED');
+    assert.equal(resumed.resumed, true);
+    assert.equal(resumed.audioBytes, whole.length);
+    second.sendJson({ type: 'end' }); // a client that resends its end: harmless
+    await second.next('ended', 10_000);
+    assert.equal((await second.closed).code, 1000);
+    const all = [...finals(first), ...finals(second)];
+    for (let k = 1; k < all.length; k++) assert.ok(Math.abs(all[k].start - all[k - 1].end) < 1e-6, `final ${k} follows final ${k - 1}`);
+    assert.ok(all.at(-1)!.end > 7, 'every final, those sent while it was away included');
+    assert.ok(!second.types().includes('error'), `no error: ${JSON.stringify(second.messages.filter((m) => m.type === 'error'))}`);
+    const row = (await ledgerSessions(stack, API)).at(-1)!;
+    assert.equal(row.outcome, 'ended');
+    assert.equal(row.estimated, false);
+  });
+});

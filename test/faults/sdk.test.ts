@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks } from '../support/fixtures.js';
 import type { Endpoint } from '../../src/protocol/endpoint.js';
 import { newResumeKey, SDK_MESSAGE_TYPES, streamWithSdk, type SdkRun } from '../support/sdk.js';
-import { endpointPath, startStack, type Stack } from '../support/stack.js';
+import { delay, endpointPath, startStack, type Stack } from '../support/stack.js';
+import { ledgerSessions } from '../support/usage-api.js';
 import { clientFrames, startTcpProxy, type ProxiedConnection, type TcpProxy } from '../support/tcp-proxy.js';
 
 const webm = chromeChunks('webm-opus'); // ~7.7 s, one MediaRecorder chunk every 250 ms
@@ -81,5 +82,41 @@ describe('the vendor SDK through the gateway', () => {
     const resumedFrom = webm.findIndex((p) => p.equals(after[0].payload));
     assert.ok(resumedFrom >= before.length - 1 && resumedFrom <= cutAt + 1, `queued audio starts right after the cut (piece ${resumedFrom}; the first connection carried ${before.length - 1})`);
     assert.deepEqual(after.filter((f) => f.opcode === 2).map((f) => f.payload), webm.slice(resumedFrom), 'every later piece once, in order');
+  });
+});
+
+describe('the vendor SDK, unmodified, resumes its session through a network drop', () => {
+  const API = 'test-usage-token';
+  let stack: Stack;
+  let proxy: TcpProxy;
+  beforeAll(async () => {
+    stack = await startStack({ USAGE_API_TOKEN: API });
+    proxy = await startTcpProxy(stack.gateway.server.port);
+  });
+  afterAll(async () => {
+    await proxy?.close();
+    await stack?.close();
+  });
+
+  it('three at once: each gets every final once on one timeline, usage once, and stays one session in the ledger', async () => {
+    const token = await stack.token('openid transcribe');
+    const runs = await Promise.all([6, 9, 12].map((cutAt) => streamWithSdk({
+      base: `ws://127.0.0.1:${proxy.port}`, tenant: 'base', token, endpoint: 'transcribe', configuration: configs.transcribe,
+      pieces: webm, resumeKey: newResumeKey(), onPiece: (i) => i === cutAt && proxy.cutAll(), endTimeoutMs: 20_000,
+    })));
+    for (const [i, run] of runs.entries()) {
+      assert.ok(run.reopens >= 1, `run ${i}: the SDK reconnected`);
+      assertCompleteRun(run, 'transcribe', 'ended');
+      const resumed = run.messages.find((m) => m.type === 'CONFIG_ACCEPTED');
+      assert.equal(resumed?.resumed, true, `run ${i}: its session was resumed, not restarted`);
+      const finals = run.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => m.data as { start: number; end: number });
+      for (let k = 1; k < finals.length; k++) assert.ok(Math.abs(finals[k].start - finals[k - 1].end) < 1e-6, `run ${i}: final ${k} follows final ${k - 1}`);
+      assert.ok(finals.at(-1)!.end > 6, `run ${i}: the finals cover the stream but what was lost in flight (${finals.at(-1)!.end} s)`);
+      assert.equal(run.messages.filter((m) => m.type === 'usage').length, 1, `run ${i}: usage once`);
+    }
+    let rows = await ledgerSessions(stack, API);
+    for (let k = 0; k < 50 && rows.some((r) => r.end === null); k++) rows = await delay(100).then(() => ledgerSessions(stack, API));
+    assert.equal(rows.length, runs.length, 'one ledger session per dictation');
+    assert.ok(rows.every((r) => r.outcome === 'ended' && !r.estimated), JSON.stringify(rows.map((r) => [r.outcome, r.estimated])));
   });
 });
