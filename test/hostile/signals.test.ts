@@ -150,6 +150,13 @@ describe('stop signals to the process group of npm start', () => {
       const ended = types.indexOf(END_MESSAGE[endpoint]);
       assert.equal(code, 1012, `${endpoint} closed ${code}; got ${JSON.stringify(types)}`);
       assert.ok(ended > 0 && types.lastIndexOf('usage', ended) >= 0, `${endpoint}: usage then ${END_MESSAGE[endpoint]}; got ${JSON.stringify(types)}`);
+      const finals = client.messages.flatMap((m) => (m.type !== 'transcript' ? [] : Array.isArray(m.data)
+        ? m.data.filter((d: { final: boolean }) => d.final).map((d: { time: { start: number; end: number } }) => d.time)
+        : m.data.isFinal ? [m.data] : []));
+      for (let k = 1; k < finals.length; k++) {
+        assert.ok(Math.abs(finals[k].start - finals[k - 1].end) < 1e-6, `${endpoint}: every final once, on one timeline (${finals[k - 1].end} → ${finals[k].start})`);
+      }
+      assert.ok(finals.length > 0 && finals[0].start === 0, `${endpoint}: finals from the start`);
     }
     await Promise.all(sessions.map((s) => s.done));
     assert.equal(await g.exited, 0, `npm start exit code; output:\n${g.output().slice(-3000)}`);
