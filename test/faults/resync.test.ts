@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { PcmParser } from '../../src/audio/containers/pcm.js';
 import { createParser } from '../../src/audio/source.js';
 import type { Container } from '../../src/audio/sniff.js';
-import { chromeChunks, decodedSeconds, drain, fixture, open, prng, randomChunks, type Run } from '../audio/helpers.js';
+import { FIXTURES, chromeChunks, decodedSeconds, drain, fixture, open, prng, randomChunks, type Run } from '../audio/helpers.js';
 
 interface Case {
   name: string;
@@ -20,14 +20,25 @@ interface Case {
   restart(unit: Buffer, timed: boolean): boolean;
   /** Bytes that appear once in a valid stream: its headers. */
   header: string;
+  /** A unit that goes only with the one before it (an MP4 mdat with its moof). */
+  joined?(unit: Buffer): boolean;
 }
 
 const CLUSTER = Buffer.from([0x1f, 0x43, 0xb6, 0x75]);
+
+/** dictation.m4a as a live encoder writes fragmented MP4 (moof+mdat pairs, half a second each). */
+function fragmentedMp4(): Buffer {
+  const args = ['-v', 'error', '-i', `${FIXTURES}dictation.m4a`, '-c', 'copy', '-f', 'mp4', '-movflags', 'frag_keyframe+empty_moov+default_base_moof', '-frag_duration', '500000', 'pipe:1'];
+  const r = spawnSync('ffmpeg', args, { maxBuffer: 1 << 24 });
+  assert.equal(r.status, 0, r.stderr?.toString());
+  return r.stdout;
+}
 const CASES: Case[] = [
   { name: 'Chromium WebM/Opus', data: Buffer.concat(chromeChunks('webm-opus')), declared: 'audio/webm;codecs=opus', container: 'webm', restart: (u) => u.subarray(0, 4).equals(CLUSTER), header: 'OpusHead' },
   { name: 'dictation.ogg', data: fixture('dictation.ogg'), declared: 'audio/ogg;codecs=opus', container: 'ogg', restart: () => true, header: 'OpusHead' },
   { name: 'dictation.mp3', data: fixture('dictation.mp3'), declared: 'audio/mpeg', container: 'mp3', restart: (_u, timed) => timed, header: 'ID3' },
   { name: 'dictation.flac', data: fixture('dictation.flac'), declared: 'audio/flac', container: 'flac', restart: (_u, timed) => timed, header: 'fLaC' },
+  { name: 'fragmented MP4/AAC', data: fragmentedMp4(), declared: 'audio/mp4', container: 'mp4', restart: (u) => u.toString('latin1', 4, 8) === 'moof', header: 'moov', joined: (u) => u.toString('latin1', 4, 8) === 'mdat' },
 ];
 
 /** The stream's unit boundaries as the parser finds them without a gap, and where its headers end. */
@@ -35,7 +46,7 @@ function boundaries(c: Case): { starts: Set<number>; restarts: number[]; mediaFr
   const starts = new Set<number>(), restarts: number[] = [];
   let off = 0, mediaFrom = -1;
   for (const u of createParser(c.container).push(c.data)) {
-    starts.add(off);
+    if (!c.joined?.(u.bytes)) starts.add(off);
     const timed = u.end !== undefined;
     if (timed && mediaFrom < 0) mediaFrom = off;
     if (c.restart(u.bytes, timed) && mediaFrom >= 0) restarts.push(off);
@@ -106,6 +117,15 @@ describe('gap(): passthrough containers resume at a verified boundary', () => {
   }
 });
 
+it('FLAC: a drain sends every frame it held, the last one too', async () => {
+  // Chunks after which the parser held two frames at the drain (it sent only the first).
+  const data = fixture('dictation.flac');
+  const run = open('audio/flac');
+  for (const ch of [...randomChunks(data.subarray(0, 284287), 11, 4000), ...randomChunks(data.subarray(284287), 12, 4000)]) run.pipeline.push(ch);
+  await drain(run);
+  assert.ok(Buffer.concat(run.frames).equals(data));
+});
+
 describe('gap(): raw PCM stays sample-aligned', () => {
   const data = fixture('dictation-16k-s16le.pcm');
   const declared = 'audio/pcm;rate=16000;channels=1;encoding=s16le';
@@ -131,6 +151,24 @@ describe('gap(): raw PCM stays sample-aligned', () => {
       const seconds = (data.length - lost) / 32000;
       assert.ok(Math.abs((await decodedSeconds(out)) - seconds) < 0.1, `about ${seconds} s decoded`);
     }
+  });
+
+  it('WAV: a partial sample frame before the gap is dropped, the rest transcoded on', async () => {
+    const wav = fixture('dictation-16k.wav');
+    const dataAt = wav.indexOf('data') + 8;
+    const cut = dataAt + 10001, resumeAt = dataAt + 20000; // the client sent odd-sized pieces
+    const run = open('audio/wav');
+    for (const ch of randomChunks(wav.subarray(0, cut), 3, 3000)) run.pipeline.push(ch);
+    run.pipeline.gap();
+    for (const ch of randomChunks(wav.subarray(resumeAt), 4, 3000)) run.pipeline.push(ch);
+    await drain(run);
+    run.pipeline.close();
+    assert.deepEqual(run.errors, []);
+    assert.equal(run.pipeline.stats.gapBytes, 1);
+    const out = Buffer.concat(run.frames);
+    decodesCleanly(out);
+    const seconds = (wav.length - dataAt - (resumeAt - cut + 1)) / 32000;
+    assert.ok(Math.abs((await decodedSeconds(out)) - seconds) < 0.1, `about ${seconds} s decoded`);
   });
 
   it('a partial sample frame before the gap is dropped, never joined to the next bytes', () => {

@@ -95,7 +95,7 @@ export class FlacParser implements ContainerParser {
     this.need = 4;
     this.scanFrom = 0;
     const whole = collectUnits(() => (this.q.length >= this.need ? this.step(false) : undefined));
-    this.resync.gap();
+    this.resync.gap(this.q);
     this.need = 4;
     this.scanFrom = 0;
     return whole;

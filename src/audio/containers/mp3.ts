@@ -41,7 +41,7 @@ export class Mp3Parser implements ContainerParser {
   get gapBytes(): number { return this.resync.skipped; }
 
   gap(): Unit[] {
-    this.resync.gap();
+    this.resync.gap(this.q);
     return [];
   }
 

@@ -113,9 +113,13 @@ export class Mp4Parser implements ContainerParser {
   private fragment: { samples: Samples[]; start: number; dataOffset?: number; moofSize: number } | undefined;
 
   private resync = new Resync({
-    head: (b) => {
-      const first = fragmentBox(b, 0);
-      return first.verdict === 'yes' ? fragmentBox(b, first.end).verdict : first.verdict;
+    // Boxes from the head up to one that starts after the gap: each a fragment box.
+    head: (b, gapAt) => {
+      for (let off = 0; ; ) {
+        const box = fragmentBox(b, off);
+        if (box.verdict !== 'yes' || off >= gapAt) return box.verdict;
+        off = box.end;
+      }
     },
     at: (b, off) => {
       const v = fragmentBox(b, off);
@@ -129,7 +133,7 @@ export class Mp4Parser implements ContainerParser {
   /** A live mdat without a size has no boundary after it: its bytes go on as they come. */
   gap(): Unit[] {
     if (this.liveMdat) return [];
-    this.resync.gap();
+    this.resync.gap(this.q);
     this.need = 8;
     return [];
   }
@@ -159,6 +163,10 @@ export class Mp4Parser implements ContainerParser {
       return [{ bytes: this.q.takeAll(), header: false }];
     }
     if (this.q.length < size) { this.need = size; return undefined; }
+    if (type === 'moof') {
+      const whole = this.withMdat(size);
+      if (this.q.length < whole) { this.need = whole; return undefined; }
+    }
     this.need = 8;
     const bytes = this.q.take(size);
     switch (type) {
@@ -270,6 +278,15 @@ export class Mp4Parser implements ContainerParser {
       this.fragment = { samples, start, dataOffset, moofSize: bytes.length };
       return;
     }
+  }
+
+  /** Bytes of a moof of `size` and the mdat after it: a moof goes on only with its samples, so
+   * that a gap never leaves one whose mdat was lost (its data offsets would point elsewhere). */
+  private withMdat(size: number): number {
+    if (this.q.length < size + 8) return size + 8;
+    const h = this.q.peek(size + 8).subarray(size);
+    const mdat = h.readUInt32BE(0);
+    return h.toString('latin1', 4, 8) === 'mdat' && mdat >= 8 ? size + mdat : size;
   }
 
   /** An mdat: media time from the fragment's samples (or the running time), Opus packets as payload. */

@@ -20,7 +20,7 @@ export class OggParser implements ContainerParser {
   get gapBytes(): number { return this.resync.skipped; }
 
   gap(): Unit[] {
-    this.resync.gap();
+    this.resync.gap(this.q);
     return [];
   }
 

@@ -12,9 +12,10 @@ export function prefixVerdict(b: Buffer, off: number, prefix: Buffer): Verdict {
 }
 
 export interface Checks {
-  /** Does the queue's head continue the stream? The bytes before the gap may have ended inside a
-   * unit whose rest was lost, so this looks past that unit (e.g. at the next unit's header). */
-  head(b: Buffer): Verdict;
+  /** Does the queue's head continue the stream? The bytes before the gap (the first `gapAt`) may
+   * have ended inside a unit whose rest was lost, so this looks past that unit (e.g. at the next
+   * unit's header). */
+  head(b: Buffer, gapAt: number): Verdict;
   /** Is a boundary the stream can restart from at `off` (a WebM Cluster, an Ogg page with its CRC)? */
   at(b: Buffer, off: number): Verdict;
 }
@@ -23,36 +24,52 @@ export class Resync {
   /** Input bytes dropped after gaps so far. */
   skipped = 0;
   private state: 'off' | 'head' | 'scan' = 'off';
+  /** After a check needed more bytes: the queue length to wait for before checking again. It grows
+   * with the queue, so a client sending a byte at a time costs linear time, not quadratic. */
+  private waitFor = 0;
+  /** Bytes of the queue that came before the gap. */
+  private gapAt = 0;
 
   constructor(private checks: Checks) {}
 
-  /** The bytes that follow may not continue the ones queued. A gap during a scan: scan on. */
-  gap(): void {
+  /** The bytes that follow may not continue the ones queued in `q`. A gap during a scan: scan on. */
+  gap(q: ByteQueue): void {
     if (this.state === 'off') this.state = 'head';
+    this.gapAt = q.length;
+    this.waitFor = 0;
   }
 
   /** True when the queue's head may be parsed: no gap pending, or a verified boundary (bytes in
    * front of it dropped and counted); false while more bytes are needed to find one. */
   ready(q: ByteQueue): boolean {
     if (this.state === 'off') return true;
-    if (q.length === 0) return false;
-    const b = q.peek(q.length);
+    if (q.length === 0 || q.length < this.waitFor) return false;
+    let b = q.peek(q.length);
     if (this.state === 'head') {
-      const v = this.checks.head(b);
-      if (v === 'more') return false;
+      const v = this.checks.head(b, this.gapAt);
+      if (v === 'more') return this.wait(q);
       this.state = v === 'yes' ? 'off' : 'scan';
       if (v === 'yes') return true;
+      // The unit at the head is the one the gap cut (its own header may still look whole).
+      this.drop(q, 1);
+      if (q.length === 0) return false;
+      b = q.peek(q.length);
     }
     // Candidates ruled out are dropped at once, so a wait costs one candidate's check a push.
     for (let off = 0; off < b.length; off++) {
       const v = this.checks.at(b, off);
       if (v === 'no') continue;
       this.drop(q, off);
-      if (v === 'more') return false;
+      if (v === 'more') return this.wait(q);
       this.state = 'off';
       return true;
     }
     this.drop(q, b.length);
+    return false;
+  }
+
+  private wait(q: ByteQueue): false {
+    this.waitFor = q.length + Math.max(64, q.length >> 3);
     return false;
   }
 

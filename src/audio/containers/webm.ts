@@ -101,7 +101,7 @@ export class WebmParser implements ContainerParser {
   get gapBytes(): number { return this.resync.skipped; }
 
   gap(): Unit[] {
-    this.resync.gap();
+    this.resync.gap(this.q);
     this.need = 1;
     return [];
   }
