@@ -137,3 +137,41 @@ describe('a client that drops after its end', () => {
     assert.equal(row.estimated, false);
   });
 });
+
+describe('a client whose bytes were lost in flight', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({ PACE: '4', USAGE_API_TOKEN: API });
+  });
+  afterAll(() => stack.close());
+
+  it('resumes as the vendor SDK does (queued audio first, then config): the stream goes on from the next cluster, the gap is counted', async () => {
+    const token = await stack.token('openid transcribe');
+    const key = randomBytes(18).toString('base64url');
+    const url = `${stack.base}/audio-bridge/v2/transcribe?${new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}`, resume: key })}`;
+    const first = await openClient(url);
+    first.sendJson(config);
+    await first.next('CONFIG_ACCEPTED');
+    for (const chunk of chunks.slice(0, 10)) first.send(chunk);
+    first.send(chunks[10].subarray(0, chunks[10].length >> 1)); // half of chunk 10 arrives...
+    await delay(300);
+    first.ws.terminate(); // ...the rest was in flight and never does
+
+    const second = await openClient(url);
+    for (const chunk of chunks.slice(11)) second.send(chunk); // mid-element bytes first
+    second.sendJson(config);
+    const resumed = await second.next('CONFIG_ACCEPTED');
+    assert.equal(resumed.resumed, true);
+    second.sendJson({ type: 'end' });
+    await second.next('ended', 20_000);
+    assert.equal((await second.closed).code, 1000);
+    assert.deepEqual(second.messages.filter((m) => m.type === 'error'), [], 'the lost bytes are skipped, not an error');
+    const all = [...finals(first), ...finals(second)];
+    for (let k = 1; k < all.length; k++) assert.ok(all[k].end > all[k - 1].end, `final ${k} goes on after final ${k - 1}`);
+    assert.ok(all.at(-1)!.end > 5, `the audio after the gap is transcribed (last final ends at ${all.at(-1)!.end})`);
+    const metrics = await (await fetch(`http://127.0.0.1:${stack.gateway.server.port}/metrics`)).text();
+    const gap = Number(/^speech_gateway_resume_gap_bytes_total (\d+)/m.exec(metrics)?.[1]);
+    assert.ok(gap > 0, `the skipped bytes are counted (${gap})`);
+    assert.deepEqual(stack.emulator.violations.filter((v) => !/real[- ]time|pac/i.test(v)), [], 'the upstream got a valid stream');
+  });
+});
