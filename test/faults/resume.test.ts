@@ -12,25 +12,33 @@ const chunks = chromeChunks('webm-opus'); // ~7.7 s of live Chromium WebM, 250 m
 const whole = Buffer.concat(chunks);
 const config = { type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' } };
 
+/** A /transcribe URL with a fresh resume key (the same URL for every connection of one session). */
+async function resumableUrl(stack: Stack, o: { key?: string; tenant?: string; token?: string } = {}): Promise<string> {
+  const token = o.token ?? (await stack.token('openid transcribe', o.tenant));
+  const q = new URLSearchParams({ 'tenant-name': o.tenant ?? 'base', token: `Bearer ${token}`, resume: o.key ?? randomBytes(18).toString('base64url') });
+  return `${stack.base}/audio-bridge/v2/transcribe?${q}`;
+}
+
+/** The first connection of a session, configured. */
+async function configured(url: string): Promise<{ client: TestClient; accepted: Record<string, any> }> {
+  const client = await openClient(url);
+  client.sendJson(config);
+  return { client, accepted: await client.next('CONFIG_ACCEPTED') };
+}
+
 const finals = (c: TestClient) => c.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => m.data as { start: number; end: number; text: string });
 
 describe('a client that drops and resumes', () => {
   let stack: Stack;
-  let token: string;
-  const url = (key: string, o: { tenant?: string; token?: string } = {}) =>
-    `${stack.base}/audio-bridge/v2/transcribe?${new URLSearchParams({ 'tenant-name': o.tenant ?? 'base', token: `Bearer ${o.token ?? token}`, resume: key })}`;
-
   beforeAll(async () => {
     stack = await startStack({ PACE: '4', USAGE_API_TOKEN: API, RESUME_GRACE_SECONDS: '3' });
-    token = await stack.token('openid transcribe');
   });
   afterAll(() => stack.close());
 
   /** First connection streams part of the audio and is cut (no close frame); the second resumes it. */
-  async function dropAndResume(key: string) {
-    const first = await openClient(url(key));
-    first.sendJson(config);
-    const accepted = await first.next('CONFIG_ACCEPTED');
+  async function dropAndResume() {
+    const url = await resumableUrl(stack);
+    const { client: first, accepted } = await configured(url);
     const cut = 12 + Math.floor(Math.random() * 8);
     for (const chunk of chunks.slice(0, cut)) first.send(chunk);
     await delay(300);
@@ -38,9 +46,7 @@ describe('a client that drops and resumes', () => {
     await delay(400);
 
     // A careful client: config first, then the audio from where the gateway says it stands.
-    const second = await openClient(url(key));
-    second.sendJson(config);
-    const resumed = await second.next('CONFIG_ACCEPTED');
+    const { client: second, accepted: resumed } = await configured(url);
     assert.equal(resumed.resumed, true);
     assert.equal(resumed.sessionId, accepted.sessionId, 'the original session');
     assert.ok(resumed.audioBytes > 0 && resumed.audioBytes <= whole.length, `audioBytes ${resumed.audioBytes}`);
@@ -52,7 +58,7 @@ describe('a client that drops and resumes', () => {
   }
 
   it('many at once: every final exactly once across both sockets, on one timeline; one session in the ledger', async () => {
-    const runs = await Promise.all(Array.from({ length: 5 }, () => dropAndResume(randomBytes(18).toString('base64url'))));
+    const runs = await Promise.all(Array.from({ length: 5 }, () => dropAndResume()));
     for (const [i, { first, second }] of runs.entries()) {
       const all = [...finals(first), ...finals(second)];
       for (let k = 1; k < all.length; k++) {
@@ -70,24 +76,18 @@ describe('a client that drops and resumes', () => {
 
   it('a resume key cannot be taken over by another tenant or subject', async () => {
     const key = randomBytes(18).toString('base64url');
-    const first = await openClient(url(key));
-    first.sendJson(config);
-    await first.next('CONFIG_ACCEPTED');
+    const { client: first } = await configured(await resumableUrl(stack, { key }));
     first.ws.terminate();
     await delay(200);
-    const other = await stack.token('openid transcribe', 'acme');
-    const r = await refusal(url(key, { tenant: 'acme', token: other }));
+    const r = await refusal(await resumableUrl(stack, { key, tenant: 'acme' }));
     assert.equal(r.status, 403);
     assert.equal(r.body.error.id, 'RESUME_FORBIDDEN');
-    assert.equal((await refusal(url('short'))).body.error.id, 'INVALID_RESUME_KEY');
+    assert.equal((await refusal(await resumableUrl(stack, { key: 'short' }))).body.error.id, 'INVALID_RESUME_KEY');
   });
 
   it('a client that does not come back: after the grace period its upstream session is ended and its usage is final', async () => {
-    const key = randomBytes(18).toString('base64url');
     const before = (await ledgerSessions(stack, API)).length;
-    const c = await openClient(url(key));
-    c.sendJson(config);
-    await c.next('CONFIG_ACCEPTED');
+    const { client: c } = await configured(await resumableUrl(stack));
     for (const chunk of chunks.slice(0, 8)) c.send(chunk);
     await delay(300);
     c.ws.terminate();
@@ -108,12 +108,8 @@ describe('a client that drops after its end', () => {
   afterAll(() => stack.close());
 
   it('gets the finals, usage and end message it missed when it resumes, and the session is over once it has them', async () => {
-    const token = await stack.token('openid transcribe');
-    const key = randomBytes(18).toString('base64url');
-    const url = `${stack.base}/audio-bridge/v2/transcribe?${new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}`, resume: key })}`;
-    const first = await openClient(url);
-    first.sendJson(config);
-    await first.next('CONFIG_ACCEPTED');
+    const url = await resumableUrl(stack);
+    const { client: first } = await configured(url);
     first.send(whole); // everything at once, paced upstream at 4× (about 2 s)
     first.sendJson({ type: 'end' });
     await delay(300);
@@ -146,12 +142,8 @@ describe('a client whose bytes were lost in flight', () => {
   afterAll(() => stack.close());
 
   it('resumes as the vendor SDK does (queued audio first, then config): the stream goes on from the next cluster, the gap is counted', async () => {
-    const token = await stack.token('openid transcribe');
-    const key = randomBytes(18).toString('base64url');
-    const url = `${stack.base}/audio-bridge/v2/transcribe?${new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}`, resume: key })}`;
-    const first = await openClient(url);
-    first.sendJson(config);
-    await first.next('CONFIG_ACCEPTED');
+    const url = await resumableUrl(stack);
+    const { client: first } = await configured(url);
     for (const chunk of chunks.slice(0, 10)) first.send(chunk);
     first.send(chunks[10].subarray(0, chunks[10].length >> 1)); // half of chunk 10 arrives...
     await delay(300);
