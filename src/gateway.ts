@@ -5,7 +5,7 @@ import { createAuthenticator, createUpstreamCredentials, loadUpstreamCredentials
 import type { GatewayConfig } from './config.js';
 import { startEmulator, type Emulator } from './emulator/index.js';
 import { isNativeUws, startServer, type GatewayServer } from './server/index.js';
-import { logger, setMaxTenantLabels } from './telemetry/index.js';
+import { logger, metrics, setMaxTenantLabels } from './telemetry/index.js';
 import { createUsage } from './usage/index.js';
 
 export interface Gateway {
@@ -22,6 +22,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     throw new Error('uWebSockets.js native binary did not load (pure-JS fallback active); set ALLOW_UWS_FALLBACK=true to run anyway');
   }
   setMaxTenantLabels(config.METRICS_MAX_TENANTS);
+  metrics.tenantSessionCap.set(config.MAX_SESSIONS_PER_TENANT); // alerts compare sessions per tenant with it
   const warming = warmDefaultEncoderPool();
 
   let emulator: Emulator | undefined;
@@ -61,6 +62,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     usageApi: usage.api,
     maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
     clientIdleSeconds: config.CLIENT_IDLE_SECONDS,
+    demo: emulator ? { tokenUrl: `${emulator.authBase}/realms/base/protocol/openid-connect/token` } : undefined,
     credentials,
     ledger: usage.ledger,
     limiter: usage.limiter,

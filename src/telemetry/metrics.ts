@@ -63,6 +63,9 @@ export const metrics = {
     name: 'speech_gateway_usage_journal_dropped_total', help: 'Usage events refused because the on-disk journal was full', registers,
   }),
   redisUp: new Gauge({ name: 'speech_gateway_redis_up', help: '1 if the usage ledger can write to Redis', registers }),
+  tenantSessionCap: new Gauge({
+    name: 'speech_gateway_tenant_session_cap', help: 'MAX_SESSIONS_PER_TENANT: concurrent sessions allowed per tenant (0 = no cap)', registers,
+  }),
   upstreamReconnects: new Counter<'cause'>({
     name: 'speech_gateway_upstream_reconnects_total', help: 'Upstream sessions lost mid-session and replaced, by cause', labelNames: ['cause'], registers,
   }),
