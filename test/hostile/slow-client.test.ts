@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fixture } from '../support/fixtures.js';
-import { startStack, type Stack } from '../support/stack.js';
+import { delay, startStack, type Stack } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
 
 const ogg = fixture('dictation.ogg');
@@ -15,32 +15,47 @@ describe('a client that stops reading', () => {
   let stack: Stack;
   beforeAll(async () => {
     stack = await startStack({ PACE: '20', USAGE_API_TOKEN: API });
-    // 26 final transcripts of 600 KB (interims are shed once it falls behind): far more than the kernel's socket buffers and the gateway's backlog bound.
-    stack.emulator.faults.padTranscriptBytes = 600_000;
+    // ~130 transcripts of 300 KB for the client that asks for interims: the interims fill the kernel's socket
+    // buffers, then the finals (never shed) outgrow the gateway's backlog bound.
+    stack.emulator.faults.padTranscriptBytes = 300_000;
   });
   afterAll(() => stack.close());
 
-  it('is closed with 4429 and recorded as client_slow, and its upstream session still ends with final usage', async () => {
-    const c = await stack.connect('transcribe');
-    c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', interimResults: true, audioFormat: 'audio/ogg' } });
-    await c.next('CONFIG_ACCEPTED');
+  it('is closed with 4429 and recorded as client_slow, its upstream session still ends with final usage, and clients alongside lose nothing', async () => {
+    const normal = await Promise.all(Array.from({ length: 3 }, () => dictation(false)));
+    const c = await dictation(true);
     const socket = (c.ws as unknown as { _socket: Socket })._socket;
     socket.pause(); // stops reading; keeps sending
-    for (let off = 0; off < ogg.length; off += 8000) c.send(ogg.subarray(off, off + 8000));
-    c.sendJson({ type: 'end' });
-
-    let row;
-    for (let i = 0; i < 300 && !row?.end; i++) {
-      row = (await ledgerSessions(stack, API)).at(-1);
-      await new Promise((r) => setTimeout(r, 100));
+    for (const client of [...normal, c]) {
+      for (let off = 0; off < ogg.length; off += 8000) client.send(ogg.subarray(off, off + 8000));
+      client.sendJson({ type: 'end' });
     }
-    assert.ok(row?.end, 'the session is closed in the ledger');
-    assert.equal(row.outcome, 'client_slow', 'the record says the client could not keep up, not that it ended normally');
-    assert.equal(row.estimated, false, 'the upstream session was still ended, so its usage is final');
+
+    for (const client of normal) {
+      await client.next('ended', 30_000);
+      assert.equal((await client.closed).code, 1000);
+      const finals = client.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => m.data);
+      for (let k = 1; k < finals.length; k++) assert.equal(finals[k].start, finals[k - 1].end, 'every final, once, in order');
+      assert.ok(finals.at(-1).end > 25, 'the whole file');
+    }
+
+    let rows = await ledgerSessions(stack, API);
+    for (let i = 0; i < 300 && (rows.length < 4 || rows.some((r) => !r.end)); i++) rows = await delay(100).then(() => ledgerSessions(stack, API));
+    const slow = rows.filter((r) => r.outcome === 'client_slow');
+    assert.equal(slow.length, 1, `one client could not keep up: ${JSON.stringify(rows.map((r) => r.outcome))}`);
+    assert.equal(slow[0].estimated, false, 'its upstream session was still ended, so its usage is final');
+    assert.deepEqual(rows.filter((r) => r !== slow[0]).map((r) => r.outcome), ['ended', 'ended', 'ended']);
 
     socket.resume();
     const { code } = await c.closed;
     assert.ok(code === 4429 || code === 1006, `the client is closed as too slow (got ${code})`);
     assert.ok(!c.types().includes('ended'), 'no normal end was pretended');
   });
+
+  async function dictation(interimResults: boolean) {
+    const c = await stack.connect('transcribe');
+    c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', interimResults, audioFormat: 'audio/ogg' } });
+    await c.next('CONFIG_ACCEPTED');
+    return c;
+  }
 });
