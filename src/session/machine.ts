@@ -75,9 +75,7 @@ export type Effect =
 export const CLOSE = {
   normal: 1000,
   serviceRestart: 1012, // the gateway drains: reconnect, to another instance
-  policy: 1008,
   internal: 1011,
-  tryAgainLater: 1013,
   badGateway: 1014,
   configTimeout: 4008,
   configDenied: 4400,
