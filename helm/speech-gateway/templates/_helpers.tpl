@@ -1,0 +1,63 @@
+{{- define "speech-gateway.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "speech-gateway.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else if contains (include "speech-gateway.name" .) .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name (include "speech-gateway.name" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+
+{{- define "speech-gateway.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "speech-gateway.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "speech-gateway.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "speech-gateway.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "speech-gateway.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "speech-gateway.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret the pods read: an existing one by name, the chart's own when it has a value, else none. */}}
+{{- define "speech-gateway.secretName" -}}
+{{- if .Values.secret.existingSecret }}
+{{- .Values.secret.existingSecret }}
+{{- else if or .Values.secret.upstreamCredentials .Values.secret.usageApiToken .Values.redis.url }}
+{{- include "speech-gateway.fullname" . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Pod termination grace: the preStop sleep, then the drain (DRAIN_SECONDS of running sessions, then
+up to END_TIMEOUT_MS for the upstream to answer `end`), then a margin for the exit. Less would
+have the kubelet kill sessions the drain is still ending.
+*/}}
+{{- define "speech-gateway.minGraceSeconds" -}}
+{{- $drain := int .Values.config.DRAIN_SECONDS }}
+{{- $end := int (divf (float64 .Values.config.END_TIMEOUT_MS) 1000 | ceil) }}
+{{- add .Values.preStopSleepSeconds $drain $end .Values.drainMarginSeconds }}
+{{- end }}
+
+{{- define "speech-gateway.graceSeconds" -}}
+{{- $min := int (include "speech-gateway.minGraceSeconds" .) }}
+{{- $set := .Values.terminationGracePeriodSeconds }}
+{{- if kindIs "invalid" $set }}{{ $min }}
+{{- else if lt (int $set) $min }}
+{{- fail (printf "terminationGracePeriodSeconds %d is shorter than the drain needs: %d (preStopSleepSeconds + DRAIN_SECONDS + END_TIMEOUT_MS/1000 + drainMarginSeconds)" (int $set) $min) }}
+{{- else }}{{ int $set }}
+{{- end }}
+{{- end }}
