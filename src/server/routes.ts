@@ -1,6 +1,7 @@
 // The HTTP routes beside the sockets: health, readiness (503 from the drain's first moment),
-// metrics, the ops usage API, and a JSON 404 for anything else.
+// metrics, the ops usage API, the browser demo when asked for, and a JSON 404 for anything else.
 import type uWS from 'uWebSockets.js';
+import { addDemoRoutes } from '../demo/index.js';
 import { echo } from '../protocol/index.js';
 import { gatewayError } from '../protocol/errors.js';
 import { metrics, registry } from '../telemetry/index.js';
@@ -9,6 +10,7 @@ import type { ServerDeps, ServerState } from './types.js';
 
 export function addRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: ServerState): uWS.TemplatedApp {
   const log = deps.logger;
+  if (deps.demo) addDemoRoutes(app, deps.demo, log);
   return app
     .get('/healthz', (res) => sendJson(res, 200, { status: 'ok' }))
     .get('/readyz', (res) => sendJson(res, state.draining ? 503 : 200, { status: state.draining ? 'draining' : 'ready', sessions: state.sessions.size }))

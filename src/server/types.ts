@@ -2,6 +2,7 @@
 // uWS keeps for each socket.
 import type uWS from 'uWebSockets.js';
 import type { Authenticator } from '../auth/index.js';
+import type { DemoOptions } from '../demo/index.js';
 import type { ClientSink, Session, SessionDeps, SessionInfo } from '../session/index.js';
 import type { Logger } from '../telemetry/index.js';
 import type { UsageApi } from '../usage/index.js';
@@ -15,6 +16,8 @@ export interface ServerDeps extends SessionDeps {
   /** uWS idleTimeout: a client silent this long (a ping went unanswered) is closed */
   clientIdleSeconds: number;
   logger: Logger;
+  /** the browser demo at / (only with the embedded emulator) */
+  demo?: DemoOptions;
 }
 
 export interface ServerState {

@@ -1,0 +1,64 @@
+// The browser demo, served by the gateway only when it runs the embedded emulator: the page at /,
+// its script and style, and POST /demo/token. The token is fetched by the gateway from the
+// emulator's token endpoint (development client dev / dev-secret, which stays on the server), so
+// the page talks to its own origin only: no CORS on the emulator, and the socket's default
+// same-origin rule holds. Tokens go to loopback clients only, as the emulator's own port does.
+import type uWS from 'uWebSockets.js';
+import { gatewayError } from '../protocol/errors.js';
+import type { Logger } from '../telemetry/index.js';
+import { asyncHttp, refuse, sendJson } from '../server/http.js';
+import { DEMO_CSS, DEMO_HTML, DEMO_JS } from './assets.js';
+
+export interface DemoOptions {
+  /** the emulator's token endpoint for tenant base */
+  tokenUrl: string;
+}
+
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const TOKEN_TIMEOUT_MS = 5000;
+
+export function addDemoRoutes(app: uWS.TemplatedApp, demo: DemoOptions, log: Logger): void {
+  app
+    .get('/', (res) => sendFile(res, 'text/html; charset=utf-8', DEMO_HTML))
+    .get('/demo/app.js', (res) => sendFile(res, 'text/javascript; charset=utf-8', DEMO_JS))
+    .get('/demo/app.css', (res) => sendFile(res, 'text/css; charset=utf-8', DEMO_CSS))
+    .post('/demo/token', (res) => {
+      if (!isLoopback(Buffer.from(res.getRemoteAddressAsText()).toString())) {
+        return refuse(res, gatewayError('NOT_FOUND', 'the demo token is given to loopback clients only'), 'not_found');
+      }
+      asyncHttp(log, res, async (aborted) => {
+        const token = await devToken(demo.tokenUrl);
+        if (!aborted()) sendJson(res, 200, token);
+      });
+    });
+}
+
+function sendFile(res: uWS.HttpResponse, type: string, body: string): void {
+  res.cork(() => {
+    res.writeHeader('content-type', type);
+    res.writeHeader('content-security-policy', CSP);
+    res.writeHeader('x-content-type-options', 'nosniff');
+    res.writeHeader('referrer-policy', 'no-referrer');
+    res.writeHeader('cache-control', 'no-store');
+    res.end(body);
+  });
+}
+
+/** uWS gives IPv4 as dotted text and IPv6 (IPv4-mapped too) as eight groups of four hex digits. */
+function isLoopback(address: string): boolean {
+  const a = address.toLowerCase();
+  return /^127\./.test(a) || a === '0000:0000:0000:0000:0000:0000:0000:0001' || /^(0000:){5}ffff:7f/.test(a);
+}
+
+/** A limited-scope token (openid transcribe) for the emulator's development client. */
+async function devToken(tokenUrl: string): Promise<{ access_token: string; expires_in: number }> {
+  const r = await fetch(tokenUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'client_credentials', client_id: 'dev', client_secret: 'dev-secret', scope: 'openid transcribe' }),
+    signal: AbortSignal.timeout(TOKEN_TIMEOUT_MS),
+  });
+  if (!r.ok) throw new Error(`the emulator's token endpoint answered ${r.status}`);
+  const { access_token, expires_in } = (await r.json()) as { access_token: string; expires_in: number };
+  return { access_token, expires_in };
+}

@@ -1,0 +1,142 @@
+// The browser demo in Debian's real Chromium (playwright-core, fake microphone playing a fixture):
+// the page served by a gateway with the embedded emulator gets a token, opens /transcribe from its
+// own origin, shows live transcripts, flushes, ends with usage, and resumes after a network drop.
+// Without the emulator there is no page.
+import { networkInterfaces } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import assert from 'node:assert/strict';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { startEmulator } from '../../src/emulator/index.js';
+import { startStack, type Stack } from '../support/stack.js';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+
+const FAKE_MIC = fileURLToPath(new URL('../fixtures/dictation-16k.wav', import.meta.url));
+const SCREENSHOT = fileURLToPath(new URL('../../docs/demo.png', import.meta.url));
+const WAIT_MS = 20_000;
+
+let stack: Stack;
+let proxy: TcpProxy;
+let browser: Browser;
+let http: string;
+
+beforeAll(async () => {
+  // All interfaces, so a request from a non-loopback address can be tried too.
+  stack = await startStack({ HOST: '0.0.0.0' });
+  http = `http://127.0.0.1:${stack.gateway.server.port}`;
+  proxy = await startTcpProxy(stack.gateway.server.port);
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: false, // the flag below asks for the new headless mode itself
+    args: [
+      '--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${FAKE_MIC}`,
+    ],
+  });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await proxy?.close();
+  await stack?.close();
+});
+
+/** A page with every script error and console error it reports collected (a CSP refusal is one). */
+async function openDemo(url: string): Promise<{ page: Page; errors: string[] }> {
+  const page = await browser.newPage({ viewport: { width: 900, height: 900 } });
+  const errors: string[] = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
+  await page.goto(url);
+  return { page, errors };
+}
+
+const finals = (page: Page) => page.locator('#finals li').allTextContents();
+const waitForFinals = (page: Page, n: number) => page.locator('#finals li').nth(n - 1).waitFor({ timeout: WAIT_MS });
+const waitForEvent = (page: Page, text: string) => page.locator('#events li', { hasText: text }).first().waitFor({ timeout: WAIT_MS });
+
+async function metric(line: RegExp): Promise<number> {
+  const text = await (await fetch(`${http}/metrics`)).text();
+  const m = text.split('\n').find((l) => line.test(l));
+  return m ? Number(m.split(' ').pop()) : 0;
+}
+
+/** Finals' [start-end] in order: one timeline, each second once. */
+function assertOneTimeline(lines: string[]): void {
+  const spans = lines.map((l) => /^\[(\d+\.\d+)-(\d+\.\d+) s\]/.exec(l)).map((m) => [Number(m![1]), Number(m![2])]);
+  spans.forEach(([start], i) => assert.equal(start, i === 0 ? 0 : spans[i - 1][1], `final ${i} starts where the one before ended: ${lines.join(' | ')}`));
+}
+
+describe('browser demo (Chromium, fake microphone)', () => {
+  it('streams the microphone: live transcripts, counted in /metrics, flush, end with usage; saves the README screenshot', async () => {
+    const { page, errors } = await openDemo(`${http}/`);
+    await page.click('#start');
+    await waitForFinals(page, 2);
+    assert.equal(await metric(/^speech_gateway_active_sessions\{endpoint="transcribe",tenant="base"\}/), 1);
+    const upstream = stack.emulator.sessions.at(-1)!;
+    assert.equal((upstream.config as { audioFormat: string }).audioFormat, 'audio/webm;codecs=opus');
+    assert.equal(upstream.audio.subarray(0, 4).toString('hex'), '1a45dfa3', 'the upstream got WebM from its first byte');
+
+    await page.click('#flush');
+    await waitForEvent(page, 'flushed');
+    await page.locator('#usage', { hasText: 'so far' }).waitFor({ timeout: WAIT_MS });
+
+    await page.click('#end');
+    await page.locator('#status', { hasText: /^ended$/ }).waitFor({ timeout: WAIT_MS });
+    assert.match(await page.locator('#usage').innerText(), /^\d+(\.\d+)?$/, 'final credits shown');
+    assert.ok(Number(await page.locator('#usage').innerText()) > 0);
+    assertOneTimeline(await finals(page));
+    assert.ok((await metric(/^speech_gateway_sessions_total\{endpoint="transcribe",outcome="ended"\}/)) >= 1);
+    assert.equal(await metric(/^speech_gateway_active_sessions\{endpoint="transcribe",tenant="base"\}/), 0);
+    assert.deepEqual(errors, []);
+    await page.locator('#start:enabled').waitFor({ timeout: WAIT_MS }); // the close was seen: Start is offered again
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+    await page.close();
+  });
+
+  it('resumes its session after a network drop: same session, one timeline', async () => {
+    const { page, errors } = await openDemo(`http://127.0.0.1:${proxy.port}/`);
+    await page.click('#start');
+    await waitForFinals(page, 2);
+    const sessionId = await page.locator('#session').innerText();
+    const upstreamSessions = stack.emulator.sessions.length;
+    proxy.cutAll();
+    await waitForEvent(page, 'resumed');
+    const before = (await finals(page)).length;
+    await waitForFinals(page, before + 2);
+    await page.click('#end');
+    await page.locator('#status', { hasText: /^ended$/ }).waitFor({ timeout: WAIT_MS });
+    assert.equal(await page.locator('#session').innerText(), sessionId);
+    assert.equal(stack.emulator.sessions.length, upstreamSessions, 'no new upstream session');
+    assertOneTimeline(await finals(page));
+    assert.ok((await metric(/^speech_gateway_resumes_total\{result="resumed"\}/)) >= 1);
+    // The drop itself is the only error the browser reports (a reset socket).
+    assert.deepEqual(errors.filter((e) => !/WebSocket/.test(e)), []);
+    await page.close();
+  });
+
+  const external = Object.values(networkInterfaces()).flat().find((i) => i && !i.internal && i.family === 'IPv4');
+  it.skipIf(!external)('gives the development token to loopback clients only', async () => {
+    const r = await fetch(`http://${external!.address}:${stack.gateway.server.port}/demo/token`, { method: 'POST' });
+    assert.equal(r.status, 404);
+    assert.equal(((await r.json()) as { error: { id: string } }).error.id, 'NOT_FOUND');
+    const ok = await fetch(`${http}/demo/token`, { method: 'POST' });
+    assert.equal(ok.status, 200);
+  });
+});
+
+describe('browser demo with a real upstream', () => {
+  it('is not served: / and /demo/* are 404', async () => {
+    const emulator = await startEmulator({ port: 0, host: '127.0.0.1' });
+    const real = await startStack({}, { emulator });
+    try {
+      const base = `http://127.0.0.1:${real.gateway.server.port}`;
+      for (const [method, path] of [['GET', '/'], ['GET', '/demo/app.js'], ['POST', '/demo/token']]) {
+        assert.equal((await fetch(base + path, { method })).status, 404, `${method} ${path}`);
+      }
+    } finally {
+      await real.close();
+    }
+  });
+});
