@@ -15,6 +15,7 @@ async function main(): Promise<void> {
       [
         '',
         `speech-gateway is listening on http://localhost:${port} (sockets under /audio-bridge/v2/...)`,
+        `Browser demo (microphone, dictation): http://localhost:${port}/`,
         `Upstream: the embedded EMULATOR on ${gw.emulator.authBase} (a stand-in, not speech recognition).`,
         'Development token for tenant "base" (loopback only, client dev / dev-secret):',
         `  curl -s -d grant_type=client_credentials -d client_id=dev -d client_secret=dev-secret -d 'scope=openid transcribe' ${tokenUrl}`,
