@@ -56,7 +56,7 @@ export const DEMO_JS = `'use strict';
   var s = fresh(null);
   function fresh(stream) {
     return { stream: stream, ws: null, recorder: null, key: randomKey(), backlog: [], backlogStart: 0, produced: 0,
-      live: false, ended: false, error: '', flushWanted: false, attempts: 0 };
+      live: false, ended: false, error: '', flushWanted: false, endWanted: false, attempts: 0 };
   }
 
   function show(id, text, isError) { var el = $(id); el.textContent = text; el.classList.toggle('error', !!isError); }
@@ -125,6 +125,12 @@ export const DEMO_JS = `'use strict';
     event('resumed; the gateway has ' + m.audioBytes + ' bytes, sending the rest');
     show('status', 'recording');
     resend(Number(m.audioBytes));
+    sendEnd();
+  }
+
+  // End goes once the recorder's last chunk went, on this socket or, after a drop, on the resumed one.
+  function sendEnd() {
+    if (s.endWanted && s.live) { s.endWanted = false; s.ws.send(JSON.stringify({ type: 'end' })); }
   }
 
   // Sends what the gateway did not get from the backlog of recent chunks (it skips to the next
@@ -143,7 +149,7 @@ export const DEMO_JS = `'use strict';
     var r = new MediaRecorder(s.stream, { mimeType: MIME });
     s.recorder = r;
     r.ondataavailable = function (e) { onChunk(e.data); };
-    r.onstop = function () { if (s.ws && s.ws.readyState === WebSocket.OPEN) s.ws.send(JSON.stringify({ type: 'end' })); };
+    r.onstop = function () { if (!s.error && !s.ended) { s.endWanted = true; sendEnd(); } };
     r.start(TIMESLICE_MS);
     show('status', 'recording');
     buttons(true);
@@ -193,7 +199,6 @@ export const DEMO_JS = `'use strict';
     }).catch(function (e) { fail(e.message); });
   };
   $('flush').onclick = function () { s.flushWanted = true; s.recorder.requestData(); };
-  // The recorder's last chunk comes before its stop event, which sends end.
   $('end').onclick = function () { buttons(false); $('start').disabled = true; show('status', 'ending'); s.recorder.stop(); };
 })();
 `;

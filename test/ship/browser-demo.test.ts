@@ -116,6 +116,21 @@ describe('browser demo (Chromium, fake microphone)', () => {
     await page.close();
   });
 
+  it('End pressed while the connection is down ends the session once it is resumed, with usage', async () => {
+    const { page } = await openDemo(`http://127.0.0.1:${proxy.port}/`);
+    await page.click('#start');
+    await waitForFinals(page, 2);
+    const sessionId = await page.locator('#session').innerText();
+    proxy.cutAll();
+    await page.locator('#status', { hasText: 'reconnecting' }).waitFor({ timeout: WAIT_MS });
+    await page.click('#end');
+    await page.locator('#status', { hasText: /^ended$/ }).waitFor({ timeout: WAIT_MS });
+    assert.equal(await page.locator('#session').innerText(), sessionId);
+    assert.ok(Number(await page.locator('#usage').innerText()) > 0, 'final credits shown');
+    assertOneTimeline(await finals(page));
+    await page.close();
+  });
+
   const external = Object.values(networkInterfaces()).flat().find((i) => i && !i.internal && i.family === 'IPv4');
   it.skipIf(!external)('gives the development token to loopback clients only', async () => {
     const r = await fetch(`http://${external!.address}:${stack.gateway.server.port}/demo/token`, { method: 'POST' });
