@@ -64,6 +64,11 @@ describe('helm chart', () => {
     assert.equal(config.USAGE_JOURNAL_DIR, '/var/lib/speech-gateway/usage-journal');
   });
 
+  it('has the API server refuse a field it does not know, as kubectl would', async () => {
+    const { objects } = await render([], ['affinity.nodeAfinity.x=1']);
+    assert.throws(() => objects.forEach(validateObject), /Deployment sgw-speech-gateway: unknown fields \.spec\.template\.spec\.affinity\.nodeAfinity$/);
+  });
+
   it('runs non-root on a read-only root filesystem, writing only the journal volume and /tmp', async () => {
     const { objects } = await render([]);
     const pod = one(objects, 'Deployment').spec.template.spec;
