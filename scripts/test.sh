@@ -10,6 +10,7 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v ffmpeg >/dev/null 2>&1 || need+=(ffmpeg)
 [ -x /usr/bin/chromium ] || need+=(chromium)  # the browser demo test drives Debian's chromium
 [ -x /usr/bin/prometheus ] && [ -x /usr/bin/promtool ] || need+=(prometheus)  # the dashboard/alerts test runs Prometheus and promtool
+[ -x /usr/bin/tini ] || need+=(tini)  # the Dockerfile recipe test runs its ENTRYPOINT (tini)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "npm test: installing ${need[*]} (apt-get)" >&2
