@@ -6,7 +6,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
-const only = process.argv.slice(2);
+// Flags (`npm run bench -- --full`) go to every benchmark; other arguments pick benchmarks by name.
+const flags = process.argv.slice(2).filter((a) => a.startsWith('--'));
+const only = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const suites = readdirSync(here)
   .filter((d) => statSync(join(here, d)).isDirectory() && d !== 'results')
   .flatMap((d) => readdirSync(join(here, d)).filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts') && !f.startsWith('_')).map((f) => join(d, f)))
@@ -15,7 +17,7 @@ const suites = readdirSync(here)
 let failed = 0;
 for (const file of suites) {
   console.log(`\n=== ${file} ===`);
-  const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, file)], { stdio: 'inherit' });
+  const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, file), ...flags], { stdio: 'inherit' });
   if (r.status !== 0) failed++;
 }
 process.exit(failed ? 1 : 0);

@@ -1,0 +1,69 @@
+// Runs one leg: forks the load-generator processes against a URL, samples the proxy's process tree
+// (CPU over the hold window, peak RSS over the whole leg) and merges the workers' results.
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { treeCpuSeconds, treeRss } from './proc.js';
+
+const worker = fileURLToPath(new URL('./worker.mjs', import.meta.url));
+
+export interface Audio { config: object; pieces: Array<{ file: string; start: number; end: number }>; mediaEnds: number[]; tolerance: number }
+export interface Load { sessions: number; workers: number; rampS: number; holdS: number }
+export interface WorkerResult {
+  started: number; accepted: number; completed: number; errors: Record<string, number>;
+  latencies: number[]; lost: number; repeated: number; finals: number; notes: string[];
+}
+
+export async function drive(url: string, audio: Audio, load: Load, proxyPid: number | null, during?: (holdFrom: number, stopAt: number) => Promise<unknown>) {
+  const startAt = Date.now() + 500;
+  const holdFrom = startAt + load.rampS * 1000;
+  const stopAt = holdFrom + load.holdS * 1000;
+  const baselineRss = proxyPid ? treeRss(proxyPid) : 0;
+  let peakRss = baselineRss;
+  const sampler = setInterval(() => { if (proxyPid) peakRss = Math.max(peakRss, treeRss(proxyPid)); }, 200);
+  let cpuAtHold = 0;
+  let cpuAtStop = 0;
+  const marks = [
+    setTimeout(() => { if (proxyPid) cpuAtHold = treeCpuSeconds(proxyPid); }, holdFrom - Date.now()),
+    setTimeout(() => { if (proxyPid) cpuAtStop = treeCpuSeconds(proxyPid); }, stopAt - Date.now()),
+  ];
+  const per = Math.ceil(load.sessions / load.workers);
+  const results = await Promise.all([
+    ...Array.from({ length: load.workers }, (_, w) => runWorker({
+      url, ...audio, sessions: Math.min(per, load.sessions - w * per), offset: w * per, total: load.sessions, startAt, holdFrom, stopAt,
+    })),
+    during?.(holdFrom, stopAt),
+  ]);
+  clearInterval(sampler);
+  marks.forEach(clearTimeout);
+  const merged = merge(results.slice(0, load.workers) as WorkerResult[]);
+  const cpuHold = cpuAtStop - cpuAtHold;
+  return {
+    ...merged,
+    baselineRssBytes: baselineRss,
+    peakRssBytes: peakRss,
+    cpuHoldSeconds: cpuHold,
+    cpuSecondsPerSessionHour: proxyPid ? cpuHold / ((load.sessions * load.holdS) / 3600) : null,
+    bytesPerSession: proxyPid ? (peakRss - baselineRss) / load.sessions : null,
+    during: results[load.workers],
+  };
+}
+
+function runWorker(job: object): Promise<WorkerResult> {
+  return new Promise((resolve, reject) => {
+    const child = fork(worker, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+    child.once('message', (m) => resolve(m as WorkerResult));
+    child.once('exit', (code) => { if (code !== 0) reject(new Error(`load worker exited ${code}`)); });
+    child.send(job);
+  });
+}
+
+function merge(rs: WorkerResult[]): WorkerResult {
+  const out: WorkerResult = { started: 0, accepted: 0, completed: 0, errors: {}, latencies: [], lost: 0, repeated: 0, finals: 0, notes: [] };
+  for (const r of rs) {
+    for (const k of ['started', 'accepted', 'completed', 'lost', 'repeated', 'finals'] as const) out[k] += r[k];
+    for (const [k, n] of Object.entries(r.errors)) out.errors[k] = (out.errors[k] ?? 0) + n;
+    for (const l of r.latencies) out.latencies.push(l);
+    out.notes.push(...r.notes.slice(0, 5 - out.notes.length));
+  }
+  return out;
+}

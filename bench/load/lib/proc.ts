@@ -1,0 +1,40 @@
+// A process tree's CPU time and resident memory, read from /proc (kernel and user time of every
+// thread, so loader threads, worker threads and child processes all count).
+import { readdirSync, readFileSync } from 'node:fs';
+
+const TICK_S = 0.01; // CLK_TCK is 100 on Linux
+const PAGE = 4096;
+
+const read = (path: string) => {
+  try { return readFileSync(path, 'utf8'); } catch { return ''; }
+};
+
+export function treePids(root: number): number[] {
+  const out = [root];
+  for (let i = 0; i < out.length; i++) {
+    let tasks: string[] = [];
+    try { tasks = readdirSync(`/proc/${out[i]}/task`); } catch { continue; }
+    for (const t of tasks) {
+      for (const c of read(`/proc/${out[i]}/task/${t}/children`).split(' ')) if (c.trim()) out.push(Number(c));
+    }
+  }
+  return out;
+}
+
+/** user + system CPU seconds of the whole tree. */
+export function treeCpuSeconds(root: number): number {
+  let ticks = 0;
+  for (const pid of treePids(root)) {
+    const stat = read(`/proc/${pid}/stat`);
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // fields from 3 on; utime is 14, stime 15
+    if (f.length > 13) ticks += Number(f[11]) + Number(f[12]);
+  }
+  return ticks * TICK_S;
+}
+
+/** Resident set of the whole tree, bytes. */
+export function treeRss(root: number): number {
+  let pages = 0;
+  for (const pid of treePids(root)) pages += Number(read(`/proc/${pid}/statm`).split(' ')[1] ?? 0) || 0;
+  return pages * PAGE;
+}

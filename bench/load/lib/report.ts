@@ -1,0 +1,106 @@
+// Results of the load benchmark: per-peer figures, ratios to nginx, latency added over direct,
+// the issue's targets met or missed; bench/results/load.json and load.md, and the table on stdout.
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import type { Load, WorkerResult } from './drive.js';
+import type { HttpResult } from './http.js';
+
+export interface Leg extends Omit<WorkerResult, 'latencies'> {
+  name: string; latencies: number[]; idleRssBytes: number; baselineRssBytes: number; peakRssBytes: number; cpuHoldSeconds: number;
+  cpuSecondsPerSessionHour: number | null; bytesPerSession: number | null; during?: unknown;
+}
+
+const results = new URL('../../results/', import.meta.url);
+const PCTS = [50, 99, 99.9] as const;
+
+function pct(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
+}
+
+/** Real-time sessions per core: 3600 / CPU-s per session-hour when p99 added latency held under 5 ms at this load. */
+const perCore = (cpu: number | null, p99Added: number) => (cpu && p99Added < 5 ? 3600 / cpu : null);
+
+function summarize(legs: Leg[]) {
+  const lat = (l: Leg) => { const s = [...l.latencies].sort((a, b) => a - b); return PCTS.map((p) => pct(s, p)); };
+  const direct = lat(legs[0]);
+  const nginx = legs.find((l) => l.name === 'nginx')!;
+  return legs.map((l) => {
+    const own = lat(l);
+    const added = own.map((v, i) => v - direct[i]);
+    const { latencies: _l, during, ...rest } = l;
+    return {
+      ...rest,
+      chunksMeasured: l.latencies.length,
+      latencyMs: Object.fromEntries(PCTS.map((p, i) => [`p${p}`, own[i]])),
+      addedLatencyMs: Object.fromEntries(PCTS.map((p, i) => [`p${p}`, added[i]])),
+      cpuVsNginx: l.cpuSecondsPerSessionHour && nginx.cpuSecondsPerSessionHour ? l.cpuSecondsPerSessionHour / nginx.cpuSecondsPerSessionHour : null,
+      memoryVsNginx: l.bytesPerSession && nginx.bytesPerSession ? l.bytesPerSession / nginx.bytesPerSession : null,
+      sessionsPerCoreP99Under5ms: perCore(l.cpuSecondsPerSessionHour, added[1]),
+      http: during as HttpResult[] | undefined,
+    };
+  });
+}
+
+function targets(rows: ReturnType<typeof summarize>) {
+  const by = (n: string) => rows.find((r) => r.name === n)!;
+  const gw = by('gateway');
+  const naive = by('naive ws proxy');
+  const tc = existsSync(new URL('transcode.json', results)) ? JSON.parse(readFileSync(new URL('transcode.json', results), 'utf8')) : null;
+  const ours = tc ? Math.max(...tc.flat.filter((v: any) => v.variant.startsWith('ours')).map((v: any) => v.streamsPerCore)) : NaN;
+  const ffmpeg = tc ? tc.flat.find((v: any) => v.variant.startsWith('ffmpeg')).streamsPerCore : NaN;
+  const perCoreRatio = gw.sessionsPerCoreP99Under5ms && naive.sessionsPerCoreP99Under5ms ? gw.sessionsPerCoreP99Under5ms / naive.sessionsPerCoreP99Under5ms : NaN;
+  const lostRepeated = rows.reduce((a, r) => a + r.lost + r.repeated, 0);
+  return [
+    { target: 'CPU per session-hour ≤ 1.5× nginx (passthrough)', measured: `${fx(gw.cpuVsNginx)}×`, met: (gw.cpuVsNginx ?? Infinity) <= 1.5 },
+    { target: 'memory per session ≤ 1.5× nginx', measured: `${fx(gw.memoryVsNginx)}×`, met: (gw.memoryVsNginx ?? Infinity) <= 1.5 },
+    { target: 'gateway idle RSS < 80 MB', measured: `${mb(gw.idleRssBytes)} MB`, met: gw.idleRssBytes < 80e6 },
+    { target: 'sessions/core with p99 added < 5 ms ≥ 3× naive', measured: `${fx(perCoreRatio)}×`, met: perCoreRatio >= 3 },
+    { target: 'PCM→Opus ≥ 3× one ffmpeg per stream (transcode.json)', measured: `${fx(ours / ffmpeg)}×`, met: ours / ffmpeg >= 3 },
+    { target: 'PCM→Opus ≥ 300 real-time streams/core (transcode.json)', measured: `${Math.round(ours)}`, met: ours >= 300 },
+    { target: 'final transcripts lost or repeated = 0 (all peers)', measured: String(lostRepeated), met: lostRepeated === 0 },
+  ];
+}
+
+const fx = (x: number | null | undefined, d = 2) => (x === null || x === undefined || !Number.isFinite(x) ? '–' : x.toFixed(d));
+const mb = (b: number) => (b / 1e6).toFixed(0);
+const errs = (e: Record<string, number>) => Object.values(e).reduce((a, b) => a + b, 0);
+
+function markdown(rows: ReturnType<typeof summarize>, t: ReturnType<typeof targets>, load: Load, full: boolean): string {
+  const lines = [
+    `${load.sessions} real-time sessions (${full ? 'full' : 'quick'}), ramp ${load.rampS} s, hold ${load.holdS} s, ${availableParallelism()} cores shared by everything; ` +
+      'CPU (over the hold) and memory of the proxy\'s whole process tree from /proc; idle RSS before any session, KB per session = peak above the RSS after a short warm-up; ' +
+      'added latency = piece sent → first upstream transcript covering its media, minus the same percentile direct.',
+    '',
+    '| peer | accepted / started | errors | CPU s per session-h | × nginx | KB per session | × nginx | idle RSS MB | added p50 / p99 / p99.9 ms | sessions/core (p99 < 5 ms) | finals lost / repeated |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.name} | ${r.accepted} / ${r.started} | ${errs(r.errors)} | ${fx(r.cpuSecondsPerSessionHour)} | ${fx(r.cpuVsNginx)} | ` +
+      `${r.bytesPerSession === null ? '–' : (r.bytesPerSession / 1024).toFixed(0)} | ${fx(r.memoryVsNginx)} | ${r.name === 'direct' ? '–' : mb(r.idleRssBytes)} | ` +
+      `${r.name === 'direct' ? `(${fx(r.latencyMs.p50, 1)} / ${fx(r.latencyMs.p99, 1)} / ${fx(r.latencyMs['p99.9'], 1)} absolute)` : PCTS.map((p) => fx(r.addedLatencyMs[`p${p}`], 1)).join(' / ')} | ` +
+      `${r.sessionsPerCoreP99Under5ms === null ? '–' : Math.round(r.sessionsPerCoreP99Under5ms)} | ${r.lost} / ${r.repeated} |`),
+    '',
+    ...rows.filter((r) => r.http).flatMap((r) => [
+      `HTTP surfaces under autocannon (10 connections) during "${r.name}":`,
+      '',
+      '| path | requests/s | p99 ms | non-2xx | errors |',
+      '|---|---|---|---|---|',
+      ...r.http!.map((h) => `| ${h.path} | ${h.requestsPerS.toFixed(0)} | ${h.p99Ms} | ${h.non2xx} | ${h.errors} |`),
+      '',
+    ]),
+    '| target (issue 12) | measured | |',
+    '|---|---|---|',
+    ...t.map((x) => `| ${x.target} | ${x.measured} | ${x.met ? 'met' : '**missed**'} |`),
+  ];
+  return lines.join('\n') + '\n';
+}
+
+export function report(legs: Leg[], load: Load, full: boolean, runSeconds: number): void {
+  const rows = summarize(legs);
+  const t = targets(rows);
+  const md = markdown(rows, t, load, full);
+  mkdirSync(results, { recursive: true });
+  writeFileSync(new URL('load.json', results), JSON.stringify({
+    bench: 'load/load', date: new Date().toISOString(), cores: availableParallelism(), mode: full ? 'full' : 'quick', load, runSeconds, peers: rows, targets: t,
+  }, null, 2) + '\n');
+  writeFileSync(new URL('load.md', results), md);
+  console.log(md + `(run took ${runSeconds.toFixed(0)} s)`);
+}
