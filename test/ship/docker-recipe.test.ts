@@ -29,12 +29,14 @@ function buildContext(dir: string): void {
   }
 }
 
-function waitFor(getText: () => string, re: RegExp, ms: number): Promise<RegExpMatchArray> {
+/** The first match of `re` in the process's output; fails at once when it exits (a missing module, say). */
+function waitFor(p: ChildProcess, getText: () => string, re: RegExp, ms: number): Promise<RegExpMatchArray> {
   return new Promise((resolve, reject) => {
     const started = Date.now();
     const tick = () => {
       const m = getText().match(re);
       if (m) return resolve(m);
+      if (p.exitCode !== null) return reject(new Error(`exited ${p.exitCode} before ${re}; output:\n${getText()}`));
       if (Date.now() - started > ms) return reject(new Error(`timed out waiting for ${re}; output:\n${getText()}`));
       setTimeout(tick, 50);
     };
@@ -63,8 +65,8 @@ describe('the Dockerfile recipe builds an image directory that serves a session'
     });
     gateway.stdout!.on('data', (c: Buffer) => (output += c));
     gateway.stderr!.on('data', (c: Buffer) => (output += c));
-    port = Number((await waitFor(() => output, /listening on http:\/\/localhost:(\d+)/, 30_000))[1]);
-    authBase = (await waitFor(() => output, /(http:\/\/127\.0\.0\.1:\d+)\/realms\/base\/protocol\/openid-connect\/token/, 5000))[1];
+    port = Number((await waitFor(gateway, () => output, /listening on http:\/\/localhost:(\d+)/, 30_000))[1]);
+    authBase = (await waitFor(gateway, () => output, /(http:\/\/127\.0\.0\.1:\d+)\/realms\/base\/protocol\/openid-connect\/token/, 5000))[1];
   }, RECIPE_MS);
   afterAll(() => {
     gateway?.kill('SIGKILL');
