@@ -8,7 +8,6 @@ export const ERRORS = {
   UNKNOWN_MESSAGE_TYPE: { status: 400, title: 'Unknown message type' },
   AUDIO_BEFORE_CONFIG: { status: 409, title: 'Audio sent before CONFIG_ACCEPTED' },
   MESSAGE_AFTER_END: { status: 409, title: 'Message after end' },
-  SESSION_TIME_LIMIT: { status: 408, title: 'Session reached its maximum duration' },
   // audio
   AUDIO_UNRECOGNIZED: { status: 415, title: 'Audio is not in a recognised format' },
   AUDIO_FORMAT_MISMATCH: { status: 415, title: 'Audio does not match the declared audioFormat' },
