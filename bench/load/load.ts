@@ -80,11 +80,12 @@ const plans: Plan[] = [
   { name: 'nginx, wss upstream', start: () => startNginx(dir, { port: upstream.tlsPort, tls }) },
   { name: 'gateway, wss upstream', start: () => startGateway(dir, gatewayEnv('wss')) },
   { name: 'gateway + HTTP load', start: () => startGateway(dir, gatewayEnv('ws')), http: true },
+  { name: 'direct, again last', start: async () => null },
 ];
 
 const began = Date.now();
 console.log(`load: ${load.sessions} sessions, ${load.workers} generator processes, ramp ${load.rampS} s, hold ${load.holdS} s, ` +
-  `${audio.pieces.length} pieces of 250 ms a session (looped)`);
+  `a session: ${audio.pieces.length} MediaRecorder pieces, ${audio.mediaEnds.at(-1)!.toFixed(2)} s (then a new one)`);
 const legs: Leg[] = [];
 try {
   for (const plan of plans) {

@@ -27,7 +27,7 @@ export async function hitHttp(port: number, holdFrom: number, stopAt: number): P
   const usage = `/v1/usage?tenant=base&from=${day}T00:00:00Z&to=${day}T23:59:59Z&granularity=hour`;
   for (const [path, headers] of [['/metrics', []], [usage, ['Authorization=Bearer bench-usage-token']]] as const) {
     const r = await cannon(`http://127.0.0.1:${port}${path}`, seconds, [...headers]);
-    out.push({ path, requestsPerS: r.requests.average, p99Ms: r.latency.p99, non2xx: r.non2xx, errors: r.errors });
+    out.push({ path: path.split('?')[0], requestsPerS: r.requests.average, p99Ms: r.latency.p99, non2xx: r.non2xx, errors: r.errors });
   }
   return out;
 }

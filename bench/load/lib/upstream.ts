@@ -14,6 +14,8 @@ const { startEmulator } = await import('../../../src/emulator/index.js');
 const emulator = await startEmulator({ port: 0, maxSessionRecords: 20, maxAudioBytes: 1 << 20 });
 const tls = createServer({ cert: readFileSync(process.env.TLS_CERT!), key: readFileSync(process.env.TLS_KEY!) }, (s) => {
   const plain = connect(emulator.port, '127.0.0.1');
+  s.setNoDelay(true); // small frames both ways: Nagle and delayed ACKs would add 40 ms to every reply
+  plain.setNoDelay(true);
   const drop = () => { s.destroy(); plain.destroy(); };
   s.on('error', drop);
   plain.on('error', drop);

@@ -27,7 +27,8 @@ async function run(job) {
     loops.push(sleepUntil(at).then(async () => {
       while (Date.now() < job.stopAt) {
         r.started++;
-        await session(job, pieces, r, fail).catch((e) => fail(String(e.message).slice(0, 60)));
+        const ok = await session(job, pieces, r, fail).catch((e) => fail(String(e.message).slice(0, 60)));
+        if (!ok) await sleepUntil(Date.now() + 250); // a refusing peer is not hammered
       }
     }));
   }
@@ -68,17 +69,20 @@ function session(job, pieces, r, fail) {
     ws.on('close', (code) => {
       clearTimeout(timer);
       clearTimeout(deadline);
-      if (!ended || code !== 1000) { fail(`close ${code}${ended ? '' : ' before ended'}`); return resolve(); }
+      if (!ended || code !== 1000) { fail(`close ${code}${ended ? '' : ' before ended'}`); return resolve(false); }
       r.completed++;
       checkFinals(finals, sent ? job.mediaEnds[sent - 1] : 0);
-      resolve();
+      resolve(true);
     });
 
     // Piece k leaves when a live recorder would have it: at its media end (real time, whatever
     // the browser's piece length); the schedule is absolute so timer lateness does not accumulate.
     function sendPiece() {
       const now = Date.now();
-      if (sent === pieces.length || now >= job.stopAt) return ws.send('{"type":"end"}');
+      if (sent === pieces.length || now >= job.stopAt) {
+        pending.length = 0; // what answers `end` is timed from it, not from the last piece
+        return ws.send('{"type":"end"}');
+      }
       ws.send(pieces[sent]);
       pending.push([job.mediaEnds[sent], performance.now(), now >= job.holdFrom]);
       sent++;
