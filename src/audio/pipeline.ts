@@ -92,15 +92,16 @@ class Pipeline implements AudioPipeline {
     }
   }
 
-  /** Flush or end (client `flush`/`end`): everything buffered goes out (the transcoder's tail
-   * too), paced; resolves when the last frame has been passed to onFrame. More audio may follow:
-   * the transcoder then starts a chained Ogg stream. Calls run one after another. */
-  drain(): Promise<void> {
-    this.draining = this.draining.then(() => this.drainNow());
+  /** Flush or end (client `flush`/`end`): everything buffered goes out, paced; resolves when the
+   * last frame has been passed to onFrame. A flush (`final` false) keeps the transcoder's stream
+   * going (only a partial 20 ms frame waits for more audio); an end finishes it (tail, EOS), and
+   * audio after that would start a chained Ogg stream. Calls run one after another. */
+  drain(final = true): Promise<void> {
+    this.draining = this.draining.then(() => this.drainNow(final));
     return this.draining;
   }
 
-  private async drainNow(): Promise<void> {
+  private async drainNow(final: boolean): Promise<void> {
     if (this.stopped) return;
     this.guard(() => {
       if (!this.parser && this.sniffedBytes > 0) this.start();
@@ -108,7 +109,7 @@ class Pipeline implements AudioPipeline {
     });
     if (this.stopped || !this.route) return; // headers not complete yet: nothing can go out
     try {
-      await this.route.finish();
+      await (final ? this.route.finish() : this.route.settle());
     } catch (e) {
       this.failWith(e);
     }

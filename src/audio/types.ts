@@ -52,9 +52,10 @@ export interface AudioStats {
 
 export interface AudioPipeline {
   push(chunk: Buffer): void;
-  /** Client flush/end: everything buffered (re-chunk remainder and transcoder tail) goes out, paced;
-   * resolves when the last frame has been passed to onFrame. More audio may follow. */
-  drain(): Promise<void>;
+  /** Client flush (`final` false) or end (default): everything buffered goes out, paced; resolves when
+   * the last frame has been passed to onFrame. An end also finishes a transcoded stream (its tail).
+   * More audio may follow. */
+  drain(final?: boolean): Promise<void>;
   /** The gateway drains: paced audio goes out at once from now on, so the session's end is not cut. */
   hurry(): void;
   /** The bytes that follow may not continue the previous ones (a client came back; bytes it sent

@@ -35,6 +35,8 @@ function isInterimOnly(data: Buffer): boolean {
   return FINAL_FALSE.test(text) && !FINAL_TRUE.test(text);
 }
 
+type Control = { type: 'flush' | 'end' };
+
 export interface SessionSettings {
   upstreamWsBase: string;
   configTimeoutMs: number;
@@ -86,10 +88,11 @@ export class Session {
   private plan?: AudioPlan;
   private pipeline?: AudioPipeline;
   private readonly timers = new Map<string, NodeJS.Timeout>();
-  /** control messages (flush/end) waiting for the pipeline to drain; audio behind them is held */
-  private pendingControl = 0;
-  private held: Buffer[] = [];
-  private heldBytes = 0;
+  /** Audio and flush/end in the client's order while a flush/end waits for the pipeline to drain
+   * what came before it: what follows waits for it to be sent. */
+  private ordered: Array<Buffer | Control> = [];
+  private orderedBytes = 0;
+  private ordering = false;
   private readonly inbox = new AudioInbox((audio) => this.guard(() => this.dispatch({ type: 'client_audio', audio })));
   private clientSlow = false;
   /** while a resumable client is away: what it misses */
@@ -128,6 +131,10 @@ export class Session {
 
   get phase() {
     return this.state.phase;
+  }
+
+  private get over(): boolean {
+    return this.state.phase === 'closed';
   }
 
   /** No final usage from the upstream (yet): the ledger has the provisional sum, marked estimated. */
@@ -237,7 +244,7 @@ export class Session {
 
   /** Client audio received and not yet sent upstream: batched, held behind a flush/end, in the pipeline. */
   private get bufferedInputBytes(): number {
-    return this.inbox.bufferedBytes + this.heldBytes + (this.pipeline?.bufferedBytes ?? 0);
+    return this.inbox.bufferedBytes + this.orderedBytes + (this.pipeline?.bufferedBytes ?? 0);
   }
 
 
@@ -447,44 +454,57 @@ export class Session {
     queueMicrotask(() => this.guard(() => this.dispatch({ type: 'resume_grace' })));
   }
 
+  /** Nothing more of this stream goes upstream; a flush/end still waiting goes out. */
   private dropAudio(): void {
     this.inbox.clear();
-    this.held = [];
-    this.heldBytes = 0;
+    this.ordered = this.ordered.filter((item) => !Buffer.isBuffer(item));
+    this.orderedBytes = 0;
     this.pipeline?.close();
   }
 
   private forwardAudio(audio: Buffer): void {
     this.oldestUnsentAudioAt ??= performance.now();
-    if (this.pendingControl === 0) return this.pipeline?.push(audio);
-    this.held.push(audio);
-    this.heldBytes += audio.length;
+    if (!this.ordering) return this.pipeline?.push(audio);
+    this.ordered.push(audio);
+    this.orderedBytes += audio.length;
   }
 
-  /** flush/end keep their place in the stream: audio before them goes first, audio after waits.
-   * The upstream's answer to `end` is awaited from when `end` is sent, not from when the client
-   * asked: audio still being paced out is not cut short. */
-  private sendControlAfterDrain(message: { type: 'flush' | 'end' }): void {
-    this.pendingControl++;
-    const pipeline = this.pipeline;
-    (pipeline ? pipeline.drain() : Promise.resolve())
-      .then(() => this.guard(() => {
-        if (this.state.phase === 'closed') return;
-        this.link?.sendControl(message); // while reconnecting: after the new upstream session's replay
-        if (message.type === 'end' && this.state.phase !== 'reconnecting') {
-          this.timer('upstream_answer', this.deps.settings.endTimeoutMs, {
-            type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not end the session in time',
-          });
+  /** flush/end keep their place in the stream: audio before them goes first, audio after waits
+   * (a flush, audio, then end: that audio goes upstream before the end). The upstream's answer to
+   * `end` is awaited from when `end` is sent, not from when the client asked: audio still being paced
+   * out is not cut short. */
+  private sendControlAfterDrain(message: Control): void {
+    this.ordered.push(message);
+    if (!this.ordering) void this.sendInOrder();
+  }
+
+  private async sendInOrder(): Promise<void> {
+    this.ordering = true;
+    try {
+      while (this.ordered.length > 0 && !this.over) {
+        const item = this.ordered.shift()!;
+        if (Buffer.isBuffer(item)) {
+          this.orderedBytes -= item.length;
+          this.pipeline?.push(item);
+          continue;
         }
-        this.pendingControl--;
-        if (this.pendingControl === 0 && this.held.length) {
-          const held = this.held;
-          this.held = [];
-          this.heldBytes = 0;
-          for (const audio of held) this.pipeline?.push(audio);
-        }
-      }))
-      .catch((err: Error) => this.guard(() => this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_MALFORMED', details: err.message })));
+        await this.pipeline?.drain(item.type === 'end'); // a flush keeps a transcoded stream going
+        if (!this.over) this.guard(() => this.sendControl(item));
+      }
+    } catch (err) {
+      this.guard(() => this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_MALFORMED', details: (err as Error).message }));
+    } finally {
+      this.ordering = false;
+    }
+  }
+
+  private sendControl(message: Control): void {
+    this.link?.sendControl(message); // while reconnecting: after the new upstream session's replay
+    if (message.type === 'end' && this.state.phase !== 'reconnecting') {
+      this.timer('upstream_answer', this.deps.settings.endTimeoutMs, {
+        type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not end the session in time',
+      });
+    }
   }
 
   /** Runs a callback's work; an exception ends this one session with an error, never the process. */
