@@ -33,12 +33,20 @@ describe('flush, more audio, end', () => {
     return { usage, upstream: stack.emulator.sessions.at(-1)! };
   }
 
-  it('WebM passthrough: the pieces after the flush arrive before the end', async () => {
-    const pieces = webm; // the whole recording: a cut one would end in a partial element, rightly held back
-    const { upstream } = await dictate('audio/webm;codecs=opus', pieces, pieces.length - 4);
-    assert.ok(Buffer.compare(upstream.audio, Buffer.concat(pieces)) === 0, `the upstream got every byte (${upstream.audio.length} of ${Buffer.concat(pieces).length})`);
-    const endAt = upstream.received.findIndex((r) => r.kind === 'end');
-    assert.ok(upstream.received.slice(endAt + 1).every((r) => r.kind !== 'audio'), 'no audio after end');
+  it('WebM passthrough: audio sent while a flush waits for paced audio goes upstream before the end that follows', async () => {
+    const c = await stack.connect('transcribe');
+    c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' } });
+    await c.next('CONFIG_ACCEPTED');
+    for (const piece of webm.slice(0, 16)) c.send(piece); // 4 s at once: paced out at real time
+    c.sendJson({ type: 'flush' }); // waits ~4 s for that audio to go out
+    for (const piece of webm.slice(16)) c.send(piece); // behind the flush
+    c.sendJson({ type: 'end' }); // behind that audio
+    await c.next('ended', 20_000);
+    const upstream = stack.emulator.sessions.at(-1)!;
+    assert.ok(Buffer.compare(upstream.audio, Buffer.concat(webm)) === 0, `the upstream got every byte (${upstream.audio.length} of ${Buffer.concat(webm).length})`);
+    const kinds = upstream.received.map((r) => r.kind);
+    assert.ok(kinds.lastIndexOf('audio') < kinds.indexOf('end'), 'no audio after end');
+    assert.ok(kinds.indexOf('flush') < kinds.lastIndexOf('audio'), 'the audio after the flush came after it');
   });
 
   it('PCM transcoded: the pieces after the flush go on in the same Ogg/Opus stream, before the end', async () => {
