@@ -3,9 +3,9 @@
 // environment (SGW_TEST_RUN), so the global teardown kills it if afterAll does not.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '../support/ports.js';
 
 export const PROMETHEUS = '/usr/bin/prometheus';
 export const PROMTOOL = '/usr/bin/promtool';
@@ -20,14 +20,6 @@ export interface TestPrometheus {
   /** Resolves once every target of the job has been scraped after `sinceMs` (a Date.now()). */
   scrapedAfter(job: string, sinceMs: number, timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
 }
 
 const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));

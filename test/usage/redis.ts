@@ -3,19 +3,11 @@
 // keeps the data across stop/restart (a production Redis with persistence).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '../support/ports.js';
 
 export interface TestRedis { url: string; port: number; stop(): Promise<void>; restart(): Promise<void> }
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
-}
 
 function launch(args: string[]): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
