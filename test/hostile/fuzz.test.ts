@@ -69,14 +69,15 @@ async function startUpstream(): Promise<Upstream> {
   };
 }
 
-/** A normal dictation alongside; returns its set-up time (connect → CONFIG_ACCEPTED) in ms. */
-async function normalSession(stack: Stack, token: string): Promise<number> {
+/** A normal session alongside; returns its set-up time (connect → CONFIG_ACCEPTED) in ms. With
+ * `audio` it dictates a few seconds; without, it ends at once (more set-ups measured, less load added). */
+async function normalSession(stack: Stack, token: string, audio: boolean): Promise<number> {
   const started = performance.now();
   const c = await stack.connect('transcribe', { token });
   c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } });
   await c.next('CONFIG_ACCEPTED');
   const setup = performance.now() - started;
-  c.send(ogg.subarray(0, ogg.indexOf('OggS', 8000)));
+  if (audio) c.send(ogg.subarray(0, ogg.indexOf('OggS', 8000)));
   c.sendJson({ type: 'end' });
   await c.next('ended', 20_000);
   assert.equal((await c.closed).code, 1000);
@@ -104,13 +105,13 @@ describe(`fuzz: ${CLIENTS * MESSAGES_PER_CLIENT} hostile messages and frames at 
     let rssPeak = rssBefore;
     const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 50);
     const token = await upstream.call('token', 'openid transcribe');
-    await Promise.all(Array.from({ length: 4 }, () => normalSession(stack, token))); // warm: first JWKS fetch, first upstream connection, cold code
+    await Promise.all(Array.from({ length: 4 }, () => normalSession(stack, token, true))); // warm: first JWKS fetch, first upstream connection, cold code
 
     let fuzzing = true;
     const setups: number[] = [];
-    const normal = Promise.all(Array.from({ length: 4 }, async () => {
+    const normal = Promise.all(Array.from({ length: 4 }, async (_, i) => {
       while (fuzzing) {
-        setups.push(await normalSession(stack, token));
+        setups.push(await normalSession(stack, token, i === 0));
         await new Promise((res) => setTimeout(res, 20));
       }
     }));
@@ -121,13 +122,13 @@ describe(`fuzz: ${CLIENTS * MESSAGES_PER_CLIENT} hostile messages and frames at 
 
     const health = await fetch(`http://127.0.0.1:${stack.gateway.server.port}/healthz`);
     assert.equal(health.status, 200, 'the gateway is up');
-    await normalSession(stack, token);
+    await normalSession(stack, token, true);
 
     setups.sort((a, b) => a - b);
     const p99 = setups[Math.min(setups.length - 1, Math.floor(setups.length * 0.99))];
     console.log(`fuzz: ${sent} messages; ${setups.length} normal sessions alongside, set-up p50 ${setups[setups.length >> 1].toFixed(1)} ms, p99 ${p99.toFixed(1)} ms; RSS +${((rssPeak - rssBefore) / 1e6).toFixed(0)} MB`);
     assert.equal(sent, CLIENTS * MESSAGES_PER_CLIENT, 'every hostile message was sent');
-    assert.ok(setups.length >= 20, `normal sessions ran alongside (${setups.length})`);
+    assert.ok(setups.length >= 200, `normal sessions ran alongside (${setups.length}): enough for a p99 that is not just the maximum`);
     assert.ok(p99 < 100, `normal session set-up p99 ${p99.toFixed(1)} ms over ${setups.length} sessions`);
     assert.ok(rssPeak - rssBefore < RSS_BOUND_BYTES, `RSS grew by ${((rssPeak - rssBefore) / 1e6).toFixed(0)} MB`);
 
