@@ -96,8 +96,9 @@ async function fuzzClient(r: Rnd, i: number, count: number): Promise<number> {
 
 const r = prng(SEED);
 let sent = 0;
-for (let wave = 0; wave < CLIENTS; wave += 12) {
-  const counts = await Promise.all(Array.from({ length: Math.min(12, CLIENTS - wave) }, (_, i) => fuzzClient(r, wave + i, MESSAGES)));
+const WAVE = 8; // clients at once
+for (let wave = 0; wave < CLIENTS; wave += WAVE) {
+  const counts = await Promise.all(Array.from({ length: Math.min(WAVE, CLIENTS - wave) }, (_, i) => fuzzClient(r, wave + i, MESSAGES)));
   sent += counts.reduce((a, b) => a + b, 0);
 }
 process.stdout.write(`${JSON.stringify({ sent })}\n`);
