@@ -2,7 +2,6 @@
 // from one that starts a packet, granule positions lowered by the granule before the first kept page
 // and page sequence numbers closed up after the headers, CRC recomputed. Granules count samples at
 // the codec's rate (Opus: 48 kHz, pre-skip included), so the decoder's trimming stays right.
-import type { Unit } from '../containers/unit.js';
 import { oggCrc32, PAGE_BOS, PAGE_CONTINUED } from '../transcode/ogg-page.js';
 import type { ReplayFormat } from './format.js';
 
@@ -64,7 +63,7 @@ export function oggFormat(): ReplayFormat<PageCtx> {
   }
 
   return {
-    sort(u, open) {
+    sort(u) {
       const page = u.bytes, serial = page.readUInt32LE(14);
       if (u.header) return header(page, serial) ? { kind: 'init' } : { kind: 'skip' };
       const c = latest();
