@@ -217,7 +217,8 @@ export class Session {
     const v = validateConfig(this.info.endpoint, configuration, { isSupportedAudioFormat: (mime) => planAudio(mime).ok });
     if (!v.ok || !sameConfig(v.config, this.clientConfig)) {
       metrics.resumes.inc({ result: 'config_differs' });
-      this.sendClient(JSON.stringify(serverMessages.configStatus('CONFIG_DENIED', { reason: 'configuration differs from the session being resumed' })));
+      // This socket's own answer: not kept with the output the session keeps for its client.
+      this.sendNow(JSON.stringify(serverMessages.configStatus('CONFIG_DENIED', { reason: 'configuration differs from the session being resumed' })));
       return this.perform({ type: 'close_client', code: CLOSE.configDenied, reason: 'config differs from the resumed session' });
     }
     this.resumePending = false;
@@ -439,6 +440,11 @@ export class Session {
    * than losing a final transcript or its usage without a trace. */
   private sendClient(text: string | Buffer): void {
     if (this.missed && (this.state.detached || this.resumePending)) return this.keepForResume(text);
+    this.sendNow(text);
+  }
+
+  /** To the socket now, past the output a resuming client has not been given yet. */
+  private sendNow(text: string | Buffer): void {
     if (!this.clientOpen || this.clientSlow) return;
     if (this.client.sendText(text)) return;
     this.clientSlow = true;

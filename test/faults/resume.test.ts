@@ -85,6 +85,24 @@ describe('a client that drops and resumes', () => {
     assert.equal((await refusal(await resumableUrl(stack, { key: 'short' }))).body.error.id, 'INVALID_RESUME_KEY');
   });
 
+  it('a resuming socket with another config is denied, and the session stays resumable', async () => {
+    const url = await resumableUrl(stack);
+    const { client: first, accepted } = await configured(url);
+    first.ws.terminate();
+    await delay(200);
+    const wrong = await openClient(url);
+    wrong.sendJson({ type: 'config', configuration: { primaryLanguage: 'da', audioFormat: 'audio/webm;codecs=opus' } });
+    const denied = await wrong.next('CONFIG_DENIED');
+    assert.match(denied.reason, /differs/);
+    assert.equal((await wrong.closed).code, 4400);
+    const { client: right, accepted: resumed } = await configured(url);
+    assert.equal(resumed.resumed, true);
+    assert.equal(resumed.sessionId, accepted.sessionId);
+    assert.ok(!right.types().includes('CONFIG_DENIED'), 'the denial went to the socket it was for, not to the next one');
+    right.sendJson({ type: 'end' });
+    await right.next('ended', 10_000);
+  });
+
   it('a client that does not come back: after the grace period its upstream session is ended and its usage is final', async () => {
     const before = (await ledgerSessions(stack, API)).length;
     const { client: c } = await configured(await resumableUrl(stack));
