@@ -4,7 +4,8 @@
 // (passthrough, PCM transcoding, and wss upstream like nginx's TLS leg), and the gateway while
 // autocannon hits /metrics and /v1/usage. Writes bench/results/load.json and load.md.
 // Run: npm run bench -- load  (quick: 300 sessions)   npm run bench -- load --full  (1,500)
-// Overrides: BENCH_SESSIONS, BENCH_RAMP_S, BENCH_HOLD_S, BENCH_WORKERS.
+// Overrides: BENCH_SESSIONS, BENCH_RAMP_S, BENCH_HOLD_S, BENCH_WORKERS, BENCH_ONLY (legs),
+// BENCH_GATEWAY_ARGS (node flags for the gateway, e.g. --cpu-prof).
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -83,12 +84,15 @@ const plans: Plan[] = [
   { name: 'direct, again last', start: async () => null },
 ];
 
+// BENCH_ONLY=gateway,nginx runs only the legs of those names (the direct legs always run).
+const only = process.env.BENCH_ONLY?.split(',');
+const chosen = only ? plans.filter((p) => p.name.startsWith('direct') || only.includes(p.name)) : plans;
 const began = Date.now();
 console.log(`load: ${load.sessions} sessions, ${load.workers} generator processes, ramp ${load.rampS} s, hold ${load.holdS} s, ` +
   `a session: ${audio.pieces.length} MediaRecorder pieces, ${audio.mediaEnds.at(-1)!.toFixed(2)} s (then a new one)`);
 const legs: Leg[] = [];
 try {
-  for (const plan of plans) {
+  for (const plan of chosen) {
     const peer = await plan.start();
     await new Promise((r) => setTimeout(r, 1000)); // settle before the idle reading
     const idleRssBytes = peer ? treeRss(peer.pid) : 0;

@@ -121,7 +121,7 @@ http {
 export async function startGateway(dir: string, env: Record<string, string>): Promise<Peer> {
   const port = await freePort();
   const { REDIS_URL: _redis, ...inherited } = process.env;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, [...(process.env.BENCH_GATEWAY_ARGS?.split(' ') ?? []), '--import', 'tsx', 'src/main.ts'], {
     cwd: repo,
     env: { ...inherited, PORT: String(port), HOST: '127.0.0.1', PACE: '1', LOG_LEVEL: 'warn', USAGE_JOURNAL_DIR: join(dir, `journal-${port}`), DRAIN_SECONDS: '1', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
