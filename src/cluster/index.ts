@@ -1,0 +1,64 @@
+// Sessions that outlive their replica: session records (records.ts), replica liveness (replicas.ts)
+// and the internal hop between replicas (hop.ts), on one Redis connection of their own (or none: a
+// single replica, everything in process). The one way in.
+import { Redis } from 'ioredis';
+import type { Logger } from '../telemetry/index.js';
+import type { HopDeps } from './hop.js';
+import { createRecordStore, type RecordStore } from './records.js';
+import { createReplicas, defaultReplicaId, type Replicas } from './replicas.js';
+
+export { hopUpgrade, HopRelay, verifyHop, signHop, type ClientUpgrade, type HopDeps, type HopIdentity } from './hop.js';
+export { createReplicas, type Replicas } from './replicas.js';
+export { createRecordStore, recordKeyHash, type RecordStore, type SessionRecord, type RecordState } from './records.js';
+
+export interface ClusterOptions {
+  redisUrl?: string;
+  /** REPLICA_ID */
+  replicaId?: string;
+  /** ADVERTISE_URL; default ws://127.0.0.1:<the port listened on> */
+  advertiseUrl?: string;
+  /** CLUSTER_SECRET */
+  secret?: string;
+  graceSeconds: number;
+  logger: Logger;
+}
+
+export interface Cluster {
+  readonly replicas: Replicas;
+  readonly records: RecordStore;
+  readonly hop: HopDeps;
+  /** The server listens on `port`: this replica's heartbeat begins. */
+  start(port: number): Promise<void>;
+  /** At exit, after the drain: the heartbeat stops and its key goes. */
+  close(): Promise<void>;
+}
+
+export async function createCluster(o: ClusterOptions): Promise<Cluster> {
+  const redis = o.redisUrl ? await connect(o.redisUrl, o.logger) : undefined;
+  const replicas = createReplicas(o.replicaId ?? defaultReplicaId(), o.logger, redis);
+  return {
+    replicas,
+    records: createRecordStore({ redis, graceSeconds: o.graceSeconds }),
+    hop: { secret: o.secret, logger: o.logger },
+    start: (port) => replicas.start(o.advertiseUrl ?? `ws://127.0.0.1:${port}`),
+    async close() {
+      await replicas.close();
+      redis?.disconnect();
+    },
+  };
+}
+
+/** As the usage ledger's connection: fail fast while Redis is away, reconnect quickly. */
+async function connect(url: string, logger: Logger): Promise<Redis> {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: 3000,
+    connectTimeout: 2000,
+    retryStrategy: (attempt) => Math.min(50 * attempt, 500),
+  });
+  redis.on('error', () => undefined); // each failing command says so where it is used
+  await redis.connect().catch((err: Error) => logger.warn({ err: err.message }, 'redis not reachable at start; replicas and session records wait for it'));
+  return redis;
+}
