@@ -71,6 +71,12 @@ const schema = z
     USAGE_JOURNAL_DIR: z.string().default('.tmp/usage-journal'),
     USAGE_RETENTION_DAYS: int(1, 3650, 400),
     METRICS_MAX_TENANTS: int(0, 10_000, 50),
+    /** Shared by the replicas: signs the internal hop (a resume carried to the session's replica). Unset: no hop. */
+    CLUSTER_SECRET: z.string().min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)').optional(),
+    /** This replica's address for the internal hop (the pod IP in Kubernetes); default ws://127.0.0.1:<PORT>. */
+    ADVERTISE_URL: url('ws', 'wss').optional(),
+    /** This replica's name in session records and its heartbeat; default <hostname>-<pid>-<random>. */
+    REPLICA_ID: z.string().regex(/^[A-Za-z0-9._-]{1,100}$/, 'must be 1-100 characters of A-Z a-z 0-9 . _ -').optional(),
   })
   .superRefine((c, ctx) => {
     // One without the other would mix the real service with the emulator's tokens.

@@ -2,6 +2,7 @@
 // auth, usage ledger, server. main.ts runs one; tests start several.
 import { closeDefaultEncoderPool, warmDefaultEncoderPool } from './audio/index.js';
 import { createAuthenticator, createUpstreamCredentials, loadUpstreamCredentials } from './auth/index.js';
+import { createCluster } from './cluster/index.js';
 import type { GatewayConfig } from './config.js';
 import { startEmulator, type Emulator } from './emulator/index.js';
 import { isNativeUws, startServer, type GatewayServer } from './server/index.js';
@@ -55,7 +56,16 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     apiToken: config.USAGE_API_TOKEN,
   });
 
+  const cluster = await createCluster({
+    redisUrl: config.REDIS_URL,
+    replicaId: config.REPLICA_ID,
+    advertiseUrl: config.ADVERTISE_URL,
+    secret: config.CLUSTER_SECRET,
+    graceSeconds: config.RESUME_GRACE_SECONDS,
+    logger,
+  });
   const server = await startServer({
+    cluster,
     host: config.HOST,
     port: config.PORT,
     auth,
@@ -88,6 +98,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     },
   });
 
+  await cluster.start(server.port);
   await warming;
   let stopping: Promise<void> | undefined;
   return {
@@ -97,6 +108,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     stop() {
       stopping ??= (async () => {
         await server.drain(config.DRAIN_SECONDS);
+        await cluster.close();
         await usage.close();
         auth.close();
         credentials.close();

@@ -82,6 +82,7 @@ export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: E
     open: guarded(log, 'open', (ws) => {
       const data = ws.getUserData();
       if (state.draining) return sendAway(deps, ws, data);
+      if (data.hop) return data.hop.attach(ws);
       data.sink = clientSink(ws, data);
       if (data.resumeOf) return takeOver(ws, data, state);
       const session = new Session(deps, data.info, data.sink);
@@ -95,14 +96,17 @@ export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: E
       };
     }),
     message: guarded(log, 'message', (ws, message: ArrayBuffer, isBinary: boolean) => {
-      const session = ws.getUserData().session;
+      const { session, hop } = ws.getUserData();
+      if (hop) return hop.fromClient(message, isBinary);
       if (!session) return;
       // uWS reuses `message` after this callback: the session copies what it keeps.
       if (isBinary) session.onClientBinary(message);
       else session.onClientText(message);
     }),
-    close: guarded(log, 'close', (ws) => {
+    drain: guarded(log, 'drain', (ws) => ws.getUserData().hop?.clientDrained()),
+    close: guarded(log, 'close', (ws, code: number, reason: ArrayBuffer) => {
       const data = ws.getUserData();
+      data.hop?.clientClosed(code, reason);
       data.closed = true;
       if (data.sink) data.session?.onClientClosed(data.sink);
     }),

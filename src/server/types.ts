@@ -2,12 +2,15 @@
 // uWS keeps for each socket.
 import type uWS from 'uWebSockets.js';
 import type { Authenticator } from '../auth/index.js';
+import type { Cluster, HopRelay } from '../cluster/index.js';
 import type { DemoOptions } from '../demo/index.js';
 import type { ClientSink, Session, SessionDeps, SessionInfo } from '../session/index.js';
 import type { Logger } from '../telemetry/index.js';
 import type { UsageApi } from '../usage/index.js';
 
 export interface ServerDeps extends SessionDeps {
+  /** session records, replica liveness, the internal hop */
+  cluster: Cluster;
   host: string;
   port: number;
   auth: Authenticator;
@@ -36,6 +39,8 @@ export interface SocketData {
   /** a resume: the session this socket takes over */
   resumeOf?: Session;
   sink?: ClientSink;
+  /** a resume carried to the replica that holds the session: frames go through this relay */
+  hop?: HopRelay;
   closed: boolean;
 }
 

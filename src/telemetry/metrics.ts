@@ -88,6 +88,11 @@ export const metrics = {
     name: 'speech_gateway_internal_errors_total', help: 'Exceptions caught in a callback (each ended one session), by where',
     labelNames: ['where'], registers,
   }),
+  hops: new Counter<'result'>({
+    name: 'speech_gateway_hops_total', help: 'Resumes for a session live on another replica: carried there over the internal hop, or not, by result',
+    labelNames: ['result'], registers,
+  }),
+  hopSessions: new Gauge({ name: 'speech_gateway_hop_sessions', help: 'Client sockets this replica relays to the replica that holds their session', registers }),
   fullAccessTokenAttempts: new Counter({
     name: 'speech_gateway_full_access_token_refusals_total', help: 'Full-access tokens refused from browsers', registers,
   }),

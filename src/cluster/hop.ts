@@ -1,0 +1,236 @@
+// The internal hop: a resume that lands on replica B for a live session owned by replica A is carried
+// to A over one WebSocket, B → A's `/internal/hop/<endpoint path>?resume=<key>`, and B relays frames
+// both ways unchanged. B has authenticated the client; A trusts the identity B sends only with a MAC
+// of the replicas' shared secret (CLUSTER_SECRET) over a fresh timestamp, the key and that identity,
+// and then runs the same resume checks as for a local client. Without the secret there is no hop.
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type uWS from 'uWebSockets.js';
+import WebSocket from 'ws';
+import { isEndpoint, type Endpoint } from '../protocol/endpoint.js';
+import { gatewayError, type GatewayError } from '../protocol/errors.js';
+import { refuse, sendJson } from '../server/http.js';
+import type { SocketData, Ws } from '../server/types.js';
+import type { SessionInfo } from '../session/index.js';
+import { metrics, type Logger } from '../telemetry/index.js';
+
+/** What B verified about the client, as A checks it against the session it holds. */
+export interface HopIdentity {
+  tenant: string;
+  subject?: string;
+  endpoint: Endpoint;
+  interactionId?: string;
+  notices: boolean;
+}
+
+export interface HopDeps {
+  /** CLUSTER_SECRET; unset: no hop (a resume for another live replica's session is refused 503) */
+  secret?: string;
+  logger: Logger;
+}
+
+/** The client's upgrade request as the gate read it (uWS's `req` is gone after an await). */
+export interface ClientUpgrade {
+  res: uWS.HttpResponse;
+  context: uWS.us_socket_context_t;
+  secKey: string;
+  /** the Sec-WebSocket-Protocol to answer with */
+  protocol: string;
+  secExtensions: string;
+  aborted(): boolean;
+}
+
+/** A signed hop older (or newer) than this is refused: a captured one is not replayable for long. */
+export const HOP_MAC_WINDOW_MS = 30_000;
+const HOP_OPEN_TIMEOUT_MS = 5000;
+/** Bounds, as for a client on its own replica: a frame, and output waiting for the client socket to open. */
+const MAX_FRAME_BYTES = 16 * 1024 * 1024;
+const MAX_PENDING_BYTES = 1024 * 1024;
+/** Past this much unread by the client, B stops reading from A, so A's session sees the backlog itself. */
+const PAUSE_BACKLOG_BYTES = 64 * 1024;
+/** Client audio B could not pass to A yet; past it the client is sent to reconnect. */
+const MAX_HOP_BACKLOG_BYTES = 16 * 1024 * 1024;
+const HOP_PING_MS = 10_000;
+const SEND_DROPPED = 2;
+const RECONNECT = 1012;
+
+const hopPath = (i: HopIdentity) =>
+  i.endpoint === 'transcribe' ? '/internal/hop/audio-bridge/v2/transcribe' : `/internal/hop/audio-bridge/v2/interactions/${i.interactionId}/streams`;
+
+const mac = (secret: string, ts: string, key: string, identity: string) =>
+  createHmac('sha256', secret).update(`${ts}\n${key}\n${identity}`).digest();
+
+/** The headers B sends: the identity (base64url JSON) and `x-sgw-hop: <ms>.<hex MAC>`. */
+export function signHop(secret: string, key: string, identity: HopIdentity, now = Date.now()): Record<string, string> {
+  const encoded = Buffer.from(JSON.stringify(identity)).toString('base64url');
+  const ts = String(now);
+  return { 'x-sgw-identity': encoded, 'x-sgw-hop': `${ts}.${mac(secret, ts, key, encoded).toString('hex')}` };
+}
+
+/** A's check: the identity when the MAC is right and fresh, else why not (the reason only, for the log). */
+export function verifyHop(secret: string, key: string, identityHeader: string, hopHeader: string, now = Date.now()): HopIdentity | { refused: string } {
+  const m = /^(\d{1,15})\.([0-9a-f]{64})$/.exec(hopHeader);
+  if (!m || !identityHeader) return { refused: 'no signature' };
+  if (Math.abs(now - Number(m[1])) > HOP_MAC_WINDOW_MS) return { refused: 'signature expired' };
+  if (!timingSafeEqual(Buffer.from(m[2], 'hex'), mac(secret, m[1], key, identityHeader))) return { refused: 'bad signature' };
+  const i = JSON.parse(Buffer.from(identityHeader, 'base64url').toString()) as HopIdentity;
+  const valid = typeof i.tenant === 'string' && isEndpoint(i.endpoint) && typeof i.notices === 'boolean'
+    && ['string', 'undefined'].includes(typeof i.subject) && ['string', 'undefined'].includes(typeof i.interactionId);
+  return valid ? i : { refused: 'bad identity' };
+}
+
+type Opened = { ws: WebSocket } | { status: number; body: string } | { failed: string };
+
+function openHop(ownerUrl: string, key: string, identity: HopIdentity, secret: string): Promise<Opened> {
+  const url = new URL(hopPath(identity), ownerUrl);
+  url.searchParams.set('resume', key);
+  const ws = new WebSocket(url, { headers: signHop(secret, key, identity), perMessageDeflate: false, handshakeTimeout: HOP_OPEN_TIMEOUT_MS, maxPayload: MAX_FRAME_BYTES });
+  return new Promise((resolve) => {
+    ws.once('open', () => resolve({ ws }));
+    ws.once('error', (err) => resolve({ failed: err.message }));
+    ws.once('unexpected-response', (req, res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        if (body.length < 4096) body += c;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 502, body }));
+      res.on('error', () => resolve({ failed: 'refusal body cut' }));
+      req.on('error', () => undefined);
+      setTimeout(() => req.destroy(), HOP_OPEN_TIMEOUT_MS).unref();
+    });
+  });
+}
+
+/**
+ * B side of a resume for a live session that replica `owner` holds (called by the upgrade gate after
+ * auth and the record's identity check). Opens the hop to the owner, then accepts the client's socket
+ * and relays both ways until either side closes. The owner's refusal of the resume itself (403
+ * RESUME_FORBIDDEN, 401 TOKEN_EXPIRED) is the client's answer; any other failure accepts the client
+ * and closes it with 1012 so it reconnects (by then the record says whether to take over). Without
+ * CLUSTER_SECRET: 503 RESUME_UNAVAILABLE. `info` is the client's (its resumeKey set); it takes no slot.
+ */
+export async function hopUpgrade(up: ClientUpgrade, owner: { id: string; url: string }, info: SessionInfo, deps: HopDeps): Promise<void> {
+  if (!deps.secret) {
+    metrics.hops.inc({ result: 'unavailable' });
+    return refuse(up.res, gatewayError('RESUME_UNAVAILABLE', 'the session is live on another gateway replica and this deployment has no internal hop; retry shortly'), 'resume_unavailable');
+  }
+  const identity: HopIdentity = { tenant: info.tenant, subject: info.subject, endpoint: info.endpoint, interactionId: info.interactionId, notices: info.notices ?? false };
+  const started = performance.now();
+  const opened = await openHop(owner.url, info.resumeKey!, identity, deps.secret);
+  if ('ws' in opened && up.aborted()) return void opened.ws.close(1000, 'client went away');
+  if (up.aborted()) return;
+  const refusal = 'status' in opened ? resumeRefusal(opened.body) : undefined;
+  if (refusal) {
+    metrics.hops.inc({ result: 'refused' });
+    return sendJson(up.res, refusal.error.status, refusal);
+  }
+  const failure = 'ws' in opened ? undefined : 'failed' in opened ? opened.failed : `HTTP ${opened.status}`;
+  metrics.hops.inc({ result: failure ? 'failed' : 'opened' });
+  const log = deps.logger.child({ owner: owner.id, sessionKey: info.sessionKey });
+  if (failure) log.warn({ event: 'hop_failed', cause: failure }, 'the hop to the session\'s replica failed; the client is asked to reconnect');
+  else log.info({ event: 'hop_opened', openMs: Math.round(performance.now() - started) }, 'resume carried to the session\'s replica');
+  const data: SocketData = { info, holdsSlot: false, closed: false, hop: new HopRelay('ws' in opened ? opened.ws : undefined, log) };
+  up.res.upgrade(data, up.secKey, up.protocol, up.secExtensions, up.context);
+}
+
+/** The owner's 403 RESUME_FORBIDDEN body, passed on as it is (the client's own answer). */
+function resumeRefusal(body: string): { error: GatewayError } | undefined {
+  try {
+    const parsed = JSON.parse(body) as { error?: GatewayError };
+    return parsed.error?.id === 'RESUME_FORBIDDEN' ? { error: parsed.error } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const sendable = (code: number, fallback: number) => (code >= 3000 && code <= 4999) || [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014].includes(code) ? code : fallback;
+
+/** B's relay between one client socket (uWS) and its hop to the owner (ws); frames pass unchanged. */
+export class HopRelay {
+  private client?: Ws;
+  private pending: Array<{ data: Buffer; binary: boolean }> = [];
+  private pendingBytes = 0;
+  private ended = false;
+  private awaitingPong = false;
+  private readonly pinger: NodeJS.Timeout;
+
+  constructor(private readonly hop: WebSocket | undefined, private readonly log: Logger) {
+    metrics.hopSessions.inc();
+    this.pinger = setInterval(() => this.ping(), HOP_PING_MS);
+    this.pinger.unref();
+    if (!hop) return;
+    hop.on('message', (data: Buffer, binary: boolean) => this.fromOwner(data, binary));
+    hop.on('close', (code: number, reason: Buffer) => this.end(sendable(code, RECONNECT), code === 1006 ? 'the session\'s replica went away; reconnect with your resume key' : reason.toString()));
+    hop.on('error', (err) => log.warn({ event: 'hop_error', err: err.message }, 'hop socket error'));
+    hop.on('pong', () => (this.awaitingPong = false));
+  }
+
+  /** The client's socket opened (sockets.ts): what the owner already sent goes first. */
+  attach(ws: Ws): void {
+    this.client = ws;
+    if (this.ended) return this.closeClient(RECONNECT, 'the hop to the session\'s replica ended; reconnect with your resume key');
+    if (!this.hop || this.hop.readyState !== WebSocket.OPEN) return this.end(RECONNECT, 'the session\'s replica did not answer; reconnect with your resume key');
+    for (const m of this.pending.splice(0)) this.toClient(m.data, m.binary);
+    this.pendingBytes = 0;
+  }
+
+  /** A client frame (sockets.ts): copied, since uWS reuses its memory after the callback. */
+  fromClient(message: ArrayBuffer, binary: boolean): void {
+    if (this.ended || !this.hop) return;
+    if (this.hop.bufferedAmount > MAX_HOP_BACKLOG_BYTES) return this.end(RECONNECT, 'the hop to the session\'s replica is backed up; reconnect with your resume key');
+    this.hop.send(Buffer.from(new Uint8Array(message)), { binary });
+  }
+
+  /** The client's socket closed (sockets.ts): the owner's session sees its client go. */
+  clientClosed(code: number, reason: ArrayBuffer): void {
+    const client = this.client?.getUserData();
+    if (client) client.closed = true;
+    this.end(sendable(code, 1000), Buffer.from(reason).toString());
+  }
+
+  /** The client reads again (uWS drain): B reads from the owner again. */
+  clientDrained(): void {
+    if (!this.ended && this.hop?.isPaused && this.client!.getBufferedAmount() < PAUSE_BACKLOG_BYTES) this.hop.resume();
+  }
+
+  private fromOwner(data: Buffer, binary: boolean): void {
+    if (this.client) return this.toClient(data, binary);
+    this.pendingBytes += data.length;
+    if (this.pendingBytes > MAX_PENDING_BYTES) return this.end(RECONNECT, 'the client socket did not open; reconnect with your resume key');
+    this.pending.push({ data, binary });
+  }
+
+  private toClient(data: Buffer, binary: boolean): void {
+    const ws = this.client!;
+    if (ws.getUserData().closed) return;
+    let result = 0;
+    ws.cork(() => (result = ws.send(data, binary)));
+    if (result === SEND_DROPPED) return this.end(4429, 'client too slow: output is not being read');
+    if (ws.getBufferedAmount() > PAUSE_BACKLOG_BYTES) this.hop!.pause();
+  }
+
+  private ping(): void {
+    if (this.ended || !this.hop || this.hop.readyState !== WebSocket.OPEN) return;
+    if (this.awaitingPong) return this.hop.terminate(); // close event: the client is sent to reconnect
+    this.awaitingPong = true;
+    this.hop.ping();
+  }
+
+  /** Closes both sides once: the client with `code`, the hop with the same where ws can send it. */
+  private end(code: number, reason: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    clearInterval(this.pinger);
+    metrics.hopSessions.dec();
+    const short = Buffer.from(reason).subarray(0, 120).toString();
+    if (this.hop && this.hop.readyState < WebSocket.CLOSING) this.hop.close(code === RECONNECT || code >= 3000 ? 1000 : code, short);
+    this.closeClient(code, short);
+  }
+
+  private closeClient(code: number, reason: string): void {
+    const data = this.client?.getUserData();
+    if (!data || data.closed) return;
+    data.closed = true;
+    this.client!.cork(() => this.client!.end(code, reason));
+  }
+}
