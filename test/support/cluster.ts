@@ -1,0 +1,101 @@
+// Test support: N gateway processes (real `node src/main.ts`, as in production) on fixed loopback
+// ports, sharing one real redis-server and one emulator, each replica startable, killable (SIGKILL,
+// a crash) and stoppable (SIGTERM, a drain) on its own, and started again on the same port, as a
+// Kubernetes rolling update replaces pods behind one Service.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { startRedis, type TestRedis } from '../usage/redis.js';
+import { freePort } from './ports.js';
+import { delay } from './stack.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+/** Output kept per process (its last bytes), for failure messages. */
+const OUTPUT_LIMIT = 256 * 1024;
+
+export interface Replica {
+  readonly index: number;
+  readonly port: number;
+  /** REPLICA_ID of the running (or last) process: a new one per start, as a new pod gets a new name. */
+  id: string;
+  child: ChildProcess | null;
+  /** The running (or last) process's stdout and stderr, the last OUTPUT_LIMIT bytes. */
+  output(): string;
+}
+
+export interface Cluster {
+  redis: TestRedis;
+  emulator: Emulator;
+  replicas: Replica[];
+  /** Starts replica i on its port; resolves once /readyz answers 200. */
+  start(i: number): Promise<void>;
+  /** SIGKILL (a crash): resolves at its exit. */
+  kill(i: number): Promise<void>;
+  /** SIGTERM (a drain): resolves with its exit code. */
+  stop(i: number): Promise<number | null>;
+  close(): Promise<void>;
+}
+
+/** `env` is added to every replica's environment (REDIS_URL, UPSTREAM_URL and AUTH_URL are set here). */
+export async function startCluster(n: number, env: Record<string, string> = {}): Promise<Cluster> {
+  const redis = await startRedis();
+  const emulator = await startEmulator();
+  const base = { UPSTREAM_URL: emulator.wsBase, AUTH_URL: emulator.authBase, REDIS_URL: redis.url, HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env };
+  const replicas: Array<Replica & { out: string; starts: number }> = [];
+  for (let index = 0; index < n; index++) {
+    const r = { index, port: await freePort(), id: '', child: null, out: '', starts: 0, output: () => r.out };
+    replicas.push(r);
+  }
+  const exited = (c: ChildProcess) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise<void>((res) => c.once('exit', () => res())));
+
+  async function start(i: number): Promise<void> {
+    const r = replicas[i];
+    if (r.child) throw new Error(`replica ${i} is running`);
+    r.id = `replica-${i}-${++r.starts}`;
+    r.out = '';
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+      cwd: root,
+      env: { ...process.env, ...base, PORT: String(r.port), REPLICA_ID: r.id, USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-j-')) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    r.child = child;
+    const keep = (c: Buffer) => (r.out = (r.out + c.toString()).slice(-OUTPUT_LIMIT));
+    child.stdout!.on('data', keep);
+    child.stderr!.on('data', keep);
+    child.once('exit', () => r.child === child && (r.child = null));
+    for (let t = 0; t < 600; t++) {
+      if (child.exitCode !== null) break;
+      const ready = await fetch(`http://127.0.0.1:${r.port}/readyz`).then((res) => res.status === 200, () => false);
+      if (ready) return;
+      await delay(50);
+    }
+    throw new Error(`replica ${i} did not become ready:\n${r.out.slice(-4000)}`);
+  }
+
+  async function signal(i: number, sig: NodeJS.Signals): Promise<number | null> {
+    const child = replicas[i].child;
+    if (!child) throw new Error(`replica ${i} is not running`);
+    const done = exited(child);
+    child.kill(sig);
+    await done;
+    return child.exitCode;
+  }
+
+  await Promise.all(replicas.map((_, i) => start(i)));
+  return {
+    redis,
+    emulator,
+    replicas,
+    start,
+    kill: async (i) => void (await signal(i, 'SIGKILL')),
+    stop: (i) => signal(i, 'SIGTERM'),
+    async close() {
+      await Promise.all(replicas.map((r) => r.child && signal(r.index, 'SIGKILL')));
+      await emulator.close();
+      await redis.stop();
+    },
+  };
+}
