@@ -41,12 +41,21 @@ function one(objects: K8sObject[], kind: string): K8sObject & { spec: any; data:
 /** What an operator's existing Secret holds (the chart only names it). */
 const existingSecretData = { UPSTREAM_CREDENTIALS: '{"*":{"clientId":"gateway","clientSecret":"s"}}' };
 
-/** The environment a pod gets: its ConfigMap, plus the Secret it names (the chart's, decoded, or an existing one). */
+/** What the downward API tells one pod about itself. */
+const podFields: Record<string, string> = { 'metadata.name': 'sgw-speech-gateway-6b7c9d5f4-x2v4q', 'status.podIP': '10.1.2.3' };
+
+/** The environment a pod gets: its ConfigMap, plus the Secret it names (the chart's, decoded, or an
+ * existing one), then its own `env` entries (downward API fields, `$(VAR)` expanded as the kubelet does). */
 function podEnv(objects: K8sObject[]): Record<string, string> {
-  const ref = one(objects, 'Deployment').spec.template.spec.containers[0].envFrom.find((e: any) => e.secretRef)?.secretRef.name;
+  const container = one(objects, 'Deployment').spec.template.spec.containers[0];
+  const ref = container.envFrom.find((e: any) => e.secretRef)?.secretRef.name;
   const secret = objects.find((o) => o.kind === 'Secret' && o.metadata.name === ref) as { data?: Record<string, string> } | undefined;
   const decoded = Object.entries(secret?.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]);
-  return { ...one(objects, 'ConfigMap').data, ...(ref && !secret ? existingSecretData : Object.fromEntries(decoded)) };
+  const env: Record<string, string> = { ...one(objects, 'ConfigMap').data, ...(ref && !secret ? existingSecretData : Object.fromEntries(decoded)) };
+  for (const e of container.env ?? []) {
+    env[e.name] = e.valueFrom ? podFields[e.valueFrom.fieldRef.fieldPath] : e.value.replace(/\$\((\w+)\)/g, (m: string, name: string) => env[name] ?? m);
+  }
+  return env;
 }
 
 describe('helm chart', () => {
@@ -98,6 +107,19 @@ describe('helm chart', () => {
     assert.ok(pod.terminationGracePeriodSeconds > needed, `grace ${pod.terminationGracePeriodSeconds} s > ${needed} s`);
   });
 
+  it('rolls one pod at a time without losing capacity: a new pod is ready before an old one stops', async () => {
+    const { objects } = await render([join(chart, 'ci', 'production-values.yaml')]);
+    const { strategy } = one(objects, 'Deployment').spec;
+    assert.deepEqual(strategy, { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
+  });
+
+  it('gives each pod its replica id (the pod name) and its internal address (the pod IP)', async () => {
+    const { objects } = await render([join(chart, 'ci', 'production-values.yaml')]);
+    const env = loadConfig(podEnv(objects));
+    assert.equal(env.REPLICA_ID, podFields['metadata.name']);
+    assert.equal(env.ADVERTISE_URL, 'ws://10.1.2.3:8080');
+  });
+
   it('refuses a termination grace shorter than the drain', async () => {
     const r = await render([], ['terminationGracePeriodSeconds=30']);
     assert.notEqual(r.code, 0);
@@ -120,14 +142,15 @@ describe('helm chart', () => {
     assert.equal(one(objects, 'Deployment').spec.replicas, undefined, 'the autoscaler owns the replica count');
   });
 
-  it('puts credentials, the usage token and the Redis URL in the Secret, never the ConfigMap', async () => {
+  it('puts credentials, the usage token, the Redis URL and the cluster secret in the Secret, never the ConfigMap', async () => {
     const { objects } = await render([join(chart, 'ci', 'production-values.yaml')]);
     const env = loadConfig(podEnv(objects));
     assert.deepEqual(JSON.parse(env.UPSTREAM_CREDENTIALS ?? ''), { '*': { clientId: 'gateway', clientSecret: 'client-secret-value' } });
+    assert.equal(env.CLUSTER_SECRET, 'cluster-secret-value-0123456789abcdef');
     // YAML numbers reach templates as floats: written as integers, not 8.388608e+06.
     assert.equal(one(objects, 'ConfigMap').data.MAX_BUFFERED_AUDIO_BYTES, '8388608');
     const configMap = JSON.stringify(one(objects, 'ConfigMap'));
-    for (const secret of ['client-secret-value', 'usage-token-value', 'redis-password']) assert.ok(!configMap.includes(secret), secret);
+    for (const secret of ['client-secret-value', 'usage-token-value', 'redis-password', 'cluster-secret-value']) assert.ok(!configMap.includes(secret), secret);
   });
 
   it('reads an existing Secret by name and renders none of its own', async () => {
@@ -158,6 +181,8 @@ describe('helm chart', () => {
     [['config.UPSTREAM_AUTH=client-credentials'], /upstreamCredentials/],
     [['redis.url=http://redis:6379'], /redis/],
     [['secret.existingSecret=s', 'secret.usageApiToken=t'], /usageApiToken/],
+    [['secret.clusterSecret=too-short'], /clusterSecret/],
+    [['rollingUpdate.maxSurge=0'], /maxSurge/],
   ])('refuses %j, naming it', async (set, named) => {
     const r = await render([], set);
     assert.notEqual(r.code, 0, 'helm template succeeded');
