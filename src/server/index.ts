@@ -4,6 +4,7 @@
 import uWS from 'uWebSockets.js';
 import type { Session } from '../session/index.js';
 import { drainOnce } from './drain.js';
+import { addHopRoutes } from './hop-route.js';
 import { addRoutes } from './routes.js';
 import { socketBehavior } from './sockets.js';
 import type { ServerDeps, ServerState } from './types.js';
@@ -28,6 +29,7 @@ export function startServer(deps: ServerDeps): Promise<GatewayServer> {
   const app = uWS.App()
     .ws('/audio-bridge/v2/transcribe', socketBehavior(deps, state, 'transcribe'))
     .ws('/audio-bridge/v2/interactions/:id/streams', socketBehavior(deps, state, 'streams'));
+  addHopRoutes(app, deps, state);
   addRoutes(app, deps, state);
   const drain = drainOnce(deps, state);
 

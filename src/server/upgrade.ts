@@ -18,7 +18,7 @@ type UpgradeHandler = (res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS
 
 /** Only the session's own client may take it over: same tenant, subject and endpoint (and interaction);
  * an expired token only for a session that is waiting for it. */
-function resumeRefusal(held: Session | undefined, d: AuthDecision & { ok: true }, endpoint: Endpoint, interactionId?: string): GatewayError | undefined {
+export function resumeRefusal(held: Session | undefined, d: { tenant: string; subject?: string }, endpoint: Endpoint, interactionId?: string): GatewayError | undefined {
   if (!held) return gatewayError('TOKEN_EXPIRED', 'token has expired and there is no session to resume with it; fetch a new one');
   const same = held.info.tenant === d.tenant && held.info.subject !== undefined && held.info.subject === d.subject
     && held.info.endpoint === endpoint && held.info.interactionId === interactionId;

@@ -1,0 +1,43 @@
+// The owner's end of the internal hop: `/internal/hop/<socket path>?resume=<key>`, only with
+// CLUSTER_SECRET. Another replica that authenticated a resuming client carries it here; its signed
+// identity is checked, then it is a resume takeover like a local one (the same checks against the
+// session held here) and the socket behaves as the public one.
+import type uWS from 'uWebSockets.js';
+import { verifyHop } from '../cluster/index.js';
+import type { Endpoint } from '../protocol/index.js';
+import { gatewayError } from '../protocol/errors.js';
+import { metrics } from '../telemetry/index.js';
+import { refuse } from './http.js';
+import { socketBehavior } from './sockets.js';
+import type { ServerDeps, ServerState, SocketData } from './types.js';
+import { resumeRefusal } from './upgrade.js';
+
+export function addHopRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: ServerState): void {
+  const secret = deps.cluster.hop.secret;
+  if (!secret) return; // no route: a 404 like any unknown path
+  app
+    .ws('/internal/hop/audio-bridge/v2/transcribe', { ...socketBehavior(deps, state, 'transcribe'), upgrade: hopGate(deps, state, 'transcribe', secret) })
+    .ws('/internal/hop/audio-bridge/v2/interactions/:id/streams', { ...socketBehavior(deps, state, 'streams'), upgrade: hopGate(deps, state, 'streams', secret) });
+}
+
+function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint, secret: string) {
+  return (res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_socket_context_t) => {
+    const key = new URLSearchParams(req.getQuery() ?? '').get('resume') ?? '';
+    const interactionId = endpoint === 'streams' ? req.getParameter(0) : undefined;
+    const identity = verifyHop(secret, key, req.getHeader('x-sgw-identity'), req.getHeader('x-sgw-hop'));
+    if ('refused' in identity || identity.endpoint !== endpoint || identity.interactionId !== interactionId) {
+      metrics.hops.inc({ result: 'forbidden' });
+      deps.logger.warn({ event: 'hop_refused', reason: 'refused' in identity ? identity.refused : 'path differs' }, 'internal hop refused');
+      return refuse(res, gatewayError('HOP_FORBIDDEN', 'internal route: a valid signature of the replicas\' secret is required'), 'hop_forbidden');
+    }
+    const held = state.resumable.get(key);
+    if (!held) {
+      return refuse(res, gatewayError('RESUME_UNAVAILABLE', 'this replica no longer holds the session; reconnect with the resume key'), 'hop_session_gone');
+    }
+    const refusal = resumeRefusal(held, identity, endpoint, interactionId);
+    if (refusal) return refuse(res, refusal, 'resume_refused');
+    metrics.hops.inc({ result: 'accepted' });
+    const data: SocketData = { info: held.info, resumeOf: held, holdsSlot: false, closed: false };
+    res.upgrade(data, req.getHeader('sec-websocket-key'), '', req.getHeader('sec-websocket-extensions'), context);
+  };
+}
