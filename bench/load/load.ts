@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { drive, type Audio, type Load } from './lib/drive.js';
-import { ensureTools, makeCert, startGateway, startNaive, startNginx, startUpstream, type Peer } from './lib/peers.js';
+import { buildGateway, ensureTools, makeCert, startGateway, startNaive, startNginx, startUpstream, type Peer } from './lib/peers.js';
 import { hitHttp } from './lib/http.js';
 import { treeRss } from './lib/proc.js';
 import { report, type Leg } from './lib/report.js';
@@ -57,6 +57,7 @@ function pcm(seconds: number): Audio {
 }
 
 ensureTools();
+buildGateway();
 const dir = mkdtempSync(join(tmpdir(), 'sgw-bench-load-'));
 const tls = makeCert(dir);
 const upstream = await startUpstream(tls);

@@ -1,5 +1,5 @@
 // Runs one leg: forks the load-generator processes against a URL, samples the proxy's process tree
-// (CPU over the hold window, peak RSS over the whole leg) and merges the workers' results.
+// (CPU and peak RSS over the hold window, every peer alike) and merges the workers' results.
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { treeCpuSeconds, treeRss } from './proc.js';
@@ -17,14 +17,17 @@ export async function drive(url: string, audio: Audio, load: Load, proxyPid: num
   const startAt = Date.now() + 500;
   const holdFrom = startAt + load.rampS * 1000;
   const stopAt = holdFrom + load.holdS * 1000;
+  // Baseline: the RSS after the warm-up leg, before this one. Peak: sampled over the hold only, when
+  // every session is open (ramp and teardown would measure connects and closes, not sessions).
   const baselineRss = proxyPid ? treeRss(proxyPid) : 0;
   let peakRss = baselineRss;
-  const sampler = setInterval(() => { if (proxyPid) peakRss = Math.max(peakRss, treeRss(proxyPid)); }, 200);
+  const sample = () => { if (proxyPid && Date.now() >= holdFrom) peakRss = Math.max(peakRss, treeRss(proxyPid)); };
+  const sampler = setInterval(sample, 200);
   let cpuAtHold = 0;
   let cpuAtStop = 0;
   const marks = [
     setTimeout(() => { if (proxyPid) cpuAtHold = treeCpuSeconds(proxyPid); }, holdFrom - Date.now()),
-    setTimeout(() => { if (proxyPid) cpuAtStop = treeCpuSeconds(proxyPid); }, stopAt - Date.now()),
+    setTimeout(() => { if (proxyPid) cpuAtStop = treeCpuSeconds(proxyPid); sample(); clearInterval(sampler); }, stopAt - Date.now()),
   ];
   const per = Math.ceil(load.sessions / load.workers);
   const results = await Promise.all([

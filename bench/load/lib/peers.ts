@@ -1,8 +1,8 @@
 // The processes of the load benchmark: the upstream (emulator + TLS terminator), and the proxies
 // under test, each its own process tree: nginx (Debian's, foreground, generated config), the naive
-// `ws` proxy, and the gateway as production starts it (`node --import tsx src/main.ts`).
+// `ws` proxy, and the gateway as production starts it (the build, run by package.json's start:prod).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -118,10 +118,25 @@ http {
   return { name: 'nginx', pid: child.pid!, port, stop: stopper(child) };
 }
 
+/** `npm run build` once per run: the gateway legs run the compiled dist/, as production does. */
+export function buildGateway(): void {
+  const r = spawnSync('npm', ['run', '--silent', 'build'], { cwd: repo, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`npm run build failed:\n${r.stdout}${r.stderr}`);
+}
+
+/** package.json's start:prod ("exec node [flags] dist/src/main.js"), so node flags set there apply here too. */
+function prodCommand(): string[] {
+  const script: string = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')).scripts['start:prod'];
+  const [node, ...args] = script.replace(/^exec /, '').split(/\s+/);
+  if (node !== 'node') throw new Error(`start:prod does not run node: ${script}`);
+  return args;
+}
+
 export async function startGateway(dir: string, env: Record<string, string>): Promise<Peer> {
   const port = await freePort();
   const { REDIS_URL: _redis, ...inherited } = process.env;
-  const child = spawn(process.execPath, [...(process.env.BENCH_GATEWAY_ARGS?.split(' ') ?? []), '--import', 'tsx', 'src/main.ts'], {
+  const profiling = process.env.BENCH_GATEWAY_ARGS?.split(' ') ?? [];
+  const child = spawn(process.execPath, [...profiling, ...prodCommand()], {
     cwd: repo,
     env: { ...inherited, PORT: String(port), HOST: '127.0.0.1', PACE: '1', LOG_LEVEL: 'warn', USAGE_JOURNAL_DIR: join(dir, `journal-${port}`), DRAIN_SECONDS: '1', ...env },
     stdio: ['ignore', 'ignore', 'pipe'],

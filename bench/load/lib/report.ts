@@ -72,7 +72,7 @@ const errs = (e: Record<string, number>) => Object.values(e).reduce((a, b) => a 
 function markdown(rows: ReturnType<typeof summarize>, t: ReturnType<typeof targets>, load: Load, full: boolean): string {
   const lines = [
     `${load.sessions} real-time sessions (${full ? 'full' : 'quick'}), ramp ${load.rampS} s, hold ${load.holdS} s, ${availableParallelism()} cores shared by everything; ` +
-      'CPU (over the hold) and memory of the proxy\'s whole process tree from /proc; idle RSS before any session, KB per session = peak above the RSS after a short warm-up; ' +
+      'CPU (over the hold) and memory of the proxy\'s whole process tree from /proc; idle RSS before any session, KB per session = peak RSS over the hold above the RSS after a short warm-up, divided by the sessions; ' +
       'added latency = piece sent → first upstream transcript whose end reaches into it, minus the same percentile of the direct legs pooled; ' +
       'sessions/core = 3600 / CPU s per session-hour, shown only when p99 added latency stayed under 5 ms at this load.',
     '',
