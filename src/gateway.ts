@@ -1,10 +1,10 @@
 // A whole gateway from one config object: the embedded emulator when no upstream is configured,
 // auth, usage ledger, server. main.ts runs one; tests start several.
-import { closeDefaultEncoderPool, warmDefaultEncoderPool } from './audio/index.js';
+import { closeDefaultEncoderPool } from './audio/index.js';
 import { createAuthenticator, createUpstreamCredentials, loadUpstreamCredentials } from './auth/index.js';
 import { createCluster } from './cluster/index.js';
 import type { GatewayConfig } from './config.js';
-import { startEmulator, type Emulator } from './emulator/index.js';
+import type { Emulator } from './emulator/index.js';
 import { isNativeUws, startServer, type GatewayServer } from './server/index.js';
 import { logger, metrics, setMaxTenantLabels } from './telemetry/index.js';
 import { createUsage } from './usage/index.js';
@@ -24,10 +24,11 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   }
   setMaxTenantLabels(config.METRICS_MAX_TENANTS);
   metrics.tenantSessionCap.set(config.MAX_SESSIONS_PER_TENANT); // alerts compare sessions per tenant with it
-  const warming = warmDefaultEncoderPool();
 
   let emulator: Emulator | undefined;
   if (!config.UPSTREAM_URL || !config.AUTH_URL) {
+    // Imported only here: a gateway with a real upstream never loads the emulator (idle memory).
+    const { startEmulator } = await import('./emulator/index.js');
     emulator = await startEmulator({ port: config.EMULATOR_PORT, host: '127.0.0.1' });
     logger.warn({ emulator: emulator.authBase }, 'UPSTREAM_URL/AUTH_URL unset: using the embedded upstream EMULATOR (not speech recognition)');
   }
@@ -99,7 +100,6 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   });
 
   await cluster.start(server.port);
-  await warming;
   let stopping: Promise<void> | undefined;
   return {
     server,
