@@ -4,7 +4,7 @@
 // from its release would delay every later frame of a real-time client by that wait. Frames already
 // due go out at once, so a real-time client sees no added delay.
 import type { Frame } from './rechunk.js';
-import type { Clock } from './types.js';
+import { Alarm, type Scheduler } from './scheduler.js';
 
 export class Pacer {
   private queue: Frame[] = [];
@@ -12,23 +12,25 @@ export class Pacer {
   private t0: number | undefined;
   private origin = 0;
   private started = false;
-  private timer: unknown;
+  private alarm: Alarm;
   private idleWaiters: Array<() => void> = [];
   private hurried = false;
 
-  constructor(private o: { pace: number; clock: Clock; emit(frame: Frame): void }) {}
+  constructor(private o: { pace: number; scheduler: Scheduler; emit(frame: Frame): void }) {
+    this.alarm = new Alarm(o.scheduler, () => this.release());
+  }
 
   get bufferedBytes(): number { return this.queued; }
 
   /** The stream's first bytes arrived now. */
   start(): void {
-    this.t0 ??= this.o.clock.now();
+    this.t0 ??= this.o.scheduler.clock.now();
   }
 
   push(f: Frame): void {
     this.queue.push(f);
     this.queued += f.bytes.length;
-    if (this.timer === undefined) this.release();
+    if (!this.alarm.armed) this.release();
   }
 
   /** Resolves once every queued frame has been emitted. */
@@ -40,14 +42,13 @@ export class Pacer {
   /** From now on frames go out as soon as they come (the gateway is draining). */
   hurry(): void {
     this.hurried = true;
-    if (this.timer !== undefined) this.o.clock.clearTimeout(this.timer);
+    this.alarm.clear();
     this.release();
   }
 
   /** Drops the queued frames (a session ends, or a replay carries them); pacing goes on for what comes next. */
   close(): void {
-    if (this.timer !== undefined) this.o.clock.clearTimeout(this.timer);
-    this.timer = undefined;
+    this.alarm.clear();
     this.queue = [];
     this.queued = 0;
     this.wakeIdle();
@@ -58,21 +59,20 @@ export class Pacer {
   }
 
   private release(): void {
-    this.timer = undefined;
     while (this.queue.length > 0) {
       const f = this.queue[0];
-      const now = this.o.clock.now();
+      const now = this.o.scheduler.clock.now();
       this.t0 ??= now;
       if (!this.started) { this.started = true; this.origin = f.start; }
       const wait = this.hurried ? 0 : this.due(f) - now;
       if (wait > 0) {
-        this.timer = this.o.clock.setTimeout(() => this.release(), wait);
+        this.alarm.at(now + wait);
         return;
       }
       this.queue.shift();
       this.queued -= f.bytes.length;
       this.o.emit(f);
-      if (this.timer !== undefined) return; // emit() closed or re-entered us
+      if (this.alarm.armed) return; // emit() re-entered us and left the rest waiting
     }
     this.wakeIdle();
   }

@@ -8,7 +8,8 @@ import { PcmParser } from './containers/pcm.js';
 import { MalformedAudio, type ContainerParser, type Unit } from './containers/unit.js';
 import { Pacer } from './pacer.js';
 import { Rechunker, type Frame } from './rechunk.js';
-import { OpusRemuxRoute, PassRoute, PcmRoute, type Route } from './routes.js';
+import { OpusRemuxRoute, PassRoute, PcmRoute, type Route, type Sink } from './routes.js';
+import { schedulerFor } from './scheduler.js';
 import { sniff, SNIFF_BYTES, type Container } from './sniff.js';
 import { CONTAINER_LABEL, createParser, sourceKind } from './source.js';
 import { assertPcmFormat, type PcmFormat } from './transcode/index.js';
@@ -45,14 +46,14 @@ class Pipeline implements AudioPipeline {
   private pacer: Pacer;
 
   constructor(private o: AudioPipelineOptions) {
-    const clock = o.clock ?? realClock;
+    const scheduler = schedulerFor(o.clock ?? realClock);
     const maxFrameBytes = o.maxFrameBytes ?? 64000;
-    this.pacer = new Pacer({ pace: o.pace, clock, emit: (f) => this.emit(f) });
+    this.pacer = new Pacer({ pace: o.pace, scheduler, emit: (f) => this.emit(f) });
     this.rechunker = new Rechunker({
-      chunkMs: o.chunkMs, maxFrameBytes, clock,
-      emit: (f, how) => {
-        if (how.split) this.stats.framesSplit++;
-        if (how.coalesced) this.stats.framesCoalesced++;
+      chunkMs: o.chunkMs, maxFrameBytes, scheduler,
+      emit: (f, split, coalesced) => {
+        if (split) this.stats.framesSplit++;
+        if (coalesced) this.stats.framesCoalesced++;
         this.pacer.push(f);
       },
     });
@@ -86,6 +87,7 @@ class Pipeline implements AudioPipeline {
         this.sniffedBytes += chunk.length;
         this.start();
       }
+      if (this.route) this.rechunker.batchEnd();
     });
     if (!this.stopped && this.bufferedBytes > this.o.maxBufferedBytes) {
       this.fail('AUDIO_BUFFER_OVERRUN', `more than ${this.o.maxBufferedBytes} bytes of audio waiting to be forwarded; send audio at real time`);
@@ -137,6 +139,7 @@ class Pipeline implements AudioPipeline {
       const whole = parser.gap();
       this.countGap(parser);
       this.accept(whole);
+      if (this.route) this.rechunker.batchEnd();
     });
   }
 
@@ -167,7 +170,7 @@ class Pipeline implements AudioPipeline {
 
   /** Picks the parser once the first bytes say which container this is (else waits for more). */
   private start(): void {
-    const bytes = Buffer.concat(this.sniffed, this.sniffedBytes);
+    const bytes = this.sniffed.length === 1 ? this.sniffed[0] : Buffer.concat(this.sniffed, this.sniffedBytes);
     let r = sniff(bytes.subarray(0, SNIFF_BYTES));
     const plan = this.o.plan;
     // Samples can look like an MPEG frame sync by chance; only an ID3 tag marks MP3 under PCM.
@@ -250,9 +253,9 @@ class Pipeline implements AudioPipeline {
     const passthrough = plan.mode === 'passthrough' || (plan.mode === 'detect' && PASSTHROUGH_KINDS.has(kind));
     // What goes upstream is the client's container when passed through, else the gateway's Ogg/Opus.
     const upstreamKind = !passthrough ? 'ogg' : this.container === 'webm' || this.container === 'ogg' ? this.container : 'other';
-    const sink = (u: Unit) => {
-      if (this.stopped) return;
-      this.rechunker.add(this.o.onUnit?.(u, upstreamKind) ?? u);
+    const sink: Sink = {
+      unit: (u) => { if (!this.stopped) this.rechunker.add(this.o.onUnit?.(u, upstreamKind) ?? u); },
+      batchEnd: () => { if (!this.stopped) this.rechunker.batchEnd(); },
     };
     if (passthrough) this.route = new PassRoute(sink);
     else if (kind === 'mp4-opus') {
@@ -282,7 +285,8 @@ class Pipeline implements AudioPipeline {
     this.stats.framesOut++;
     this.stats.bytesOut += f.bytes.length;
     this.stats.mediaSecondsOut = Math.max(this.stats.mediaSecondsOut, f.end - this.outOrigin);
-    this.o.onFrame(f.bytes);
+    // Paced frames go out from the shared timer: a failure there ends this session only.
+    try { this.o.onFrame(f.bytes); } catch (e) { this.failWith(e); }
   }
 
   private mismatch(what: string): void {

@@ -1,16 +1,20 @@
 // Container units → upstream frames: the first frame holds the complete headers, frames stay
-// within maxFrameBytes, cut at unit boundaries where possible, coalesced to about chunkMs of media,
-// and a partial frame waits at most chunkMs of wall time.
+// within maxFrameBytes, cut at unit boundaries where possible, coalesced to about chunkMs of media.
+// Everything complete goes at the end of a batch of input (a client's message) once it holds half
+// of chunkMs: a real-time client's piece goes upstream when it arrives, while tiny pieces still
+// coalesce. A frame cut within a batch waits for the batch's end, so that a short tail joins it
+// rather than going alone or waiting for the next piece. A partial frame waits at most chunkMs.
 import type { Unit } from './containers/unit.js';
-import type { Clock } from './types.js';
+import { Alarm, type Scheduler } from './scheduler.js';
 
 export interface Frame { bytes: Buffer; start: number; end: number }
 
 export interface RechunkerOptions {
   chunkMs: number;
   maxFrameBytes: number;
-  clock: Clock;
-  emit(frame: Frame, info: { split: boolean; coalesced: boolean }): void;
+  scheduler: Scheduler;
+  /** split: cut inside one unit; coalesced: carries more than one unit. */
+  emit(frame: Frame, split: boolean, coalesced: boolean): void;
 }
 
 export class Rechunker {
@@ -21,80 +25,126 @@ export class Rechunker {
   private end: number | undefined;
   private cursor = 0; // media time emitted so far
   private headerDone = false;
-  private timer: unknown;
+  private since = 0; // clock time the pending frame's first bytes came
+  private alarm: Alarm;
+  /** A frame cut in this batch, not yet emitted; and whether it carries more than one unit. */
+  private ready: Frame | undefined;
+  private readyCoalesced = false;
 
-  constructor(private o: RechunkerOptions) {}
+  constructor(private o: RechunkerOptions) {
+    this.alarm = new Alarm(o.scheduler, () => this.flush());
+  }
 
-  get bufferedBytes(): number { return this.bytes; }
+  get bufferedBytes(): number { return this.bytes + (this.ready?.bytes.length ?? 0); }
 
   add(u: Unit): void {
     if (!u.header && !this.headerDone) {
       this.headerDone = true; // the pending bytes are now the complete headers
+      this.since = this.o.scheduler.clock.now(); // media may start long after them
     }
     if (this.headerDone && this.bytes > 0) {
-      if (this.bytes + u.bytes.length > this.o.maxFrameBytes) this.flush();
+      if (this.bytes + u.bytes.length > this.o.maxFrameBytes) this.cut();
       else if (u.end !== undefined && u.start !== undefined && this.start !== undefined && this.end !== undefined) {
         // Stop before a unit that takes the frame further from chunkMs than it is now.
         const target = this.o.chunkMs / 1000;
         const now = this.end - this.start, next = u.end - this.start;
-        if (Math.abs(next - target) > Math.abs(now - target) && now > 0) this.flush();
+        if (Math.abs(next - target) > Math.abs(now - target) && now > 0) this.cut();
       }
     }
+    if (this.bytes === 0) this.since = this.o.scheduler.clock.now();
     this.parts.push(u.bytes);
     this.units++;
     this.bytes += u.bytes.length;
     if (u.start !== undefined && this.start === undefined) this.start = u.start;
     if (u.end !== undefined) this.end = Math.max(this.end ?? u.end, u.end);
     while (this.bytes > this.o.maxFrameBytes) this.splitHead();
-    if (!this.headerDone) return;
-    if (this.start !== undefined && this.end !== undefined && this.end - this.start >= this.o.chunkMs / 1000) this.flush();
-    else if (this.bytes > 0 && this.timer === undefined) this.timer = this.o.clock.setTimeout(() => { this.timer = undefined; this.flush(); }, this.o.chunkMs);
+    if (this.headerDone && this.media() >= this.o.chunkMs / 1000) this.cut();
   }
 
-  /** Sends the pending frame now (never before the headers are complete). */
+  /** A batch of input ends here (no more units until the next client message): the pending frame
+   * goes if it holds half of chunkMs, else it waits for more until chunkMs after its first bytes. */
+  batchEnd(): void {
+    const ready = this.ready;
+    if (ready && this.bytes > 0 && this.media() < this.o.chunkMs / 2000 && ready.bytes.length + this.bytes <= this.o.maxFrameBytes) {
+      // A short tail joins the frame cut before it.
+      this.parts.unshift(ready.bytes);
+      this.bytes += ready.bytes.length;
+      this.units++;
+      this.start = ready.start;
+      this.end = Math.max(this.end ?? ready.end, ready.end);
+      this.ready = undefined;
+    }
+    if (!this.headerDone || this.bytes === 0) { this.emitReady(); return; }
+    if (ready || this.media() >= this.o.chunkMs / 2000) this.flush();
+    else if (!this.alarm.armed) this.alarm.at(this.since + this.o.chunkMs);
+  }
+
+  /** Sends what is pending now (never before the headers are complete). */
   flush(): void {
-    this.stopTimer();
+    this.alarm.clear();
+    this.emitReady();
     if (this.bytes === 0 || !this.headerDone) return;
-    const bytes = this.parts.length === 1 ? this.parts[0] : Buffer.concat(this.parts, this.bytes);
-    const start = this.start ?? this.cursor;
-    const end = Math.max(this.end ?? start, start);
-    const coalesced = this.units > 1;
-    this.reset();
-    this.cursor = Math.max(this.cursor, end);
-    this.o.emit({ bytes, start, end }, { split: false, coalesced });
+    this.cut();
+    this.emitReady();
   }
 
   close(): void {
-    this.stopTimer();
+    this.alarm.clear();
+    this.ready = undefined;
     this.reset();
   }
 
-  /** Cuts maxFrameBytes off the pending bytes (a unit bigger than a frame), media time interpolated. */
+  /** Makes the pending bytes the ready frame (sending the one before it). */
+  private cut(): void {
+    this.emitReady();
+    const bytes = this.parts.length === 1 ? this.parts[0] : Buffer.concat(this.parts, this.bytes);
+    const start = this.start ?? this.cursor;
+    const end = Math.max(this.end ?? start, start);
+    this.readyCoalesced = this.units > 1;
+    this.reset();
+    this.cursor = Math.max(this.cursor, end);
+    this.ready = { bytes, start, end };
+  }
+
+  private emitReady(): void {
+    const f = this.ready;
+    if (!f) return;
+    this.ready = undefined;
+    this.o.emit(f, false, this.readyCoalesced);
+  }
+
+  private media(): number {
+    return this.start !== undefined && this.end !== undefined ? this.end - this.start : 0;
+  }
+
+  /** Cuts maxFrameBytes off the pending bytes (a unit bigger than a frame), media time interpolated.
+   * Only the cut frame's own bytes are copied, and only when it spans parts: a 16 MiB unit is cut
+   * in views of itself, not re-copied whole for every frame. */
   private splitHead(): void {
-    const all = Buffer.concat(this.parts, this.bytes);
     const max = this.o.maxFrameBytes;
-    const head = all.subarray(0, max), rest = all.subarray(max);
+    let n = 0, have = 0;
+    while (have + this.parts[n].length <= max) have += this.parts[n++].length;
+    const cut = this.parts[n], inCut = max - have;
+    this.emitReady();
+    const pieces = this.parts.slice(0, n);
+    if (inCut > 0) pieces.push(cut.subarray(0, inCut));
+    const head = pieces.length === 1 ? pieces[0] : Buffer.concat(pieces, max);
+    this.parts.splice(0, n + 1, cut.subarray(inCut));
     const start = this.start ?? this.cursor;
     const end = this.end ?? start;
-    const cut = start + ((end - start) * max) / this.bytes;
-    this.parts = [rest];
-    this.bytes = rest.length;
+    const at = start + ((end - start) * max) / this.bytes;
+    this.bytes -= max;
     this.units = 1;
-    this.start = this.end === undefined ? undefined : cut;
-    this.cursor = Math.max(this.cursor, cut);
-    this.o.emit({ bytes: head, start, end: cut }, { split: true, coalesced: false });
+    this.start = this.end === undefined ? undefined : at;
+    this.cursor = Math.max(this.cursor, at);
+    this.o.emit({ bytes: head, start, end: at }, true, false);
   }
 
   private reset(): void {
-    this.parts = [];
+    this.parts.length = 0;
     this.units = 0;
     this.bytes = 0;
     this.start = undefined;
     this.end = undefined;
-  }
-
-  private stopTimer(): void {
-    if (this.timer !== undefined) this.o.clock.clearTimeout(this.timer);
-    this.timer = undefined;
   }
 }

@@ -16,13 +16,14 @@ export interface Route {
   close(): void;
 }
 
-export type Sink = (u: Unit) => void;
+/** Where a route's units go; batchEnd: no more until later input (the re-chunker may send a partial frame). */
+export interface Sink { unit(u: Unit): void; batchEnd(): void }
 
 export class PassRoute implements Route {
   readonly transcodeSeconds = 0;
   close(): void {}
   constructor(private sink: Sink) {}
-  unit(u: Unit): void { this.sink(u); }
+  unit(u: Unit): void { this.sink.unit(u); }
   async finish(): Promise<void> {}
   async settle(): Promise<void> {}
 }
@@ -86,7 +87,9 @@ export class PcmRoute implements Route {
   }
 
   private out(data: Buffer): void {
-    if (data.length) for (const u of this.ogg.push(data)) this.sink(u);
+    if (data.length === 0) return;
+    for (const u of this.ogg.push(data)) this.sink.unit(u);
+    this.sink.batchEnd(); // the encoder's output comes after the client's message that fed it
   }
 }
 
@@ -138,6 +141,6 @@ export class OpusRemuxRoute implements Route {
   }
 
   private out(data: Buffer): void {
-    if (data.length) for (const u of this.ogg.push(data)) this.sink(u);
+    if (data.length) for (const u of this.ogg.push(data)) this.sink.unit(u);
   }
 }

@@ -46,13 +46,29 @@ test('a real-time client sees no pacing delay: nothing piles up', async () => {
 
 test('a partial frame waits at most chunkMs of wall time', async () => {
   const data = Buffer.concat(chromeChunks('webm-opus'));
-  const run = open('audio/webm');
-  run.pipeline.push(data.subarray(0, 4366 + 300)); // headers, a little media
+  const run = open('audio/webm', { chunkMs: 1000 });
+  run.pipeline.push(data.subarray(0, 3396 + 300)); // headers, 180 ms of media: under half of chunkMs
   const before = run.frames.length;
-  run.clock.advance(249);
+  run.clock.advance(999);
   assert.equal(run.frames.length, before);
   run.clock.advance(1);
-  assert.ok(run.frames.length > before, 'sent after 250 ms');
+  assert.ok(run.frames.length > before, 'sent after 1000 ms');
+  run.pipeline.close();
+});
+
+test('a real-time client\'s piece goes upstream when it arrives, not with the next one', async () => {
+  const run = open('audio/webm;codecs=opus');
+  for (const c of chromeChunks('webm-opus').slice(0, 20)) {
+    const sent = run.pipeline.stats.bytesOut;
+    run.pipeline.push(c);
+    // All but the block the piece cuts in two goes at once: no wait for the next piece or a timer.
+    const waiting = run.pipeline.stats.bytesIn - run.pipeline.stats.bytesOut;
+    assert.ok(run.pipeline.stats.bytesOut > sent, 'the piece went out at once');
+    assert.ok(waiting < 1500, `${waiting} bytes held after the piece`);
+    // The next piece comes once the media before it has been recorded (here 1 ms after; the
+    // browser sends it later still).
+    run.clock.advance(Math.max(0, Math.ceil(run.pipeline.stats.mediaSecondsIn * 1000) + 1 - run.clock.now()));
+  }
   run.pipeline.close();
 });
 
@@ -73,7 +89,7 @@ test('bytes beyond maxBufferedBytes: AUDIO_BUFFER_OVERRUN, then nothing more', a
 
 test('drain mid-stream (client flush) sends the partial frame at once and the stream goes on', async () => {
   const data = fixture('dictation.webm');
-  const run = open('audio/webm', { chunkMs: 10_000 });
+  const run = open('audio/webm', { chunkMs: 60_000 }); // longer than the file: nothing goes before the flush
   run.pipeline.push(data.subarray(0, 30_000));
   const before = Buffer.concat(run.frames).length;
   const flushed = run.pipeline.drain();

@@ -85,6 +85,24 @@ test('frames never exceed maxFrameBytes even when one container unit is larger',
   assert.ok(small.pipeline.stats.framesSplit > 0);
 });
 
+test('a 16 MiB unit is cut into frames that are views of it, not copies of all that is pending', async () => {
+  // Chromium's headers and a first Cluster, then one SimpleBlock of 16 MiB on the audio track.
+  const head = Buffer.concat(chromeChunks('webm-opus')).subarray(0, 161);
+  const payload = Buffer.alloc(16 << 20, 0x5a);
+  const size = Buffer.alloc(8);
+  size.writeUIntBE(payload.length + 4, 2, 6);
+  size[0] = 0x01; // an 8-byte EBML size
+  const input = Buffer.concat([head, Buffer.from([0xa3]), size, Buffer.from([0x81, 0, 0, 0x80]), payload]);
+  const run = await runAll('audio/webm', [input]);
+  assert.deepEqual(run.errors, []);
+  assert.ok(Buffer.concat(run.frames).equals(input));
+  assert.ok(run.frames.length > 260 && run.frames.every((f) => f.length <= 64000));
+  // Only the first frame (headers and the block's start) is copied; each cut before was a copy of
+  // everything still pending (16 MiB, then 16 MiB less 64000, ...: 2 GiB, the loop blocked 0.6 s).
+  const copies = run.frames.filter((f) => f.buffer !== input.buffer);
+  assert.equal(copies.length, 1, `${copies.length} frames copied`);
+});
+
 test('MP4/AAC with its moov at the end: held, moov sent first, decodes to the full duration', async () => {
   const data = fixture('dictation.m4a');
   for (const chunks of [[data], randomChunks(data, 9, 20000)]) {

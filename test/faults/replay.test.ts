@@ -35,7 +35,7 @@ async function transcoded(parts: number): Promise<Unit[]> {
   const chunks = Array.from({ length: Math.ceil(wav.length / 16000) }, (_, i) => wav.subarray(i * 16000, (i + 1) * 16000));
   const pcm = parse('wav', chunks).filter((u) => u.payload);
   const out: Unit[] = [];
-  const route = new PcmRoute({ sampleRate: 16000, channels: 1, encoding: 's16le' }, (u) => out.push(u), (e) => { throw e; });
+  const route = new PcmRoute({ sampleRate: 16000, channels: 1, encoding: 's16le' }, { unit: (u) => out.push(u), batchEnd: () => {} }, (e) => { throw e; });
   const per = Math.ceil(pcm.length / parts);
   for (let i = 0; i < pcm.length; i += per) {
     for (const u of pcm.slice(i, i + per)) route.unit(u);
