@@ -1,0 +1,171 @@
+// Issue 13, the internal hop: two real gateway processes, one redis-server, the emulator. A resume
+// that lands on the replica that does not hold its session is carried to the one that does (every
+// final once, one ledger session, one tenant slot); the internal route refuses anything without a
+// fresh signature of the replicas' secret and does not exist without one; closes pass through.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { signHop, type HopIdentity } from '../../src/cluster/index.js';
+import { startCluster, type Cluster } from '../support/cluster.js';
+import { chromeChunks } from '../support/fixtures.js';
+import { delay, openClient, refusal, type TestClient } from '../support/stack.js';
+
+const SECRET = randomBytes(32).toString('hex');
+const API = 'hop-usage-token';
+const chunks = chromeChunks('webm-opus'); // ~7.7 s of live Chromium WebM, 250 ms a chunk
+const whole = Buffer.concat(chunks);
+const config = { type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' } };
+const newKey = () => randomBytes(18).toString('base64url');
+const finals = (...cs: TestClient[]) => cs.flatMap((c) => c.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => m.data as { start: number; end: number }));
+
+async function clientUrl(cluster: Cluster, i: number, key: string, tenant: string): Promise<string> {
+  const token = await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
+  const q = new URLSearchParams({ 'tenant-name': tenant, token: `Bearer ${token}`, resume: key });
+  return `ws://127.0.0.1:${cluster.replicas[i].port}/audio-bridge/v2/transcribe?${q}`;
+}
+
+async function configured(url: string): Promise<{ client: TestClient; accepted: Record<string, any> }> {
+  const client = await openClient(url);
+  client.sendJson(config);
+  return { client, accepted: await client.next('CONFIG_ACCEPTED') };
+}
+
+/** A session on replica 0 whose client has sent the first `n` pieces, had a final (so the session's
+ * record is written) and dropped (no close frame). */
+async function dropped(cluster: Cluster, key: string, tenant: string, n: number): Promise<{ first: TestClient; sessionId: unknown }> {
+  const { client: first, accepted } = await configured(await clientUrl(cluster, 0, key, tenant));
+  chunks.slice(0, n).forEach((c) => first.send(c));
+  for (let t = 0; finals(first).length === 0; t++) {
+    if (t === 100) throw new Error(`no final within 10 s: ${JSON.stringify(first.types())}`);
+    await delay(100);
+  }
+  first.ws.terminate();
+  await delay(300);
+  return { first, sessionId: accepted.sessionId };
+}
+
+function assertOneTimeline(all: Array<{ start: number; end: number }>, until: number): void {
+  for (let k = 1; k < all.length; k++) assert.ok(Math.abs(all[k].start - all[k - 1].end) < 1e-6, `final ${k} follows final ${k - 1} (${all[k - 1].end} → ${all[k].start})`);
+  assert.ok(all.length > 0 && all[0].start < 1e-6 && all.at(-1)!.end > until, `the finals cover 0-${until} s: ${JSON.stringify(all)}`);
+}
+
+async function metric(cluster: Cluster, i: number, series: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${cluster.replicas[i].port}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line ? Number(line.split(' ')[1]) : 0;
+}
+
+const hopPath = '/internal/hop/audio-bridge/v2/transcribe';
+
+describe('the internal hop between two replicas', () => {
+  let cluster: Cluster;
+  beforeAll(async () => {
+    cluster = await startCluster(2, { CLUSTER_SECRET: SECRET, PACE: '4', USAGE_API_TOKEN: API, RESUME_GRACE_SECONDS: '10', MAX_SESSIONS_PER_TENANT: '1' });
+  }, 60_000);
+  afterAll(() => cluster?.close());
+
+  it('carries a resume that lands on the other replica to the session: every final once, one ledger session, one tenant slot', async () => {
+    const key = newKey();
+    const tenant = 'hop-carried';
+    const { first, sessionId } = await dropped(cluster, key, tenant, 16);
+
+    // Tenant cap 1: the hop takes no slot of its own (it would be refused), and the session keeps its one.
+    const { client: second, accepted } = await configured(await clientUrl(cluster, 1, key, tenant));
+    assert.equal(accepted.resumed, true);
+    assert.equal(accepted.sessionId, sessionId, 'the session on replica 0');
+    const other = await refusal(await clientUrl(cluster, 1, newKey(), tenant));
+    assert.equal(other.body.error.id, 'TENANT_SESSION_LIMIT', 'the session still holds the tenant\'s one slot');
+
+    for (let off = accepted.audioBytes; off < whole.length; off += 16_000) second.send(whole.subarray(off, off + 16_000));
+    second.sendJson({ type: 'end' });
+    await second.next('ended', 20_000);
+    assert.equal((await second.closed).code, 1000, 'the owner\'s close, passed on');
+    assertOneTimeline(finals(first, second), 7);
+    assert.equal(second.types().filter((t) => t === 'usage').length, 1);
+
+    const res = await fetch(`http://127.0.0.1:${cluster.replicas[1].port}/v1/usage/sessions?tenant=${tenant}`, { headers: { authorization: `Bearer ${API}` } });
+    const rows = ((await res.json()) as { sessions: Array<{ outcome: string | null }> }).sessions;
+    assert.deepEqual(rows.map((r) => r.outcome), ['ended'], 'one ledger session');
+    assert.equal(await metric(cluster, 1, 'speech_gateway_hops_total{result="opened"}'), 1);
+    assert.equal(await metric(cluster, 1, 'speech_gateway_hop_sessions'), 0);
+  });
+
+  it('the internal route refuses a missing, forged, stale or mismatched signature, and nothing reaches the session', async () => {
+    const key = newKey();
+    const tenant = 'hop-forged';
+    const { client } = await configured(await clientUrl(cluster, 0, key, tenant));
+    const identity: HopIdentity = { tenant, subject: await subjectOf(cluster, tenant), endpoint: 'transcribe', notices: false };
+    const url = `ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?resume=${key}`;
+    const attempts: Array<[string, Record<string, string>]> = [
+      ['missing', {}],
+      ['forged', signHop(randomBytes(32).toString('hex'), key, identity)],
+      ['stale', signHop(SECRET, key, identity, Date.now() - 60_000)],
+      ['another key', signHop(SECRET, newKey(), identity)],
+      ['another tenant, re-signed with a forged secret', signHop('x'.repeat(64), key, { ...identity, tenant: 'base' })],
+    ];
+    for (const [what, headers] of attempts) {
+      const r = await refusal(url, undefined, headers);
+      assert.equal(r.status, 403, what);
+      assert.equal(r.body.error.id, 'HOP_FORBIDDEN', what);
+    }
+    // Signed, but for another tenant's client: the same refusal as a local resume.
+    const other = await refusal(url, undefined, signHop(SECRET, key, { ...identity, tenant: 'base' }));
+    assert.equal(other.body.error.id, 'RESUME_FORBIDDEN');
+
+    chunks.slice(0, 8).forEach((c) => client.send(c));
+    client.sendJson({ type: 'end' });
+    await client.next('ended', 20_000);
+    assert.equal((await client.closed).code, 1000, 'the session\'s own client was never replaced');
+  });
+
+  it('the client leaving through the hop is seen by the session: what follows waits for the next socket', async () => {
+    const key = newKey();
+    const tenant = 'hop-left';
+    const { first } = await dropped(cluster, key, tenant, 8);
+    const { client: second, accepted } = await configured(await clientUrl(cluster, 1, key, tenant));
+    for (let off = accepted.audioBytes; off < whole.length; off += 16_000) second.send(whole.subarray(off, off + 16_000));
+    second.sendJson({ type: 'end' });
+    await delay(50);
+    second.ws.close(1000); // gone before the rest of the finals: they must be kept for the next socket
+    await delay(3000);
+    const { client: third } = await configured(await clientUrl(cluster, 0, key, tenant));
+    await third.next('ended', 20_000);
+    assertOneTimeline(finals(first, second, third), 7);
+  });
+
+  it('the session\'s replica dying closes the hopped client with 1012, so it reconnects', async () => {
+    const key = newKey();
+    const tenant = 'hop-owner-gone';
+    await dropped(cluster, key, tenant, 8);
+    const { client: second } = await configured(await clientUrl(cluster, 1, key, tenant));
+    await cluster.kill(0);
+    const closed = await second.closed;
+    assert.equal(closed.code, 1012);
+    assert.match(closed.reason, /resume key/);
+  });
+});
+
+describe('without CLUSTER_SECRET', () => {
+  let cluster: Cluster;
+  beforeAll(async () => {
+    cluster = await startCluster(2, { PACE: '4' });
+  }, 60_000);
+  afterAll(() => cluster?.close());
+
+  it('the internal route does not exist, and a resume for a session live on the other replica is 503 RESUME_UNAVAILABLE', async () => {
+    const key = newKey();
+    await dropped(cluster, key, 'no-hop', 8);
+    const identity: HopIdentity = { tenant: 'no-hop', subject: await subjectOf(cluster, 'no-hop'), endpoint: 'transcribe', notices: false };
+    const r = await refusal(`ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?resume=${key}`, undefined, signHop(SECRET, key, identity));
+    assert.equal(r.status, 404);
+    const elsewhere = await refusal(await clientUrl(cluster, 1, key, 'no-hop'));
+    assert.equal(elsewhere.status, 503);
+    assert.equal(elsewhere.body.error.id, 'RESUME_UNAVAILABLE');
+  });
+});
+
+/** The `sub` of the emulator's tokens for `tenant` (the identity a replica would have verified). */
+async function subjectOf(cluster: Cluster, tenant: string): Promise<string> {
+  const token = await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
+  return JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()).sub as string;
+}
