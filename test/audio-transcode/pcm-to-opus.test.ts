@@ -7,6 +7,7 @@ import { createPcmToOpus, createEncoderPool, closeDefaultEncoderPool, type PcmFo
 import {
   correlation, decodedSeconds48k, decodeTo16kMono, parseOggPages, probeChannels, probeDuration, randomChunks, rmsPerSecond, run,
 } from './ogg-check.js';
+import { SPEECH_BOUNDS, speechDistance } from './speech-check.js';
 
 const FIXTURE = new URL('../fixtures/dictation-16k-s16le.pcm', import.meta.url).pathname;
 const WAV44 = new URL('../fixtures/dictation-44k1.wav', import.meta.url).pathname;
@@ -41,8 +42,8 @@ async function convert(f: PcmFormat, extraArgs: string[] = []): Promise<Buffer> 
   return stdout as unknown as Buffer;
 }
 
-async function transcode(pcm: Buffer, format: PcmFormat, mode: TranscodeMode, seed: number) {
-  const t = createPcmToOpus(format, { mode });
+async function transcode(pcm: Buffer, format: PcmFormat, mode: TranscodeMode, seed: number, bitrate?: number) {
+  const t = createPcmToOpus(format, { mode, bitrate });
   const chunks: Buffer[] = [];
   let media = 0;
   for (const c of randomChunks(pcm, seed)) {
@@ -160,7 +161,6 @@ test('a pooled stream closed without end() releases its worker and others keep w
 test('two streams interleaved on one pool worker keep separate encoder state', async () => {
   const pool = createEncoderPool({ threads: 1 });
   try {
-    await pool.warm();
     const pcm = await readFile(FIXTURE);
     const silence = Buffer.alloc(pcm.length);
     const speech = createPcmToOpus({ sampleRate: 16000, channels: 1, encoding: 's16le' }, { pool });
@@ -185,4 +185,19 @@ test('two streams interleaved on one pool worker keep separate encoder state', a
   } finally {
     await pool.close();
   }
+});
+
+test('at the encoder settings the decoded audio keeps the speech (log-mel distance, SNR); 8 kb/s would not', async () => {
+  const pcm = await readFile(FIXTURE);
+  const decode = async (bitrate?: number) => {
+    const { chunks } = await transcode(pcm, { sampleRate: 16000, channels: 1, encoding: 's16le' }, 'inline', 99, bitrate);
+    const file = join(dir, `speech-${bitrate ?? 'default'}.ogg`);
+    await writeFile(file, Buffer.concat(chunks));
+    return (await decodeTo16kMono(file)).pcm;
+  };
+  const ours = speechDistance(pcm, await decode());
+  assert.ok(ours.logMelDb <= SPEECH_BOUNDS.maxLogMelDb, `log-mel distance ${ours.logMelDb.toFixed(2)} dB ≤ ${SPEECH_BOUNDS.maxLogMelDb}`);
+  assert.ok(ours.snrDb >= SPEECH_BOUNDS.minSnrDb, `SNR ${ours.snrDb.toFixed(1)} dB ≥ ${SPEECH_BOUNDS.minSnrDb} (also fails if the pre-skip is wrong)`);
+  const starved = speechDistance(pcm, await decode(8000));
+  assert.ok(starved.logMelDb > SPEECH_BOUNDS.maxLogMelDb, `8 kb/s: log-mel distance ${starved.logMelDb.toFixed(2)} dB is out of bounds`);
 });

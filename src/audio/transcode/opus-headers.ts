@@ -2,7 +2,8 @@
 
 export const OPUS_VENDOR = 'speech-gateway (libopus via @discordjs/opus)';
 
-/** libopus lookahead for APPLICATION_AUDIO/VOIP is Fs/400 + Fs/250 = 6.5 ms at any rate: 312 at 48 kHz. */
+/** libopus lookahead for APPLICATION_AUDIO/VOIP is Fs/400 + Fs/250 = 6.5 ms at any rate: 312 at 48 kHz
+ * (the muxer's default for remuxed streams that do not say; our encoder's is ENCODER_PRE_SKIP). */
 export const LIBOPUS_PRE_SKIP = 312;
 
 export function opusHead(o: { channels: number; preSkip: number; inputSampleRate: number }): Buffer {

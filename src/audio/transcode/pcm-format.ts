@@ -53,21 +53,12 @@ export class PcmFramer {
     return all.subarray(0, whole);
   }
 
-  /** Interleaved samples of whole-frame bytes as s16. */
+  /** Interleaved samples of whole-frame s16be or f32le bytes as s16 (s16le needs no conversion). */
   toInt16(bytes: Buffer): Int16Array {
     const n = bytes.length / bytesPerSample(this.format);
     const out = new Int16Array(n);
-    switch (this.format.encoding) {
-      case 's16le':
-        for (let i = 0; i < n; i++) out[i] = bytes.readInt16LE(i * 2);
-        break;
-      case 's16be':
-        for (let i = 0; i < n; i++) out[i] = bytes.readInt16BE(i * 2);
-        break;
-      case 'f32le':
-        for (let i = 0; i < n; i++) out[i] = floatToInt16(bytes.readFloatLE(i * 4));
-        break;
-    }
+    if (this.format.encoding === 's16be') for (let i = 0; i < n; i++) out[i] = bytes.readInt16BE(i * 2);
+    else for (let i = 0; i < n; i++) out[i] = floatToInt16(bytes.readFloatLE(i * 4));
     return out;
   }
 

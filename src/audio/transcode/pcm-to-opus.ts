@@ -1,9 +1,8 @@
 // PCM stream → Ogg/Opus bytes: a StreamEncoder (inline, or pinned in a pool worker) feeding the
 // Ogg Opus muxer on the calling thread.
 import { assertPcmFormat, type PcmFormat } from './pcm-format.js';
-import { StreamEncoder, type EncodeResult, type EndResult } from './stream-encoder.js';
+import { ENCODER_PRE_SKIP, StreamEncoder, type EncodeResult, type EndResult } from './stream-encoder.js';
 import { createOggOpusMuxer } from './ogg-opus-muxer.js';
-import { LIBOPUS_PRE_SKIP } from './opus-headers.js';
 import { getDefaultEncoderPool, WorkerEncoderPool, type EncoderPool } from './encoder-pool.js';
 
 export interface PcmToOpus {
@@ -65,7 +64,7 @@ export function createPcmToOpus(format: PcmFormat, o: PcmToOpusOptions = {}): Pc
   assertPcmFormat(format);
   const mode = o.pool ? 'pool' : (o.mode ?? defaultMode);
   const backend = mode === 'pool' ? poolBackend(format, o) : inlineBackend(format, o);
-  const muxer = createOggOpusMuxer({ channels: format.channels, inputSampleRate: format.sampleRate, preSkip: LIBOPUS_PRE_SKIP });
+  const muxer = createOggOpusMuxer({ channels: format.channels, inputSampleRate: format.sampleRate, preSkip: ENCODER_PRE_SKIP });
   let header: Buffer | undefined = muxer.header();
   let transcodeSeconds = 0;
   let reported = 0; // decoded 48 kHz samples reported so far
@@ -79,7 +78,7 @@ export function createPcmToOpus(format: PcmFormat, o: PcmToOpusOptions = {}): Pc
   };
   /** Samples a decoder gives back from everything up to `granule` (pre-skip dropped). */
   const report = (granule: number) => {
-    const decoded = Math.max(0, granule - LIBOPUS_PRE_SKIP);
+    const decoded = Math.max(0, granule - ENCODER_PRE_SKIP);
     const s = (decoded - reported) / 48000;
     reported = decoded;
     return s;
