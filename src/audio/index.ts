@@ -2,9 +2,8 @@
 export { planAudio, type PlanResult } from './plan.js';
 export { createAudioPipeline } from './pipeline.js';
 export type { SourceKind, AudioPlan, Clock, AudioPipelineOptions, AudioStats, AudioPipeline, PcmDeclaration } from './types.js';
-// The transcoder's worker pool: warmed at start-up so the first PCM session does not wait for a
-// worker to boot, closed on shutdown.
-export { warmDefaultEncoderPool, closeDefaultEncoderPool } from './transcode/index.js';
+// The transcoder's worker pool: workers start with the first PCM session; closed on shutdown.
+export { closeDefaultEncoderPool } from './transcode/index.js';
 // Upstream reconnection: what a new upstream session is sent (init data + unreleased audio, retimed to 0).
 export { createReplayBuffer, type ReplayBuffer, type ReplayKind, type ReplayOptions } from './replay.js';
 export type { Unit } from './containers/unit.js';

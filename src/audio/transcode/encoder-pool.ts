@@ -1,7 +1,9 @@
 // A small worker_threads pool for Opus encoding. Not piscina: piscina hands each task to any
 // idle worker and cannot route a stream's calls to the worker holding its encoder state, and
 // shipping Opus encoder state per call is not possible through the binding. So each stream is
-// pinned to the worker with the fewest open streams when it opens.
+// pinned to the worker with the fewest open streams when it opens. Workers start with the first
+// stream that needs one (an idle gateway holds none: each costs ~10 MB RSS) and stop after
+// `idleMs` without streams; at most `threads` run at once.
 import { Worker } from 'node:worker_threads';
 import { availableParallelism } from 'node:os';
 import type { PcmFormat } from './pcm-format.js';
@@ -9,10 +11,13 @@ import type { EncoderOptions, EndResult, EncodeResult } from './stream-encoder.j
 import type { WorkerReply, WorkerRequest } from './encoder-protocol.js';
 
 export interface EncoderPool {
-  /** Boots every worker now (optional at start-up; otherwise they start with their first stream). */
-  warm(): Promise<void>;
+  /** Workers running now. */
+  readonly workers: number;
   close(): Promise<void>;
 }
+
+/** How long a worker without streams stays up (the next stream then needs no new thread). */
+const DEFAULT_IDLE_MS = 60_000;
 
 /** A stream's handle on its pinned worker. */
 export interface PooledStream {
@@ -39,6 +44,7 @@ class PoolWorker {
   readonly pending = new Map<number, Pending>();
   streams = 0;
   dead: Error | undefined;
+  idleTimer: NodeJS.Timeout | undefined;
 
   constructor() {
     this.worker = spawnWorker();
@@ -74,30 +80,33 @@ class PoolWorker {
 }
 
 export class WorkerEncoderPool implements EncoderPool {
-  private readonly workers: (PoolWorker | undefined)[];
+  private readonly slots: (PoolWorker | undefined)[];
   private nextStream = 1;
   private nextReq = 1;
   private closed = false;
 
-  constructor(threads: number) {
-    this.workers = new Array(Math.max(1, threads)).fill(undefined);
+  constructor(threads: number, private readonly idleMs = DEFAULT_IDLE_MS) {
+    this.slots = new Array(Math.max(1, threads)).fill(undefined);
+  }
+
+  get workers(): number {
+    return this.slots.filter((w) => w && !w.dead).length;
   }
 
   /** Opens a stream on the least-loaded worker (workers start lazily; a dead one is replaced). */
   open(format: PcmFormat, options: EncoderOptions): PooledStream {
     if (this.closed) throw new Error('encoder pool is closed');
-    let best = -1;
-    for (let i = 0; i < this.workers.length; i++) {
-      const w = this.workers[i];
-      if (!w || w.dead) { this.workers[i] = undefined; best = i; break; }
-      if (best < 0 || w.streams < this.workers[best]!.streams) best = i;
-    }
-    const w = (this.workers[best] ??= new PoolWorker());
+    const w = this.pick();
+    clearTimeout(w.idleTimer);
     const stream = this.nextStream++;
     w.streams++;
     w.send({ op: 'open', stream, format, options });
     let open = true;
-    const release = () => { if (open) { open = false; w.streams--; } };
+    const release = () => {
+      if (!open) return;
+      open = false;
+      if (--w.streams === 0) this.stopWhenIdle(w);
+    };
     const call = async (m: WorkerRequest, transfer?: ArrayBuffer[]) => {
       const r = await w.request((m as { req: number }).req, m, transfer);
       if (!r.ok) throw new Error(`opus encoder: ${r.error}`);
@@ -124,19 +133,33 @@ export class WorkerEncoderPool implements EncoderPool {
     };
   }
 
-  /** Starts every worker now, so the first stream does not wait for a worker to boot. */
-  async warm(): Promise<void> {
-    for (let i = 0; i < this.workers.length; i++) if (!this.workers[i] || this.workers[i]!.dead) this.workers[i] = new PoolWorker();
-    await Promise.all(this.workers.map((w) => {
-      const req = this.nextReq++;
-      return w!.request(req, { op: 'ping', req }).catch(() => {});
-    }));
+  /** An idle worker first, then a new thread while there is room, then the least loaded. */
+  private pick(): PoolWorker {
+    let least: PoolWorker | undefined;
+    let free = -1;
+    for (let i = 0; i < this.slots.length; i++) {
+      const w = this.slots[i];
+      if (!w || w.dead) { if (free < 0) free = i; continue; }
+      if (!least || w.streams < least.streams) least = w;
+    }
+    if (least && (least.streams === 0 || free < 0)) return least;
+    return (this.slots[free] = new PoolWorker());
+  }
+
+  private stopWhenIdle(w: PoolWorker): void {
+    w.idleTimer = setTimeout(() => {
+      if (w.streams > 0) return;
+      const i = this.slots.indexOf(w);
+      if (i >= 0) this.slots[i] = undefined;
+      void w.worker.terminate();
+    }, this.idleMs).unref();
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    const ws = this.workers.filter((w): w is PoolWorker => !!w);
-    this.workers.fill(undefined);
+    const ws = this.slots.filter((w): w is PoolWorker => !!w);
+    this.slots.fill(undefined);
+    for (const w of ws) clearTimeout(w.idleTimer);
     await Promise.all(ws.map((w) => w.worker.terminate()));
   }
 }
@@ -148,23 +171,18 @@ function unpack(all: Uint8Array, lengths: number[]): Buffer[] {
   return out;
 }
 
-export function createEncoderPool(o: { threads?: number } = {}): EncoderPool {
-  return new WorkerEncoderPool(o.threads ?? availableParallelism());
+export function createEncoderPool(o: { threads?: number; idleMs?: number } = {}): EncoderPool {
+  return new WorkerEncoderPool(o.threads ?? availableParallelism(), o.idleMs);
 }
 
 let defaultPool: WorkerEncoderPool | undefined;
 
-/** The module-level pool, created on first use with one thread per core. */
+/** The module-level pool, created on first use with up to one thread per core. */
 export function getDefaultEncoderPool(): WorkerEncoderPool {
   return (defaultPool ??= new WorkerEncoderPool(availableParallelism()));
 }
 
 /** Closes the default pool (process shutdown, tests); the next use creates a new one. */
-/** Boots the default pool's workers (call at start-up; the first PCM session then pays nothing). */
-export async function warmDefaultEncoderPool(): Promise<void> {
-  await getDefaultEncoderPool().warm();
-}
-
 export async function closeDefaultEncoderPool(): Promise<void> {
   const p = defaultPool;
   defaultPool = undefined;

@@ -6,8 +6,7 @@ export type WorkerRequest =
   | { op: 'open'; stream: number; format: PcmFormat; options: EncoderOptions }
   | { op: 'push'; stream: number; req: number; pcm: Uint8Array }
   | { op: 'end'; stream: number; req: number }
-  | { op: 'close'; stream: number }
-  | { op: 'ping'; req: number };
+  | { op: 'close'; stream: number };
 
 export type WorkerReply =
   | { req: number; ok: true; packets: Uint8Array; lengths: number[]; seconds: number; endGranule?: number }

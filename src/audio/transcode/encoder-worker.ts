@@ -26,10 +26,6 @@ port.on('message', async (m: WorkerRequest) => {
     streams.set(m.stream, p);
     return;
   }
-  if (m.op === 'ping') {
-    reply({ req: m.req, ok: true, packets: new Uint8Array(0), lengths: [], seconds: 0 });
-    return;
-  }
   const enc = streams.get(m.stream);
   if (m.op === 'close') {
     streams.delete(m.stream);

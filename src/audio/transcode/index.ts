@@ -5,7 +5,7 @@ export { createPcmToOpus, setDefaultTranscodeMode } from './pcm-to-opus.js';
 export type { PcmToOpus, PcmToOpusOptions, TranscodeMode } from './pcm-to-opus.js';
 export { createOggOpusMuxer } from './ogg-opus-muxer.js';
 export type { OggOpusMuxer, OggOpusMuxerOptions } from './ogg-opus-muxer.js';
-export { createEncoderPool, warmDefaultEncoderPool, closeDefaultEncoderPool } from './encoder-pool.js';
+export { createEncoderPool, closeDefaultEncoderPool } from './encoder-pool.js';
 export type { EncoderPool } from './encoder-pool.js';
 export { opusPacketSamples48 } from './opus-toc.js';
 export { oggCrc32 } from './ogg-page.js';

@@ -1,0 +1,39 @@
+// Encoder threads cost memory: none until a PCM stream needs one, and they go again when idle.
+import { test } from 'vitest';
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { createEncoderPool, createPcmToOpus } from '../../src/audio/transcode/index.js';
+import { getDefaultEncoderPool } from '../../src/audio/transcode/encoder-pool.js';
+import { startStack, delay } from '../support/stack.js';
+
+const FORMAT = { sampleRate: 16000, channels: 1, encoding: 's16le' } as const;
+const pcm = await readFile(new URL('../fixtures/dictation-16k-s16le.pcm', import.meta.url));
+
+test('a fresh gateway runs no encoder thread', async () => {
+  const stack = await startStack();
+  try {
+    assert.equal(getDefaultEncoderPool().workers, 0);
+  } finally {
+    await stack.close();
+  }
+});
+
+test('workers start with the streams that need them, at most `threads`, and stop after idleMs', async () => {
+  const pool = createEncoderPool({ threads: 2, idleMs: 200 });
+  try {
+    assert.equal(pool.workers, 0);
+    const streams = [0, 1, 2].map(() => createPcmToOpus(FORMAT, { pool }));
+    assert.equal(pool.workers, 2, 'three streams share two threads');
+    for (const t of streams) assert.ok((await t.push(pcm.subarray(0, 32000))).mediaSeconds > 0.9);
+    await Promise.all(streams.slice(0, 2).map((t) => t.end()));
+    streams[2].close();
+    await delay(600);
+    assert.equal(pool.workers, 0, 'idle workers stopped');
+    const again = createPcmToOpus(FORMAT, { pool });
+    assert.equal(pool.workers, 1, 'one stream, one thread');
+    assert.ok((await again.push(pcm.subarray(0, 32000))).mediaSeconds > 0.9);
+    await again.end();
+  } finally {
+    await pool.close();
+  }
+});
