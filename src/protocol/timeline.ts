@@ -24,6 +24,9 @@ export interface Timeline {
    *  the client already has (a /streams message with several segments keeps the new ones).
    *  Never throws: a message it cannot read passes unchanged. */
   map(type: string, data: Buffer): Buffer | undefined;
+  /** A session taken over from another replica: the client already has every final (and command) up
+   *  to `seconds` on every channel. */
+  restore(seconds: number): void;
 }
 
 type Json = Record<string, unknown>;
@@ -51,6 +54,8 @@ class SessionTimeline implements Timeline {
   #offset = 0;
   /** End of the last delivered final, per channel (/transcribe: channel 0 only). */
   readonly #finals = new Map<number, number>();
+  /** Finals the client had before this replica took the session over (every channel). */
+  #floor = -Infinity;
   /** End of the last command delivered in this upstream session, and in the ones before it. */
   #commandsNow = -Infinity;
   #commandsBefore = -Infinity;
@@ -68,7 +73,12 @@ class SessionTimeline implements Timeline {
   }
 
   get finalUntil(): number {
-    return this.#finals.size === 0 ? 0 : Math.min(...this.#finals.values());
+    return Math.max(this.#floor, this.#finals.size === 0 ? 0 : Math.min(...this.#finals.values()));
+  }
+
+  restore(seconds: number): void {
+    this.#floor = seconds;
+    this.#commandsBefore = Math.max(this.#commandsBefore, seconds);
   }
 
   map(type: string, data: Buffer): Buffer | undefined {
@@ -84,8 +94,8 @@ class SessionTimeline implements Timeline {
   }
 
   #isRepeat(channel: number, end: number): boolean {
-    const until = this.#finals.get(channel);
-    return until !== undefined && end <= until + EPSILON;
+    const until = Math.max(this.#finals.get(channel) ?? -Infinity, this.#floor);
+    return end <= until + EPSILON;
   }
 
   #delivered(channel: number, end: number): void {

@@ -1,10 +1,14 @@
 // The drain (SIGTERM): from its first moment /readyz says 503 and new sockets are closed with 1012
-// (the gateway keeps listening and serving meanwhile). Running sessions go on for up to
+// (the gateway keeps listening and serving meanwhile). With session records shared between replicas
+// (Redis), every session opened with a resume key is handed over at once: its client is closed with
+// 1012 and reconnects with its key to another replica, which goes on from the record (src/cluster/
+// takeover.ts); a session that cannot be handed over drains as the others. Running sessions go on for up to
 // DRAIN_SECONDS (a client may finish on its own), then end gracefully: audio still held for pacing
 // goes upstream at once, then `end`, remaining output, usage, the end message, close 1012. A
 // session whose upstream does not answer `end` within END_TIMEOUT_MS ends on its own timer, usage
 // estimated; anything still open a moment later is aborted the same way, so none stays open in the ledger.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { handOver } from '../cluster/index.js';
 import type { Session } from '../session/index.js';
 import { metrics } from '../telemetry/index.js';
 import type { ServerDeps, ServerState } from './types.js';
@@ -30,6 +34,8 @@ async function drain(deps: ServerDeps, state: ServerState, seconds: number): Pro
   state.draining = true;
   const seen = new Set(state.sessions);
   log.info({ event: 'drain_start', sessions: seen.size, drainSeconds: seconds }, 'drain started');
+  const handedOver = await handOverAll(deps, state);
+  for (const s of seen) if (s.handedOver) seen.delete(s);
   await untilNoSessions(state.sessions, seconds * 1000);
   for (const s of [...state.sessions]) {
     seen.add(s);
@@ -45,5 +51,14 @@ async function drain(deps: ServerDeps, state: ServerState, seconds: number): Pro
   const aborted = seen.size - ended;
   metrics.drainSessions.inc({ result: 'ended' }, ended);
   metrics.drainSessions.inc({ result: 'aborted' }, aborted);
-  log.info({ event: 'drain_end', ended, aborted, seconds: (Date.now() - started) / 1000 }, 'drain finished');
+  log.info({ event: 'drain_end', handedOver, ended, aborted, seconds: (Date.now() - started) / 1000 }, 'drain finished');
+}
+
+/** Every resumable session at once; how many left this process for another replica. */
+async function handOverAll(deps: ServerDeps, state: ServerState): Promise<number> {
+  if (!deps.cluster.records.shared) return 0;
+  const d = { ...deps.cluster, logger: deps.logger, limiter: deps.limiter, graceSeconds: deps.settings.resumeGraceSeconds };
+  const resumable = [...state.sessions].filter((s) => s.info.resumeKey !== undefined);
+  const results = await Promise.all(resumable.map((s) => handOver(d, s).catch(() => false)));
+  return results.filter(Boolean).length;
 }

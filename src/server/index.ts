@@ -2,6 +2,7 @@
 // (sockets.ts), HTTP routes (routes.ts) and the drain (drain.ts). This file listens and is the one
 // way in.
 import uWS from 'uWebSockets.js';
+import { startJanitor } from '../cluster/index.js';
 import type { Session } from '../session/index.js';
 import { drainOnce } from './drain.js';
 import { addHopRoutes } from './hop-route.js';
@@ -32,12 +33,15 @@ export function startServer(deps: ServerDeps): Promise<GatewayServer> {
   addHopRoutes(app, deps, state);
   addRoutes(app, deps, state);
   const drain = drainOnce(deps, state);
+  // Handed-over sessions nobody resumed: any replica ends them (one does, the records say which).
+  const stopJanitor = deps.cluster.records.shared ? startJanitor({ ...deps.cluster, logger: deps.logger, ledger: deps.ledger, limiter: deps.limiter }) : undefined;
 
   return new Promise((resolve, reject) => {
     app.listen(deps.host, deps.port, (socket) => {
       if (!socket) return reject(new Error(`could not listen on ${deps.host}:${deps.port}`));
       let listening: uWS.us_listen_socket | null = socket;
       const close = () => {
+        stopJanitor?.();
         if (listening) uWS.us_listen_socket_close(listening);
         listening = null;
       };

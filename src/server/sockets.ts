@@ -1,6 +1,7 @@
 // Socket behaviour: an accepted socket is handed to a Session; its frames and its close go to that
 // session, and every callback is guarded so that a throw ends one socket, never the process.
 import uWS from 'uWebSockets.js';
+import { countTakeover, keepRecord, restoreOf } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { CLOSE, Session, type ClientSink } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
@@ -70,6 +71,28 @@ function takeOver(ws: Ws, data: SocketData, state: ServerState): void {
   session.attach(data.sink!);
 }
 
+/** A session taken over from another replica's record: it keeps its ledger session and its slot. */
+function restored(deps: ServerDeps, data: SocketData): Session {
+  const { record, from } = data.restore!;
+  const session = new Session(deps, data.info, data.sink!, restoreOf(record));
+  void deps.limiter.adopt(record.tenant, record.sessionKey);
+  countTakeover({ ...deps.cluster, logger: deps.logger }, record, from);
+  return session;
+}
+
+/** The server's sets know the session until it finishes; another replica knows a resumable one by its record. */
+function track(deps: ServerDeps, state: ServerState, session: Session): void {
+  state.sessions.add(session);
+  const key = session.info.resumeKey;
+  if (key) state.resumable.set(key, session);
+  const forget = key && deps.cluster.records.shared ? keepRecord({ ...deps.cluster, logger: deps.logger }, session) : undefined;
+  session.onFinished = (s) => {
+    state.sessions.delete(s);
+    if (key && state.resumable.get(key) === s) state.resumable.delete(key);
+    forget?.();
+  };
+}
+
 export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: Endpoint): uWS.WebSocketBehavior<SocketData> {
   const log = deps.logger;
   return {
@@ -85,15 +108,8 @@ export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: E
       if (data.hop) return data.hop.attach(ws);
       data.sink = clientSink(ws, data);
       if (data.resumeOf) return takeOver(ws, data, state);
-      const session = new Session(deps, data.info, data.sink);
-      data.session = session;
-      state.sessions.add(session);
-      const key = data.info.resumeKey;
-      if (key) state.resumable.set(key, session);
-      session.onFinished = (s) => {
-        state.sessions.delete(s);
-        if (key && state.resumable.get(key) === s) state.resumable.delete(key);
-      };
+      data.session = data.restore ? restored(deps, data) : new Session(deps, data.info, data.sink);
+      track(deps, state, data.session);
     }),
     message: guarded(log, 'message', (ws, message: ArrayBuffer, isBinary: boolean) => {
       const { session, hop } = ws.getUserData();

@@ -2,7 +2,7 @@
 // uWS keeps for each socket.
 import type uWS from 'uWebSockets.js';
 import type { Authenticator } from '../auth/index.js';
-import type { Cluster, HopRelay } from '../cluster/index.js';
+import type { Cluster, HopRelay, SessionRecord } from '../cluster/index.js';
 import type { DemoOptions } from '../demo/index.js';
 import type { ClientSink, Session, SessionDeps, SessionInfo } from '../session/index.js';
 import type { Logger } from '../telemetry/index.js';
@@ -38,6 +38,8 @@ export interface SocketData {
   session?: Session;
   /** a resume: the session this socket takes over */
   resumeOf?: Session;
+  /** a resume of a session taken over from another replica's record (claimed for this replica) */
+  restore?: { record: SessionRecord; from: 'handover' | 'crash' };
   sink?: ClientSink;
   /** a resume carried to the replica that holds the session: frames go through this relay */
   hop?: HopRelay;

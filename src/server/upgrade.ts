@@ -5,9 +5,10 @@
 import { randomUUID } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
 import { isResumeKey, type AuthDecision, type UpgradeRequest } from '../auth/index.js';
+import { findResume, hopUpgrade, type ClientUpgrade } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { gatewayError, type GatewayError } from '../protocol/errors.js';
-import type { Session } from '../session/index.js';
+import type { Session, SessionInfo } from '../session/index.js';
 import { metrics } from '../telemetry/index.js';
 import { asyncHttp, refuse } from './http.js';
 import type { ServerDeps, ServerState, SocketData } from './types.js';
@@ -23,6 +24,39 @@ export function resumeRefusal(held: Session | undefined, d: { tenant: string; su
   const same = held.info.tenant === d.tenant && held.info.subject !== undefined && held.info.subject === d.subject
     && held.info.endpoint === endpoint && held.info.interactionId === interactionId;
   return same ? undefined : gatewayError('RESUME_FORBIDDEN', 'this resume key belongs to another client\'s session');
+}
+
+/** A resume of a key this replica does not hold: a session record says whether it lives on another
+ * replica (the hop), was handed over or lost its replica (taken over here), or is unknown (false: the
+ * gate goes on as for any new socket). */
+async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: SessionInfo): Promise<boolean> {
+  let found;
+  try {
+    found = await findResume({ ...deps.cluster, logger: deps.logger }, info.resumeKey!, info, deps.settings.endTimeoutMs);
+  } catch (err) {
+    deps.logger.warn({ event: 'resume_lookup_failed', err: (err as Error).message }, 'session record lookup failed');
+    found = { route: 'gone' } as const;
+  }
+  if (up.aborted()) return true;
+  switch (found.route) {
+    case 'none':
+      return false;
+    case 'forbidden':
+      refuse(up.res, gatewayError('RESUME_FORBIDDEN', 'this resume key belongs to another client\'s session'), 'resume_refused');
+      return true;
+    case 'gone':
+      refuse(up.res, gatewayError('RESUME_UNAVAILABLE', 'the session is moving between gateway replicas; retry shortly'), 'resume_unavailable');
+      return true;
+    case 'hop':
+      await hopUpgrade(up, found.owner, info, deps.cluster.hop);
+      return true;
+    case 'restore': {
+      const r = found.record;
+      const data: SocketData = { info: { ...info, sessionKey: r.sessionKey, environment: r.environment }, restore: { record: r, from: found.from }, holdsSlot: false, closed: false };
+      up.res.upgrade(data, up.secKey, up.protocol, up.secExtensions, up.context);
+      return true;
+    }
+  }
 }
 
 export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint): UpgradeHandler {
@@ -56,6 +90,13 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       }
       const protocol = decision.protocol ?? (secProtocol ? secProtocol.split(',')[0].trim() : '');
       const held = resumeKey === undefined ? undefined : state.resumable.get(resumeKey);
+      if (resumeKey !== undefined && !held && !state.draining) {
+        const info: SessionInfo = {
+          sessionKey: randomUUID(), endpoint, tenant: decision.tenant, interactionId, environment: query.get('environment') ?? undefined,
+          clientToken: decision.clientToken, subject: decision.subject, resumeKey, notices: query.get('notices') === 'true',
+        };
+        if (await resumeElsewhere(deps, { res, context, secKey, protocol, secExtensions, aborted }, info)) return;
+      }
       if (held || decision.expired) {
         const refusal = resumeRefusal(held, decision, endpoint, interactionId);
         if (refusal) return refuse(res, refusal, 'resume_refused');

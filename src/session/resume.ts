@@ -5,6 +5,34 @@
 /** Output kept for a detached client; past it the session stops waiting for the client. */
 export const MAX_MISSED_BYTES = 1024 * 1024;
 
+/** The close reason of a client whose session the drain hands over to another replica (with 1012). */
+export const HANDED_OVER_REASON = 'handed over: reconnect with your resume key';
+
+/** Container headers kept for another replica to parse the rest of the stream with; a stream whose
+ *  headers are larger is not handed over (Chromium's WebM headers are about 200 bytes). */
+export const MAX_INIT_BYTES = 64 * 1024;
+
+/** What another replica needs to go on with a session (src/cluster keeps it in the session record).
+ *  Times are seconds on the client's timeline. */
+export interface SessionSnapshot {
+  config: unknown;
+  accepted?: { sessionId?: unknown; configuration?: unknown };
+  kind: 'webm' | 'ogg';
+  /** the client's container headers (EBML + Segment + Info + Tracks; Ogg ID + comment pages) */
+  init: Buffer;
+  offset: number;
+  finalUntil: number;
+  mediaReceived: number;
+  audioBytes: number;
+  segment: number;
+  seq: number;
+}
+
+/** A session taken over: its snapshot, and the output its client has not had yet. */
+export interface Restore extends SessionSnapshot {
+  missed: string[];
+}
+
 /** Messages a detached client misses, in order, each to be sent once to the socket that resumes. */
 export class MissedOutput {
   private messages: Array<string | Buffer> = [];

@@ -8,7 +8,7 @@ import { metrics, tenantLabel, type Logger } from '../telemetry/index.js';
 import type { UpstreamLiveness, UpstreamTarget } from '../upstream/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
 import { AudioInbox } from './inbox.js';
-import { MissedOutput, sameConfig } from './resume.js';
+import { HANDED_OVER_REASON, MAX_INIT_BYTES, MissedOutput, sameConfig, type Restore, type SessionSnapshot } from './resume.js';
 import { UpstreamLink, type ReconnectPolicy } from './upstream-link.js';
 import { CLOSE, initialState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
 
@@ -116,21 +116,116 @@ export class Session {
   private finalCredits?: number;
   private deltaCredits = 0;
   private readonly log: Logger;
+  /** the client's container headers as they went upstream (another replica parses the rest with them) */
+  private init: Buffer[] = [];
+  private initBytes = 0;
+  /** media seconds received by the replicas this session was on before this one */
+  private mediaBefore = 0;
+  /** the drain hands this session over: resolved with its snapshot once its upstream session ended */
+  private handover?: (r: (SessionSnapshot & { missed: string[] }) | undefined) => void;
+  /** the session left this process for another replica (its ledger session and slot go on there) */
+  handedOver = false;
+  /** a final transcript reached the client (the session record notes how far the client has finals) */
+  onFinal?: () => void;
+  private finalNoted = 0;
   onFinished?: (s: Session) => void;
 
+  /** With `restore`: a session taken over from another replica (its ledger session goes on). */
   constructor(
     private readonly deps: SessionDeps,
     readonly info: SessionInfo,
     private client: ClientSink,
+    restore?: Restore,
   ) {
     this.key = info.sessionKey;
     this.state = initialState(info.endpoint);
     this.log = deps.logger.child({ session: this.key, tenant: info.tenant, endpoint: info.endpoint, interaction: info.interactionId });
     this.timer('config_deadline', deps.settings.configTimeoutMs, { type: 'config_deadline' });
     if (info.endpoint === 'streams') this.timer('time_limit', deps.settings.streamMaxSeconds * 1000, { type: 'time_limit' });
-    deps.ledger.sessionStarted({ sessionKey: this.key, tenant: info.tenant, endpoint: info.endpoint, interactionId: info.interactionId, startedAt: this.startedAt });
+    if (!restore) deps.ledger.sessionStarted({ sessionKey: this.key, tenant: info.tenant, endpoint: info.endpoint, interactionId: info.interactionId, startedAt: this.startedAt });
     metrics.activeSessions.inc({ endpoint: info.endpoint, tenant: tenantLabel(info.tenant) });
-    this.log.info({ event: 'session_start' }, 'session started');
+    this.log.info({ event: 'session_start', restored: restore !== undefined }, 'session started');
+    if (restore) this.restoreFrom(restore);
+  }
+
+  /** Taken over: the config is the one the first replica validated, audio goes into a pipeline that
+   * has parsed the container headers and skips to the next boundary (the client continues its stream
+   * without headers), and a new upstream session opens as a reconnection does once audio comes. The
+   * client's output waits until its socket sends the config (as for any resume). */
+  private restoreFrom(r: Restore): void {
+    const verdict = this.checkConfig(r.config);
+    if (!verdict.ok) throw new Error(`restored config refused: ${verdict.reason}`);
+    this.clearTimer('config_deadline');
+    this.accepted = r.accepted;
+    this.usageSeq = r.seq;
+    this.audioBytesIn = r.audioBytes;
+    this.mediaBefore = r.mediaReceived;
+    this.finalNoted = r.finalUntil;
+    this.missed = new MissedOutput();
+    for (const m of r.missed) this.missed.push(m);
+    this.resumePending = true;
+    this.state = { ...this.state, phase: 'reconnecting', resume: 'configured' };
+    this.openUpstream(verdict.upstreamConfig, r);
+    this.startPipeline();
+    this.pipeline!.push(r.init);
+    this.pipeline!.gap();
+  }
+
+  /** What another replica needs to go on with this session; undefined while it has none to give
+   * (not configured yet, no media yet, or a stream only this replica can parse: transcoded, MP3...). */
+  snapshot(): SessionSnapshot | undefined {
+    const source = this.pipeline?.stats.source;
+    const kind = source?.startsWith('webm-') ? 'webm' : source?.startsWith('ogg-') ? 'ogg' : undefined;
+    if (!kind || source === 'webm-pcm' || !this.link || this.initBytes === 0 || this.initBytes > MAX_INIT_BYTES) return undefined;
+    return {
+      config: this.clientConfig, accepted: this.accepted, kind, init: Buffer.concat(this.init),
+      offset: this.link.offset, finalUntil: this.link.finalUntil, audioBytes: this.audioBytesIn,
+      mediaReceived: this.mediaBefore + (this.pipeline?.stats.mediaSecondsIn ?? 0), segment: this.link.segment, seq: this.usageSeq,
+    };
+  }
+
+  /** The drain hands the session to whichever replica its client reconnects to: the client is closed
+   * (1012), audio held for pacing goes upstream at once, then `end`; the upstream's last finals are kept
+   * for the client with what it missed. Resolves with the snapshot once the upstream session ended
+   * (usage final); undefined when this session cannot be handed over (it drains as before) or it
+   * ended here instead (upstream lost, no answer in time). */
+  handOver(): Promise<(SessionSnapshot & { missed: string[] }) | undefined> {
+    const { phase } = this.state;
+    if ((phase !== 'configured' && phase !== 'reconnecting') || !this.snapshot()) return Promise.resolve(undefined);
+    return new Promise((resolve) => {
+      this.handover = resolve;
+      this.guard(() => {
+        this.missed ??= new MissedOutput();
+        if (this.clientOpen) {
+          this.clientOpen = false;
+          this.client.close(CLOSE.serviceRestart, HANDED_OVER_REASON);
+        }
+        this.pipeline?.hurry();
+        this.dispatch({ type: 'shutdown' });
+      });
+    });
+  }
+
+  /** The upstream session ended for the handover: the session leaves this process without ending its
+   * ledger session or releasing its slot. */
+  private handedOverNow(): void {
+    const done = this.handover!;
+    const snapshot = this.snapshot()!;
+    const missed = (this.missed?.take() ?? []).map((m) => m.toString());
+    this.handover = undefined;
+    this.handedOver = true;
+    this.state = { ...this.state, phase: 'closed' };
+    for (const t of this.timers.values()) clearTimeout(t);
+    this.timers.clear();
+    this.link?.close();
+    this.pipeline?.close();
+    const tenant = tenantLabel(this.info.tenant);
+    metrics.activeSessions.dec({ endpoint: this.info.endpoint, tenant });
+    const credits = this.finalCredits ?? this.deltaCredits;
+    if (credits > 0) metrics.credits.inc({ tenant, endpoint: this.info.endpoint }, credits);
+    this.log.info({ event: 'session_handed_over', segment: snapshot.segment, finalUntil: snapshot.finalUntil, missed: missed.length }, 'session handed over');
+    this.onFinished?.(this);
+    done({ ...snapshot, missed });
   }
 
   get phase() {
@@ -188,6 +283,7 @@ export class Session {
   onClientClosed(sink: ClientSink): void {
     if (sink !== this.client) return;
     this.clientOpen = false;
+    if (this.handover) return; // closed by the handover: its output is kept already
     this.guard(() => {
       this.inbox.flush();
       const { phase } = this.state;
@@ -269,8 +365,8 @@ export class Session {
   }
 
   // ── upstream side ──────────────────────────────────────────────────────────
-  private openUpstream(config: unknown): void {
-    this.timer('upstream_answer', this.deps.settings.configTimeoutMs, {
+  private openUpstream(config: unknown, restore?: Restore): void {
+    if (!restore) this.timer('upstream_answer', this.deps.settings.configTimeoutMs, {
       type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not answer the config in time',
     });
     const { settings, credentials } = this.deps;
@@ -292,11 +388,15 @@ export class Session {
         onFailed: (errorId, details) => this.guard(() => this.dispatch({ type: 'upstream_failed', errorId, details })),
       },
     });
-    this.link.open(config);
+    if (restore) this.link.restore(config, restore.segment, restore.finalUntil);
+    else this.link.open(config);
   }
 
   /** A text message of the current upstream session, already on the client's timeline. */
   private onUpstreamMessage(type: string | undefined, data: Buffer): void {
+    if (this.handover && (type === 'ended' || type === 'ENDED')) return this.handedOverNow();
+    // This upstream session's final usage is the ledger's; the client's session goes on elsewhere.
+    if (this.handover && type === 'usage') return this.recordUsage(type, data);
     switch (type) {
       case 'CONFIG_DENIED':
       case 'CONFIG_REJECTED':
@@ -317,7 +417,12 @@ export class Session {
       case 'transcript':
         // A client falling behind loses interim transcripts first, never a final one.
         if (this.client.backlog() > SHED_BACKLOG_BYTES && isInterimOnly(data)) return this.shed();
-        return this.relay(data);
+        this.relay(data);
+        if (this.onFinal && this.link && this.link.finalUntil > this.finalNoted) {
+          this.finalNoted = this.link.finalUntil;
+          this.onFinal();
+        }
+        return;
       default:
         return this.relay(data); // facts, commands, flushed, errors: bytes as they came
     }
@@ -359,7 +464,13 @@ export class Session {
       chunkMs: this.deps.settings.chunkMs,
       pace: this.deps.settings.pace,
       maxBufferedBytes: this.deps.settings.maxBufferedAudioBytes,
-      onUnit: (unit, kind) => this.link?.unit(unit, kind) ?? unit,
+      onUnit: (unit, kind) => {
+        if (unit.header && this.initBytes <= MAX_INIT_BYTES) {
+          this.init.push(unit.bytes);
+          this.initBytes += unit.bytes.length;
+        }
+        return this.link?.unit(unit, kind) ?? unit;
+      },
       onFrame: (frame) => this.guard(() => {
         this.link?.sendAudio(frame);
         if (this.oldestUnsentAudioAt !== undefined) {
@@ -443,7 +554,7 @@ export class Session {
   /** Every send is checked: a client that stops reading is closed and the session says so, rather
    * than losing a final transcript or its usage without a trace. */
   private sendClient(text: string | Buffer): void {
-    if (this.missed && (this.state.detached || this.resumePending)) return this.keepForResume(text);
+    if (this.missed && (this.state.detached || this.resumePending || this.handover)) return this.keepForResume(text);
     this.sendNow(text);
   }
 
@@ -545,7 +656,9 @@ export class Session {
     for (const t of this.timers.values()) clearTimeout(t);
     this.timers.clear();
     const stats = this.pipeline?.stats;
-    const mediaSeconds = stats?.mediaSecondsIn ?? 0;
+    const mediaSeconds = this.mediaBefore + (stats?.mediaSecondsIn ?? 0);
+    this.handover?.(undefined);
+    this.handover = undefined;
     this.deps.ledger.sessionEnded({ sessionKey: this.key, outcome, mediaSeconds, endedAt: Date.now() });
     void this.deps.limiter.release(this.info.tenant, this.key);
     const tenant = tenantLabel(this.info.tenant);

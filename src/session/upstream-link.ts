@@ -64,6 +64,8 @@ export class UpstreamLink {
   /** the loss that started the current reconnection (what the client is told if it fails) */
   private cause = this.lastLoss;
   private closed = false;
+  /** taken over from another replica: the upstream session opens with the first media (restore) */
+  private deferred = false;
 
   constructor(private readonly o: LinkOptions) {
     this.timeline = createTimeline(o.endpoint);
@@ -75,11 +77,32 @@ export class UpstreamLink {
     this.connect();
   }
 
+  /** A session another replica handed over (or lost): upstream segments go on after `segment`, the
+   *  client has every final up to `finalUntil`. The upstream session opens when the first media unit
+   *  comes (or a flush/end), as a reconnection: its replay (the init data, then the client's audio from
+   *  that unit, retimed to start at 0) puts the new stream on the client's timeline. */
+  restore(config: unknown, segment: number, finalUntil: number): void {
+    this.config = config;
+    this.segment = segment;
+    this.timeline.restore(finalUntil);
+    this.deferred = true;
+  }
+
+  get offset(): number {
+    return this.timeline.offset;
+  }
+
+  get finalUntil(): number {
+    return this.timeline.finalUntil;
+  }
+
   /** Upstream-bound units as the pipeline makes them: the replay keeps what no final covers yet;
    *  returns the unit as it goes upstream (after a replay, retimed to continue the replayed stream). */
   unit(u: Unit, kind: ReplayKind): Unit {
     this.replay ??= this.o.createReplay(kind, { maxBytes: this.o.policy.replayBytes });
-    return this.replay.add(u);
+    const out = this.replay.add(u);
+    if (this.deferred && !u.header) this.openDeferred();
+    return out;
   }
 
   sendAudio(frame: Buffer): boolean {
@@ -92,6 +115,7 @@ export class UpstreamLink {
   sendControl(message: Control): void {
     if (!this.ready) {
       this.waiting.push(message);
+      if (this.deferred) this.openDeferred();
       return;
     }
     if (message.type === 'end') {
@@ -116,6 +140,13 @@ export class UpstreamLink {
     this.ready = false;
     this.conn?.close(1000, 'session over');
     this.conn = undefined;
+  }
+
+  private openDeferred(): void {
+    this.deferred = false;
+    this.lostAt = Date.now();
+    this.attempt = 0;
+    this.connect();
   }
 
   private retry(): void {

@@ -90,6 +90,19 @@ export const metrics = {
     name: 'speech_gateway_internal_errors_total', help: 'Exceptions caught in a callback (each ended one session), by where',
     labelNames: ['where'], registers,
   }),
+  handovers: new Counter<'result'>({
+    name: 'speech_gateway_handovers_total',
+    help: 'Resumable sessions the drain handed over (ok), that ended here instead (failed), or that nobody resumed in time (expired)',
+    labelNames: ['result'], registers,
+  }),
+  takeovers: new Counter<'from'>({
+    name: 'speech_gateway_takeovers_total', help: 'Sessions taken over from another replica\'s record: after its handover, or after it died',
+    labelNames: ['from'], registers,
+  }),
+  takeoverLostMedia: new Counter({
+    name: 'speech_gateway_takeover_lost_media_seconds_total',
+    help: 'Audio a replica that died had received but no final transcript covered (lost unless the client resends it)', registers,
+  }),
   hops: new Counter<'result'>({
     name: 'speech_gateway_hops_total', help: 'Resumes for a session live on another replica: carried there over the internal hop, or not, by result',
     labelNames: ['result'], registers,

@@ -10,6 +10,11 @@ import type { ScriptedRedis } from './redis-store.js';
 export interface SessionLimiter {
   acquire(tenant: string, sessionKey: string): Promise<boolean>;
   release(tenant: string, sessionKey: string): Promise<void>;
+  /** A session taken over from another replica keeps the slot it holds (no cap check): renewed here from now on. */
+  adopt(tenant: string, sessionKey: string): Promise<void>;
+  /** A session handed over to another replica: its slot stays taken for `holdMs` (until a replica adopts or
+   *  releases it), no longer renewed here. */
+  handOff(tenant: string, sessionKey: string, holdMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -32,6 +37,17 @@ export class MemoryLimiter implements SessionLimiter {
     const s = this.held.get(tenant);
     s?.delete(sessionKey);
     if (s && s.size === 0) this.held.delete(tenant);
+  }
+
+  async adopt(tenant: string, sessionKey: string): Promise<void> {
+    if (this.max <= 0) return;
+    if (!this.held.has(tenant)) this.held.set(tenant, new Set());
+    this.held.get(tenant)!.add(sessionKey);
+  }
+
+  /** One process: nobody to hand the slot to. */
+  async handOff(tenant: string, sessionKey: string): Promise<void> {
+    await this.release(tenant, sessionKey);
   }
 
   async close(): Promise<void> {
@@ -98,6 +114,19 @@ export class RedisLimiter implements SessionLimiter {
     if (this.held.size === 0 && this.localKeys.size === 0) this.stopRenewing();
     // If this fails the lease simply expires.
     await this.redis.zrem(this.key(tenant), sessionKey).catch(() => undefined);
+  }
+
+  async adopt(tenant: string, sessionKey: string): Promise<void> {
+    if (this.max <= 0) return;
+    this.held.set(sessionKey, tenant);
+    this.startRenewing();
+    await this.redis.leaseRenew(this.key(tenant), sessionKey, this.lease.ttlMs).catch(() => undefined);
+  }
+
+  async handOff(tenant: string, sessionKey: string, holdMs: number): Promise<void> {
+    if (this.localKeys.delete(sessionKey)) return this.local.release(tenant, sessionKey);
+    if (!this.held.delete(sessionKey)) return;
+    await this.redis.leaseRenew(this.key(tenant), sessionKey, Math.max(holdMs, this.lease.ttlMs)).catch(() => undefined);
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,149 @@
+// A resumable session's life across replicas: its owner keeps its record (keepRecord), a replica that
+// gets its key decides how to resume it (findResume), the drain hands it over (handOver), and a
+// handed-over session nobody resumed is ended by whichever replica's janitor sees it first.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Restore, Session, SessionInfo, SessionSnapshot } from '../session/index.js';
+import { metrics, type Logger } from '../telemetry/index.js';
+import type { SessionLimiter, UsageLedger } from '../usage/index.js';
+import { recordKeyHash, type RecordState, type RecordStore, type SessionRecord } from './records.js';
+import type { Replicas } from './replicas.js';
+
+/** What the session parts of the cluster need. */
+export interface TakeoverDeps {
+  records: RecordStore;
+  replicas: Replicas;
+  logger: Logger;
+}
+
+/** How often an owner rewrites a record whose session moved on (a final transcript is written at once). */
+const REFRESH_MS = 2000;
+const POLL_MS = 100;
+const JANITOR_MS = 5000;
+/** A handed-over slot stays taken this much past the grace, for the janitor to release. */
+const SLOT_MARGIN_MS = 30_000;
+
+function toRecord(r: Pick<TakeoverDeps, 'replicas'>, info: SessionInfo, s: SessionSnapshot, state: RecordState, missed?: string[]): SessionRecord {
+  return {
+    v: 1, owner: r.replicas.id, ownerUrl: r.replicas.url, state, tenant: info.tenant, subject: info.subject, endpoint: info.endpoint,
+    interactionId: info.interactionId, environment: info.environment, sessionKey: info.sessionKey, config: s.config, accepted: s.accepted,
+    kind: s.kind, init: s.init.toString('base64'), offset: s.offset, finalUntil: s.finalUntil, mediaReceived: s.mediaReceived,
+    audioBytes: s.audioBytes, segment: s.segment, seq: s.seq, missed, updatedAt: Date.now(),
+  };
+}
+
+export function restoreOf(r: SessionRecord): Restore {
+  return {
+    config: r.config, accepted: r.accepted, kind: r.kind === 'ogg' ? 'ogg' : 'webm', init: Buffer.from(r.init ?? '', 'base64'),
+    offset: r.offset, finalUntil: r.finalUntil, mediaReceived: r.mediaReceived, audioBytes: r.audioBytes, segment: r.segment, seq: r.seq,
+    missed: r.missed ?? [],
+  };
+}
+
+/** The owner keeps the record of a session opened with a resume key while it changes: at most every
+ * 2 s, and at once when a final reaches the client (so a successor never repeats one). Returns what
+ * to call when the session leaves this process. */
+export function keepRecord(d: TakeoverDeps, session: Session): () => void {
+  const hash = recordKeyHash(session.info.resumeKey!);
+  let written = '';
+  let failing = false;
+  const write = () => {
+    const snapshot = session.snapshot();
+    if (!snapshot || session.handedOver) return;
+    const mark = `${snapshot.audioBytes}/${snapshot.finalUntil}/${snapshot.seq}/${snapshot.segment}`;
+    if (mark === written) return;
+    written = mark;
+    d.records.put(hash, toRecord(d, session.info, snapshot, 'live')).then(
+      () => (failing = false),
+      (err: Error) => {
+        if (!failing) d.logger.warn({ event: 'record_write_failed', session: session.key, err: err.message }, 'session record not written');
+        failing = true;
+        written = '';
+      },
+    );
+  };
+  session.onFinal = write;
+  const timer = setInterval(write, REFRESH_MS);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    if (!session.handedOver) void d.records.remove(hash, d.replicas.id).catch(() => undefined);
+  };
+}
+
+export type ResumeRoute =
+  | { route: 'none' } // no record: a new session (or TOKEN_EXPIRED)
+  | { route: 'forbidden' }
+  | { route: 'hop'; owner: { id: string; url: string } }
+  | { route: 'restore'; record: SessionRecord; from: 'handover' | 'crash' }
+  | { route: 'gone' }; // the record changed hands while we looked, or its handover did not finish in time
+
+/** Where a resume of a key this replica does not hold goes (the gate's cases 1-5, design of issue 13).
+ * A record taken over here is claimed (compare-and-set) before the client's socket is accepted. */
+export async function findResume(d: TakeoverDeps, key: string, who: Pick<SessionInfo, 'tenant' | 'subject' | 'endpoint' | 'interactionId'>, waitMs: number): Promise<ResumeRoute> {
+  const hash = recordKeyHash(key);
+  const deadline = Date.now() + waitMs;
+  let r = await d.records.get(hash);
+  if (!r) return { route: 'none' };
+  const same = r.tenant === who.tenant && r.subject !== undefined && r.subject === who.subject && r.endpoint === who.endpoint && r.interactionId === who.interactionId;
+  if (!same) return { route: 'forbidden' };
+  while (r?.state === 'handing_over' && Date.now() < deadline) {
+    await sleep(POLL_MS);
+    r = await d.records.get(hash);
+  }
+  if (!r || r.state === 'handing_over') return { route: 'gone' };
+  const mine = r.owner === d.replicas.id; // a record of a session that is no longer here: as a dead owner's
+  if (r.state === 'live' && !mine && (await d.replicas.alive(r.owner))) return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
+  const next: SessionRecord = { ...r, owner: d.replicas.id, ownerUrl: d.replicas.url, state: 'live', missed: undefined, updatedAt: Date.now() };
+  if (!(await d.records.claim(hash, { owner: r.owner, state: r.state }, next))) return { route: 'gone' };
+  return { route: 'restore', record: r, from: r.state === 'handed_over' ? 'handover' : 'crash' };
+}
+
+/** Counts what a takeover after a crash lost: audio the dead owner received that no final covered. */
+export function countTakeover(d: TakeoverDeps, r: SessionRecord, from: 'handover' | 'crash'): void {
+  metrics.takeovers.inc({ from });
+  const lost = from === 'crash' ? Math.max(0, r.mediaReceived - r.finalUntil) : 0;
+  if (lost > 0) metrics.takeoverLostMedia.inc(lost);
+  d.logger.info({ event: 'session_taken_over', session: r.sessionKey, from, previousOwner: r.owner, lostMediaSeconds: lost, segment: r.segment + 1 }, 'session taken over');
+}
+
+/** The drain's handover of one session: the record says handing over while its upstream session ends,
+ * then handed over (with what the client missed) until a replica claims it or the grace ends. */
+export async function handOver(d: TakeoverDeps & { limiter: SessionLimiter; graceSeconds: number }, session: Session): Promise<boolean> {
+  const hash = recordKeyHash(session.info.resumeKey!);
+  const before = session.snapshot();
+  if (!before) return false;
+  const started = Date.now();
+  try {
+    if (!(await d.records.put(hash, toRecord(d, session.info, before, 'handing_over')))) return false;
+  } catch (err) {
+    d.logger.warn({ event: 'handover_failed', session: session.key, err: (err as Error).message }, 'session record not written; the session drains here');
+    return false;
+  }
+  const after = await session.handOver();
+  if (!after) {
+    metrics.handovers.inc({ result: 'failed' });
+    return false;
+  }
+  const graceMs = d.graceSeconds * 1000;
+  const written = await d.records.put(hash, toRecord(d, session.info, after, 'handed_over', after.missed), Date.now() + graceMs).catch(() => false);
+  await d.limiter.handOff(session.info.tenant, session.key, graceMs + SLOT_MARGIN_MS);
+  metrics.handovers.inc({ result: written ? 'ok' : 'failed' });
+  d.logger.info({ event: 'handover', session: session.key, ok: written, ms: Date.now() - started }, written ? 'session handed over' : 'session ended upstream but its record could not be written');
+  return written;
+}
+
+/** Ends the ledger session and releases the slot of every handed-over session nobody resumed in time. */
+export function startJanitor(d: TakeoverDeps & { ledger: UsageLedger; limiter: SessionLimiter }): () => void {
+  const sweep = async () => {
+    for (const r of await d.records.reap(Date.now())) {
+      d.ledger.sessionEnded({ sessionKey: r.sessionKey, outcome: 'client_gone', mediaSeconds: r.mediaReceived, endedAt: Date.now() });
+      await d.limiter.adopt(r.tenant, r.sessionKey); // the slot is this replica's to release now
+      await d.limiter.release(r.tenant, r.sessionKey);
+      metrics.handovers.inc({ result: 'expired' });
+      d.logger.info({ event: 'handover_expired', session: r.sessionKey }, 'a handed-over session was not resumed in time; ended');
+    }
+  };
+  const timer = setInterval(() => void sweep().catch((err: Error) => d.logger.warn({ event: 'janitor_failed', err: err.message }, 'handed-over sessions not swept')), JANITOR_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}

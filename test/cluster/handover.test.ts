@@ -1,0 +1,143 @@
+// Issue 13's handover at drain, with two real gateway processes sharing one redis-server and one
+// emulator: SIGTERM on the replica that holds a resumable session ends its upstream session (usage
+// final), closes the client with 1012 "handed over", and the client goes on on the other replica
+// with its key: every final once, on one timeline; one ledger session with two upstream segments;
+// the tenant's one slot held throughout. A hand-written client resends from the `audioBytes` it is
+// given; the unmodified vendor SDK reconnects by itself through a balancer.
+import assert from 'node:assert/strict';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { startCluster, type Cluster } from '../support/cluster.js';
+import { chromeChunks } from '../support/fixtures.js';
+import { newResumeKey, streamWithSdk } from '../support/sdk.js';
+import { delay, endpointPath, openClient, refusal, type TestClient } from '../support/stack.js';
+import { startTcpBalancer } from '../support/tcp-balancer.js';
+
+const API_TOKEN = 'handover-usage-token';
+const pieces = chromeChunks('webm-opus'); // ~9 s of live Chromium WebM/Opus, 0.3 s a piece
+const stream = Buffer.concat(pieces);
+const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
+
+type Final = { start: number; end: number; text: string };
+const finals = (messages: Array<Record<string, any>>): Final[] =>
+  messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => ({ start: m.data.start, end: m.data.end, text: m.data.text }));
+
+/** Every final once, in order: each ends after the one before and starts no earlier than its end
+ *  (the handover may skip what the client sent of one WebM cluster as its socket closed: < 0.5 s). */
+function assertOnce(f: Final[], until: number, label: string): void {
+  assert.ok(f.length > 3, `${label}: finals arrived (${f.length})`);
+  for (let i = 1; i < f.length; i++) {
+    assert.ok(f[i].start >= f[i - 1].end - 0.01 && f[i].start <= f[i - 1].end + 0.5, `${label}: final ${i} (${f[i].start}-${f[i].end}) follows final ${i - 1} (${f[i - 1].start}-${f[i - 1].end}) once`);
+  }
+  assert.ok(f.at(-1)!.end > until, `${label}: the finals cover the audio (last ends at ${f.at(-1)!.end})`);
+}
+
+async function ledger(port: number, tenant: string): Promise<any[]> {
+  const res = await fetch(`http://127.0.0.1:${port}/v1/usage/sessions?tenant=${tenant}`, { headers: { authorization: `Bearer ${API_TOKEN}` } });
+  assert.equal(res.status, 200);
+  return ((await res.json()) as { sessions: any[] }).sessions;
+}
+
+/** The ledger once every session of `tenant` ended (journal and queue flushed). */
+async function endedSessions(port: number, tenant: string): Promise<any[]> {
+  let rows = await ledger(port, tenant);
+  for (let k = 0; k < 100 && (rows.length === 0 || rows.some((r) => r.end === null)); k++) rows = await delay(100).then(() => ledger(port, tenant));
+  return rows;
+}
+
+describe('handover at drain between two gateway processes', () => {
+  let cluster: Cluster;
+  beforeAll(async () => {
+    cluster = await startCluster(2, { USAGE_API_TOKEN: API_TOKEN, MAX_SESSIONS_PER_TENANT: '1', DRAIN_SECONDS: '20' });
+  });
+  afterAll(() => cluster?.close());
+
+  const url = (i: number, token: string, tenant: string, key: string) =>
+    `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}&token=${encodeURIComponent(`Bearer ${token}`)}`;
+
+  it('a hand-written client: closed 1012 "handed over", resumes on the other replica, resends from audioBytes; one session, two segments, one slot', async () => {
+    const tenant = 'handover';
+    const key = newResumeKey();
+    const token = () => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
+    const first = await openClient(url(0, await token(), tenant, key));
+    first.sendJson({ type: 'config', configuration });
+    await first.next('CONFIG_ACCEPTED');
+    const half = 14;
+    for (const piece of pieces.slice(0, half)) {
+      first.send(piece);
+      await delay(100);
+    }
+    await first.next('transcript', 10_000);
+
+    const exit = cluster.stop(0);
+    const closed = await first.closed;
+    assert.equal(closed.code, 1012);
+    assert.match(closed.reason, /handed over/);
+    // The session's one slot is still taken (the cap is 1), on either replica.
+    const over = await refusal(url(1, await token(), tenant, newResumeKey()));
+    assert.equal(over.status, 429);
+
+    const second: TestClient = await openClient(url(1, await token(), tenant, key));
+    second.sendJson({ type: 'config', configuration });
+    const accepted = await second.next('CONFIG_ACCEPTED', 35_000);
+    assert.equal(accepted.resumed, true);
+    assert.ok(accepted.audioBytes > 0 && accepted.audioBytes <= stream.length, `audioBytes ${accepted.audioBytes}`);
+    const rest = stream.subarray(accepted.audioBytes);
+    for (let at = 0; at < rest.length; at += 5000) {
+      second.send(rest.subarray(at, at + 5000));
+      await delay(100);
+    }
+    assert.equal((await refusal(url(1, await token(), tenant, newResumeKey()))).status, 429, 'still one slot, now held by the other replica');
+    second.sendJson({ type: 'end' });
+    await second.next('ended', 30_000);
+    assert.equal((await second.closed).code, 1000);
+    assert.equal(await exit, 0, cluster.replicas[0].output().slice(-3000));
+
+    const all = [...first.messages, ...second.messages];
+    assert.deepEqual(all.filter((m) => m.type === 'error'), []);
+    assertOnce(finals(all), 8.5, 'hand-written');
+    assert.deepEqual(second.types().slice(-2), ['usage', 'ended']);
+
+    const rows = await endedSessions(cluster.replicas[1].port, tenant);
+    assert.equal(rows.length, 1, 'one ledger session');
+    assert.equal(rows[0].segments.length, 2, 'two upstream segments');
+    assert.equal(rows[0].estimated, false);
+    const upstream = cluster.emulator.sessions.filter((s) => s.tenant === tenant);
+    assert.equal(upstream.length, 2);
+    const reported = upstream.reduce((n, s) => n + ((s.sent as Array<{ type: string; credits?: number }>).find((m) => m.type === 'usage')?.credits ?? NaN), 0);
+    assert.ok(Math.abs(rows[0].credits - reported) < 1e-6, `ledger ${rows[0].credits} = upstream ${reported}`);
+    // The slot was released at the end: a new session of the tenant is let in.
+    const next = await openClient(url(1, await token(), tenant, newResumeKey()));
+    next.ws.close();
+    await cluster.start(0);
+  });
+
+  it('the unmodified SDK through a balancer: reconnects by itself to the other replica and gets every final once', async () => {
+    const tenant = 'handover-sdk';
+    const balancer = await startTcpBalancer(cluster.replicas.map((r) => r.port));
+    try {
+      let exit: Promise<number | null> | undefined;
+      let owner = -1;
+      const run = await streamWithSdk({
+        base: `ws://127.0.0.1:${balancer.port}`, tenant, token: await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' }),
+        endpoint: 'transcribe', configuration, pieces, pieceMs: 300, resumeKey: newResumeKey(),
+        onPiece: (i) => {
+          if (i !== 12) return;
+          owner = cluster.replicas.findIndex((r) => r.output().includes('"session_start"') && r.output().includes(tenant));
+          balancer.down(owner);
+          exit = cluster.stop(owner);
+        },
+      });
+      assert.ok(owner >= 0);
+      assert.equal(await exit, 0, cluster.replicas[owner].output().slice(-3000));
+      assert.deepEqual(run.errors, []);
+      assert.ok(run.closeCodes.includes(1012), `closed 1012 once (${run.closeCodes})`);
+      assert.deepEqual(run.messages.filter((m) => m.type === 'error'), []);
+      assertOnce(finals(run.messages), 8.5, 'SDK');
+      const rows = await endedSessions(cluster.replicas[1 - owner].port, tenant);
+      assert.equal(rows.length, 1, 'one ledger session');
+      assert.equal(rows[0].segments.length, 2, 'two upstream segments');
+    } finally {
+      await balancer.close();
+    }
+  });
+});
