@@ -1,0 +1,63 @@
+// Idle footprint: a gateway with a real upstream configured never loads the embedded emulator
+// (memory it would hold for nothing). The gateway runs as its own process (`npm start`'s command)
+// with a module resolve hook that writes down every module it loads.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { describe, it } from 'vitest';
+import { freePort } from '../support/ports.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'sgw-footprint-'));
+const hooks = join(dir, 'hooks.mjs');
+const register = join(dir, 'register.mjs');
+writeFileSync(hooks, `import { appendFileSync } from 'node:fs';
+export async function resolve(specifier, context, next) {
+  const r = await next(specifier, context);
+  appendFileSync(process.env.SGW_MODULE_LOG, r.url + '\\n');
+  return r;
+}
+`);
+writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`);
+
+/** The modules a gateway started with `env` loaded by the time it was ready. */
+async function modulesLoaded(name: string, env: Record<string, string>): Promise<string[]> {
+  const log = join(dir, `${name}.log`);
+  writeFileSync(log, '');
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', '--import', register, 'src/main.ts'], {
+    env: {
+      ...process.env, ...env, SGW_MODULE_LOG: log, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'silent',
+      USAGE_JOURNAL_DIR: join(dir, `journal-${name}`), REDIS_URL: '',
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  try {
+    for (let i = 0; ; i++) {
+      const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false);
+      if (ok) break;
+      assert.ok(i < 300 && child.exitCode === null, 'the gateway did not become ready');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    await exited;
+  }
+  return readFileSync(log, 'utf8').split('\n').filter(Boolean);
+}
+
+const emulatorModules = (urls: string[]) => urls.filter((u) => u.includes('/src/emulator/'));
+
+describe('idle footprint', () => {
+  it('with UPSTREAM_URL the emulator is never loaded; without it, it is', async () => {
+    const upstream = { UPSTREAM_URL: 'ws://127.0.0.1:9/audio-bridge/v2', AUTH_URL: 'http://127.0.0.1:9' };
+    const real = await modulesLoaded('upstream', upstream);
+    assert.ok(real.some((u) => u.includes('/src/gateway.')), 'the hook saw the gateway load');
+    assert.deepEqual(emulatorModules(real), []);
+    const embedded = await modulesLoaded('emulator', { EMULATOR_PORT: String(await freePort()) });
+    assert.notDeepEqual(emulatorModules(embedded), [], 'with no upstream the emulator is loaded (the hook sees it)');
+  }, 60_000);
+});
