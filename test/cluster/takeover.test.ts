@@ -1,0 +1,102 @@
+// Issue 13's takeover after a crash, with two real gateway processes sharing one redis-server and one
+// emulator: the replica holding a resumable session is SIGKILLed mid-stream; the client comes back
+// on the other replica with its key, which takes the session over from its record once the dead
+// replica's heartbeat is gone: one timeline, every final once, one ledger session whose usage is the
+// sum of both upstream sessions, and the audio the dead replica held unfinalised counted as lost.
+import assert from 'node:assert/strict';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { startCluster, type Cluster } from '../support/cluster.js';
+import { chromeChunks } from '../support/fixtures.js';
+import { newResumeKey } from '../support/sdk.js';
+import { delay, endpointPath, openClient, type TestClient } from '../support/stack.js';
+
+const API_TOKEN = 'takeover-usage-token';
+const pieces = chromeChunks('webm-opus'); // ~9 s of live Chromium WebM/Opus, 0.3 s a piece
+const stream = Buffer.concat(pieces);
+const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
+const tenant = 'takeover';
+
+type Final = { start: number; end: number };
+const finals = (messages: Array<Record<string, any>>): Final[] =>
+  messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => ({ start: m.data.start, end: m.data.end }));
+
+async function metric(port: number, name: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  return text.split('\n').filter((l) => l.startsWith(name)).reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
+}
+
+describe('takeover after the owner is SIGKILLed', () => {
+  let cluster: Cluster;
+  beforeAll(async () => {
+    cluster = await startCluster(2, { USAGE_API_TOKEN: API_TOKEN });
+  });
+  afterAll(() => cluster?.close());
+
+  it('the other replica takes the session over from its record: one timeline, finals once, usage summed, lost media counted', async () => {
+    const key = newResumeKey();
+    const url = async (i: number) => `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}`
+      + `&token=${encodeURIComponent(`Bearer ${await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' })}`)}`;
+    const first = await openClient(await url(0));
+    first.sendJson({ type: 'config', configuration });
+    await first.next('CONFIG_ACCEPTED');
+    for (const piece of pieces.slice(0, 12)) {
+      first.send(piece);
+      await delay(100);
+    }
+    first.sendJson({ type: 'flush' });
+    await first.next('flushed', 10_000);
+    for (const piece of pieces.slice(12, 18)) { // received; what no final covers yet dies with the replica
+      first.send(piece);
+      await delay(100);
+    }
+    await delay(2500); // the record's periodic refresh, and the ledger's write of the flush's usage
+    const finalsBefore = finals(first.messages);
+    await cluster.kill(0);
+    assert.equal((await first.closed).code, 1006);
+
+    // Until the dead replica's heartbeat expires (5 s) it looks alive; the client retries, as the SDK does.
+    let second: TestClient | undefined;
+    for (let t = 0; !second && t < 40; t++) {
+      second = await openClient(await url(1)).catch(async (err: { status?: number }) => {
+        assert.equal(err.status, 503, 'refused as unavailable while the owner may be alive');
+        await delay(300);
+        return undefined;
+      });
+    }
+    assert.ok(second, 'taken over within 12 s');
+    second.sendJson({ type: 'config', configuration });
+    const accepted = await second.next('CONFIG_ACCEPTED');
+    assert.equal(accepted.resumed, true);
+    assert.ok(accepted.audioBytes > 0 && accepted.audioBytes <= stream.length);
+    const rest = stream.subarray(accepted.audioBytes);
+    for (let at = 0; at < rest.length; at += 5000) {
+      second.send(rest.subarray(at, at + 5000));
+      await delay(100);
+    }
+    second.sendJson({ type: 'end' });
+    await second.next('ended', 30_000);
+
+    const all = finals([...first.messages, ...second.messages]);
+    assert.deepEqual([...first.messages, ...second.messages].filter((m) => m.type === 'error'), []);
+    assert.ok(finalsBefore.length > 0 && all.length > finalsBefore.length, 'finals before and after the crash');
+    for (let i = 1; i < all.length; i++) assert.ok(all[i].start >= all[i - 1].end - 0.01, `final ${i} (${all[i].start}-${all[i].end}) once, after ${all[i - 1].end}`);
+    assert.ok(all.at(-1)!.end > 8.5, `one timeline to the end of the audio (${all.at(-1)!.end})`);
+
+    const port = cluster.replicas[1].port;
+    assert.equal(await metric(port, 'speech_gateway_takeovers_total{from="crash"}'), 1);
+    const lost = await metric(port, 'speech_gateway_takeover_lost_media_seconds_total');
+    const gap = Math.max(...all.slice(1).map((f, i) => f.start - all[i].end));
+    console.log(`takeover after SIGKILL: ${lost.toFixed(2)} s of media counted lost; the largest gap between finals ${gap.toFixed(2)} s`);
+    assert.ok(lost > 0 && lost < 1.8, `audio received and not finalised before the kill is counted lost (${lost} s)`);
+    assert.ok(gap <= lost + 0.5, 'the finals miss only what was counted lost (and the rest of one cluster skipped at the resume)');
+
+    const res = await fetch(`http://127.0.0.1:${port}/v1/usage/sessions?tenant=${tenant}`, { headers: { authorization: `Bearer ${API_TOKEN}` } });
+    const rows = ((await res.json()) as { sessions: any[] }).sessions;
+    assert.equal(rows.length, 1, 'one ledger session');
+    assert.equal(rows[0].segments.length, 2, 'two upstream segments');
+    const upstream = cluster.emulator.sessions.filter((s) => s.tenant === tenant).map((s) => s.sent as Array<{ type: string; credits?: number }>);
+    const reported = upstream.reduce((n, sent) => n + (sent.find((m) => m.type === 'usage')?.credits
+      ?? sent.filter((m) => m.type === 'delta_usage').reduce((d, m) => d + m.credits!, 0)), 0);
+    assert.ok(Math.abs(rows[0].credits - reported) < 1e-6, `ledger ${rows[0].credits} = upstream ${reported}`);
+  });
+});
