@@ -40,14 +40,14 @@ async function ledger(port: number, tenant: string): Promise<any[]> {
 /** The ledger once every session of `tenant` ended (journal and queue flushed). */
 async function endedSessions(port: number, tenant: string): Promise<any[]> {
   let rows = await ledger(port, tenant);
-  for (let k = 0; k < 100 && (rows.length === 0 || rows.some((r) => r.end === null)); k++) rows = await delay(100).then(() => ledger(port, tenant));
+  for (let k = 0; k < 200 && (rows.length === 0 || rows.some((r) => r.end === null)); k++) rows = await delay(100).then(() => ledger(port, tenant));
   return rows;
 }
 
 describe('handover at drain between two gateway processes', () => {
   let cluster: Cluster;
   beforeAll(async () => {
-    cluster = await startCluster(2, { USAGE_API_TOKEN: API_TOKEN, MAX_SESSIONS_PER_TENANT: '1', DRAIN_SECONDS: '20' });
+    cluster = await startCluster(2, { USAGE_API_TOKEN: API_TOKEN, MAX_SESSIONS_PER_TENANT: '1', DRAIN_SECONDS: '20', RESUME_GRACE_SECONDS: '4' });
   });
   afterAll(() => cluster?.close());
 
@@ -136,8 +136,34 @@ describe('handover at drain between two gateway processes', () => {
       const rows = await endedSessions(cluster.replicas[1 - owner].port, tenant);
       assert.equal(rows.length, 1, 'one ledger session');
       assert.equal(rows[0].segments.length, 2, 'two upstream segments');
+      await cluster.start(owner);
     } finally {
       await balancer.close();
     }
+  });
+
+  it('a handed-over session nobody resumes is ended by the other replica after the grace: ledger closed, slot released', async () => {
+    const tenant = 'handover-gone';
+    const token = () => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
+    const client = await openClient(url(0, await token(), tenant, newResumeKey()));
+    client.sendJson({ type: 'config', configuration });
+    await client.next('CONFIG_ACCEPTED');
+    for (const piece of pieces.slice(0, 10)) {
+      client.send(piece);
+      await delay(100);
+    }
+    await client.next('transcript', 10_000);
+    const exit = cluster.stop(0);
+    assert.match((await client.closed).reason, /handed over/);
+    assert.equal(await exit, 0);
+    assert.equal((await refusal(url(1, await token(), tenant, newResumeKey()))).status, 429, 'the slot waits for the client');
+
+    const rows = await endedSessions(cluster.replicas[1].port, tenant); // grace 4 s + the janitor's 5 s round
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0].outcome, 'client_gone');
+    assert.equal(rows[0].estimated, false, 'the handover made its usage final');
+    const next = await openClient(url(1, await token(), tenant, newResumeKey()));
+    next.ws.close();
+    await cluster.start(0);
   });
 });
