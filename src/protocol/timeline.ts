@@ -9,6 +9,8 @@ import type { Endpoint } from './endpoint.js';
 const EPSILON = 0.01;
 /** Channels with a watermark of their own; any other channel value shares one more (bounded state). */
 const MAX_CHANNELS = 32;
+/** A final's flag is `true` (isFinal on /transcribe, final on /streams): bytes without it hold no final. */
+const TRUE = Buffer.from('true');
 
 export interface Timeline {
   /** Media seconds (client stream time) that the current upstream session's 0 corresponds to.
@@ -19,7 +21,8 @@ export interface Timeline {
    *  the earliest such end over the channels that have finals, so no channel's finals lie beyond it. */
   readonly finalUntil: number;
   /** The upstream message as the client must see it: the same bytes when offset is 0 and nothing is a
-   *  duplicate (the hot path: no parse when the type is not transcript/command), else a re-serialised
+   *  duplicate (the hot path: no parse when the type is not transcript/command, nor for a transcript without a
+   *  final before any replay), else a re-serialised
    *  message with every start/end shifted by offset; `undefined` when the message only repeats finals
    *  the client already has (a /streams message with several segments keeps the new ones).
    *  Never throws: a message it cannot read passes unchanged. */
@@ -52,6 +55,8 @@ function channelOf(segment: Json): number {
 
 class SessionTimeline implements Timeline {
   #offset = 0;
+  /** A new upstream session has started with a replay: from then on its transcripts may repeat. */
+  #replayed = false;
   /** End of the last delivered final, per channel (/transcribe: channel 0 only). */
   readonly #finals = new Map<number, number>();
   /** Finals the client had before this replica took the session over (every channel). */
@@ -69,6 +74,7 @@ class SessionTimeline implements Timeline {
   set offset(seconds: number) {
     if (!isTime(seconds) || seconds < 0) throw new RangeError(`timeline offset must be a finite number of seconds >= 0, got ${seconds}`);
     this.#offset = seconds;
+    this.#replayed = true;
     this.#commandsBefore = Math.max(this.#commandsBefore, this.#commandsNow);
   }
 
@@ -83,6 +89,9 @@ class SessionTimeline implements Timeline {
 
   map(type: string, data: Buffer): Buffer | undefined {
     if (type !== 'transcript' && type !== 'command') return data;
+    // Before any replay nothing is a repeat, and a transcript with no final moves no watermark: it goes
+    // as it came, unparsed (most transcripts are interim).
+    if (type === 'transcript' && !this.#replayed && data.indexOf(TRUE) < 0) return data;
     try {
       const msg: unknown = JSON.parse(data.toString('utf8'));
       if (!isObject(msg)) return data;

@@ -197,7 +197,7 @@ export class UpstreamLink {
   }
 
   private onMessage(data: Buffer): void {
-    const type = upstreamMessageType(data.toString('utf8'));
+    const type = upstreamMessageType(data);
     if (!this.ready && type === 'CONFIG_ACCEPTED') return this.accepted(data);
     if (!this.ready && this.lostAt > 0) {
       // A new upstream session that refuses the config the first one took: give up.

@@ -10,7 +10,7 @@ const bytes = (msg: unknown) => Buffer.from(JSON.stringify(msg));
 /** What the client receives for one upstream message: parsed, or undefined when it is not sent. */
 function deliver(t: Timeline, msg: unknown): any {
   const data = bytes(msg);
-  const out = t.map(upstreamMessageType(data.toString()) ?? '', data);
+  const out = t.map(upstreamMessageType(data) ?? '', data);
   return out && JSON.parse(out.toString());
 }
 const final = (start: number, end: number) => transcribeTranscript(0, start, end, true);
@@ -30,6 +30,30 @@ describe('/transcribe timeline', () => {
       assert.equal(t.map(msg.type, data), data, msg.type);
     }
     assert.equal(t.finalUntil, 1);
+  });
+
+  it('parses only the finals before any replay, then every transcript once', () => {
+    const t = createTimeline('transcribe');
+    const parse = JSON.parse;
+    let parses = 0;
+    JSON.parse = (text: string, reviver?: (k: string, v: unknown) => unknown) => (parses++, parse(text, reviver));
+    try {
+      for (let s = 0; s < 3; s++) {
+        for (const msg of [interim(s, s + 0.3), interim(s, s + 0.6), final(s, s + 1)]) {
+          const data = bytes(msg);
+          assert.equal(t.map('transcript', data), data);
+        }
+      }
+      assert.equal(parses, 3, 'one parse per final, none for an interim');
+      assert.equal(t.finalUntil, 3);
+      t.offset = 2.5;
+      assert.equal(t.map('transcript', bytes(interim(0, 0.4))), undefined, 'after a replay an interim may repeat: read');
+      const moved = t.map('transcript', bytes(interim(0.5, 1)));
+      assert.equal(parses, 3 + 2, 'after a replay: each transcript once');
+      assert.equal(parse(moved!.toString()).data.end, 3.5);
+    } finally {
+      JSON.parse = parse;
+    }
   });
 
   it('shifts every start and end by the offset, leaving the rest as it came', () => {
@@ -121,7 +145,7 @@ describe('odd upstream messages', () => {
       ];
       for (const text of odd) {
         const data = Buffer.from(text);
-        assert.equal(t.map(upstreamMessageType(text) ?? 'transcript', data), data, `${endpoint}: ${text.slice(0, 40)}`);
+        assert.equal(t.map(upstreamMessageType(data) ?? 'transcript', data), data, `${endpoint}: ${text.slice(0, 40)}`);
       }
       assert.equal(t.finalUntil, 0);
     }

@@ -1,6 +1,9 @@
 import { test } from 'vitest';
 import assert from 'node:assert/strict';
-import { upstreamMessageType } from '../../src/protocol/index.js';
+import { upstreamMessageType as typeOfBytes } from '../../src/protocol/index.js';
+
+/** The classifier reads bytes, as they come from the upstream. */
+const upstreamMessageType = (text: string) => typeOfBytes(Buffer.from(text));
 
 /** What the answer must be: the top-level string `type` as JSON.parse sees it. */
 function reference(text: string): string | undefined {
@@ -57,6 +60,12 @@ const tricky = [
   '',
   '{"type":"a"}',
   '{"type":"\\u0041"}',
+  '{',
+  '{"ty',
+  '{"type":"café","text":"naïve"}',
+  '{"type":"x","t\\u0079pe":"y"}',
+  '{"type":"x","\\u0074\\u0079\\u0070\\u0065":"y"}',
+  '{"type":"x","text":"\\u00e9","typ\\u0065s":"y"}',
 ];
 
 test('agrees with JSON.parse on every upstream message shape', () => {
@@ -73,6 +82,12 @@ test('agrees with JSON.parse on tricky inputs', () => {
   assert.equal(upstreamMessageType('{"type":"first","\\u0074ype":"second"}'), 'second');
   assert.equal(upstreamMessageType('{"data":{"type":"nested"},"type":"top"}'), 'top');
   assert.equal(upstreamMessageType('{"type":"a\\"b","x":1}'), 'a"b');
+});
+
+test('reads invalid UTF-8 in the value as JSON.parse of the decoded text does', () => {
+  const bytes = Buffer.concat([Buffer.from('{"type":"a'), Buffer.from([0xff, 0xc3]), Buffer.from('","data":{}}')]);
+  assert.equal(typeOfBytes(bytes), reference(bytes.toString('utf8')));
+  assert.equal(typeOfBytes(bytes), 'a\ufffd\ufffd');
 });
 
 test('agrees with JSON.parse on generated messages (seeded)', () => {
