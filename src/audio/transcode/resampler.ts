@@ -1,7 +1,11 @@
 // Streaming sample-rate conversion with libsamplerate (wasm port), for rates Opus can't take.
-import srcPkg from '@alexanderolsen/libsamplerate-js';
+// Required by the first stream that needs it: the library embeds its wasm as a 2 MB script and
+// costs about 11 MB of RSS once loaded, which most processes never need. (require, not import():
+// the package is CommonJS flagged __esModule, and tsx's import() interop would look for a default.)
+import { createRequire } from 'node:module';
 
-const { create, ConverterType } = srcPkg;
+type Lib = typeof import('@alexanderolsen/libsamplerate-js');
+const require = createRequire(import.meta.url);
 
 export interface Resampler {
   /** Interleaved float input → resampled interleaved float output (the converter keeps a few samples back). */
@@ -13,6 +17,7 @@ export interface Resampler {
 
 export async function createResampler(channels: number, fromRate: number, toRate: number): Promise<Resampler> {
   // SINC_FASTEST: band-limited (~97 dB SNR), plenty for speech, and the cheapest sinc converter.
+  const { create, ConverterType } = require('@alexanderolsen/libsamplerate-js') as Lib;
   const src = await create(channels, fromRate, toRate, { converterType: ConverterType.SRC_SINC_FASTEST });
   let inFrames = 0;
   let outFrames = 0;
