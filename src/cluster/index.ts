@@ -10,7 +10,7 @@ import { createReplicas, defaultReplicaId, type Replicas } from './replicas.js';
 export { hopUpgrade, HopRelay, verifyHop, signHop, type ClientUpgrade, type HopDeps, type HopIdentity } from './hop.js';
 export { createReplicas, type Replicas } from './replicas.js';
 export { createRecordStore, recordKeyHash, type RecordStore, type SessionRecord, type RecordState } from './records.js';
-export { countTakeover, findResume, handOver, keepRecord, restoreOf, startJanitor, type ResumeRoute, type TakeoverDeps } from './takeover.js';
+export { awaitHandover, countTakeover, findResume, handOver, keepRecord, restoreOf, startJanitor, type ResumeRoute, type TakeoverDeps } from './takeover.js';
 
 export interface ClusterOptions {
   redisUrl?: string;

@@ -48,7 +48,7 @@ export function keepRecord(d: TakeoverDeps, session: Session): () => void {
   let failing = false;
   const write = () => {
     const snapshot = session.snapshot();
-    if (!snapshot || session.handedOver) return;
+    if (!snapshot || session.leaving) return;
     const mark = `${snapshot.audioBytes}/${snapshot.finalUntil}/${snapshot.seq}/${snapshot.segment}`;
     if (mark === written) return;
     written = mark;
@@ -75,22 +75,37 @@ export type ResumeRoute =
   | { route: 'forbidden' }
   | { route: 'hop'; owner: { id: string; url: string } }
   | { route: 'restore'; record: SessionRecord; from: 'handover' | 'crash' }
+  | { route: 'wait' } // its owner is handing it over now: see awaitHandover
   | { route: 'gone' }; // the record changed hands while we looked, or its handover did not finish in time
 
 /** Where a resume of a key this replica does not hold goes (the gate's cases 1-5, design of issue 13).
  * A record taken over here is claimed (compare-and-set) before the client's socket is accepted. */
-export async function findResume(d: TakeoverDeps, key: string, who: Pick<SessionInfo, 'tenant' | 'subject' | 'endpoint' | 'interactionId'>, waitMs: number): Promise<ResumeRoute> {
+export async function findResume(d: TakeoverDeps, key: string, who: Pick<SessionInfo, 'tenant' | 'subject' | 'endpoint' | 'interactionId'>): Promise<ResumeRoute> {
   const hash = recordKeyHash(key);
-  const deadline = Date.now() + waitMs;
-  let r = await d.records.get(hash);
+  const r = await d.records.get(hash);
   if (!r) return { route: 'none' };
   const same = r.tenant === who.tenant && r.subject !== undefined && r.subject === who.subject && r.endpoint === who.endpoint && r.interactionId === who.interactionId;
   if (!same) return { route: 'forbidden' };
-  while (r?.state === 'handing_over' && Date.now() < deadline) {
+  return r.state === 'handing_over' ? { route: 'wait' } : decide(d, hash, r);
+}
+
+/** After 'wait' (the client's socket is open, its frames held): polls until the handover is done, for
+ * at most `waitMs` and while the client is there, then takes the session over if nobody else did. */
+export async function awaitHandover(d: TakeoverDeps, key: string, waitMs: number, wanted: () => boolean): Promise<ResumeRoute> {
+  const hash = recordKeyHash(key);
+  const deadline = Date.now() + waitMs;
+  let r = await d.records.get(hash);
+  while (r?.state === 'handing_over' && Date.now() < deadline && wanted()) {
     await sleep(POLL_MS);
     r = await d.records.get(hash);
   }
-  if (!r || r.state === 'handing_over') return { route: 'gone' };
+  if (!r || r.state === 'handing_over' || !wanted()) return { route: 'gone' };
+  const route = await decide(d, hash, r);
+  return route.route === 'restore' ? route : { route: 'gone' }; // the socket is open: no hop from here
+}
+
+/** A record not being handed over: carried to its live owner, else claimed for this replica. */
+async function decide(d: TakeoverDeps, hash: string, r: SessionRecord): Promise<ResumeRoute> {
   const mine = r.owner === d.replicas.id; // a record of a session that is no longer here: as a dead owner's
   if (r.state === 'live' && !mine && (await d.replicas.alive(r.owner))) return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
   const next: SessionRecord = { ...r, owner: d.replicas.id, ownerUrl: d.replicas.url, state: 'live', missed: undefined, updatedAt: Date.now() };
@@ -113,6 +128,7 @@ export async function handOver(d: TakeoverDeps & { limiter: SessionLimiter; grac
   const before = session.snapshot();
   if (!before) return false;
   const started = Date.now();
+  session.leaving = true; // its keeper writes no more 'live' records
   try {
     if (!(await d.records.put(hash, toRecord(d, session.info, before, 'handing_over')))) return false;
   } catch (err) {

@@ -1,7 +1,7 @@
 // Socket behaviour: an accepted socket is handed to a Session; its frames and its close go to that
 // session, and every callback is guarded so that a throw ends one socket, never the process.
 import uWS from 'uWebSockets.js';
-import { countTakeover, keepRecord, restoreOf } from '../cluster/index.js';
+import { awaitHandover, countTakeover, keepRecord, restoreOf } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { CLOSE, Session, type ClientSink } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
@@ -80,6 +80,41 @@ function restored(deps: ServerDeps, data: SocketData): Session {
   return session;
 }
 
+/** A resume accepted while the session's owner hands it over: once the record is handed over, the
+ * session is restored here and gets the frames its client sent meanwhile; else the client is asked to
+ * reconnect (its next attempt finds where the session went). */
+async function awaitRestore(deps: ServerDeps, state: ServerState, ws: Ws, data: SocketData): Promise<void> {
+  const cluster = { ...deps.cluster, logger: deps.logger };
+  const found = await awaitHandover(cluster, data.info.resumeKey!, deps.settings.endTimeoutMs, () => !data.closed)
+    .catch((err: Error) => (deps.logger.warn({ event: 'resume_lookup_failed', err: err.message }, 'session record lookup failed'), undefined));
+  if (data.closed) return; // a claimed record stays this replica's: the client's next resume takes it over here
+  const held = data.awaiting!;
+  data.awaiting = undefined;
+  if (found?.route !== 'restore') {
+    data.closed = true;
+    return ws.end(CLOSE.serviceRestart, 'the session is moving between gateway replicas; reconnect');
+  }
+  guarded(deps.logger, 'open', () => {
+    data.restore = found;
+    const session = (data.session = restored(deps, data));
+    track(deps, state, session);
+    for (const f of held.frames) {
+      if (f.binary) session.onClientBinary(f.data);
+      else session.onClientText(f.data);
+    }
+  })(ws);
+}
+
+/** A frame of a client waiting for its session, copied (uWS reuses it) within the audio bound. */
+function hold(deps: ServerDeps, ws: Ws, awaiting: NonNullable<SocketData['awaiting']>, message: ArrayBuffer, binary: boolean): void {
+  awaiting.bytes += message.byteLength;
+  if (awaiting.bytes > deps.settings.maxBufferedAudioBytes) {
+    ws.getUserData().closed = true;
+    return ws.end(CLOSE.serviceRestart, 'the session is moving between gateway replicas; reconnect');
+  }
+  awaiting.frames.push({ data: message.slice(0), binary });
+}
+
 /** The server's sets know the session until it finishes; another replica knows a resumable one by its record. */
 function track(deps: ServerDeps, state: ServerState, session: Session): void {
   state.sessions.add(session);
@@ -108,12 +143,14 @@ export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: E
       if (data.hop) return data.hop.attach(ws);
       data.sink = clientSink(ws, data);
       if (data.resumeOf) return takeOver(ws, data, state);
+      if (data.awaiting) return void awaitRestore(deps, state, ws, data);
       data.session = data.restore ? restored(deps, data) : new Session(deps, data.info, data.sink);
       track(deps, state, data.session);
     }),
     message: guarded(log, 'message', (ws, message: ArrayBuffer, isBinary: boolean) => {
-      const { session, hop } = ws.getUserData();
+      const { session, hop, awaiting } = ws.getUserData();
       if (hop) return hop.fromClient(message, isBinary);
+      if (awaiting) return hold(deps, ws, awaiting, message, isBinary);
       if (!session) return;
       // uWS reuses `message` after this callback: the session copies what it keeps.
       if (isBinary) session.onClientBinary(message);

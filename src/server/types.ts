@@ -40,6 +40,8 @@ export interface SocketData {
   resumeOf?: Session;
   /** a resume of a session taken over from another replica's record (claimed for this replica) */
   restore?: { record: SessionRecord; from: 'handover' | 'crash' };
+  /** a resume waiting for the session's owner to finish handing it over: the client's frames, held */
+  awaiting?: { frames: Array<{ data: ArrayBuffer; binary: boolean }>; bytes: number };
   sink?: ClientSink;
   /** a resume carried to the replica that holds the session: frames go through this relay */
   hop?: HopRelay;

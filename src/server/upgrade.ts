@@ -32,7 +32,7 @@ export function resumeRefusal(held: Session | undefined, d: { tenant: string; su
 async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: SessionInfo): Promise<boolean> {
   let found;
   try {
-    found = await findResume({ ...deps.cluster, logger: deps.logger }, info.resumeKey!, info, deps.settings.endTimeoutMs);
+    found = await findResume({ ...deps.cluster, logger: deps.logger }, info.resumeKey!, info);
   } catch (err) {
     deps.logger.warn({ event: 'resume_lookup_failed', err: (err as Error).message }, 'session record lookup failed');
     found = { route: 'gone' } as const;
@@ -50,6 +50,12 @@ async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: Sessio
     case 'hop':
       await hopUpgrade(up, found.owner, info, deps.cluster.hop);
       return true;
+    case 'wait': {
+      // Accepted now (the vendor SDK gives up on a handshake not done in 4 s); the socket waits for the handover.
+      const data: SocketData = { info, awaiting: { frames: [], bytes: 0 }, holdsSlot: false, closed: false };
+      up.res.upgrade(data, up.secKey, up.protocol, up.secExtensions, up.context);
+      return true;
+    }
     case 'restore': {
       const r = found.record;
       const data: SocketData = { info: { ...info, sessionKey: r.sessionKey, environment: r.environment }, restore: { record: r, from: found.from }, holdsSlot: false, closed: false };

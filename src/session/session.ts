@@ -123,6 +123,8 @@ export class Session {
   private mediaBefore = 0;
   /** the drain hands this session over: resolved with its snapshot once its upstream session ended */
   private handover?: (r: (SessionSnapshot & { missed: string[] }) | undefined) => void;
+  /** the drain is handing this session over (its record is no longer the owner's to refresh) */
+  leaving = false;
   /** the session left this process for another replica (its ledger session and slot go on there) */
   handedOver = false;
   /** a final transcript reached the client (the session record notes how far the client has finals) */
@@ -192,6 +194,7 @@ export class Session {
   handOver(): Promise<(SessionSnapshot & { missed: string[] }) | undefined> {
     const { phase } = this.state;
     if ((phase !== 'configured' && phase !== 'reconnecting') || !this.snapshot()) return Promise.resolve(undefined);
+    this.leaving = true;
     return new Promise((resolve) => {
       this.handover = resolve;
       this.guard(() => {

@@ -18,6 +18,8 @@ const ACCEPT_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 const MAX_HEAD_BYTES = 16 * 1024;
 /** How long a close handshake may take before the socket is dropped. */
 const CLOSE_TIMEOUT_MS = 5000;
+/** Pieces of one fragmented message, each kept until the last (4 MiB in 1 KiB pieces): real servers send a few. */
+const MAX_FRAGMENTS = 4096;
 const OP_CONT = 0, OP_TEXT = 1, OP_BINARY = 2, OP_CLOSE = 8, OP_PING = 9, OP_PONG = 10;
 const CONNECTING = 0, OPEN = 1, CLOSING = 2, CLOSED = 3;
 const HEAD_END = Buffer.from('\r\n\r\n');
@@ -245,7 +247,8 @@ export class UpstreamSocket implements UpstreamConnection {
 
   #fragment(opcode: number, payload: Buffer, fin: boolean): void {
     if (opcode !== OP_CONT) this.#fragOp = opcode;
-    this.#frags.push(payload);
+    if (this.#frags.length === MAX_FRAGMENTS) return void this.#protocolError(1009, `a message in over ${MAX_FRAGMENTS} fragments`);
+    if (payload.length > 0) this.#frags.push(payload);
     this.#fragBytes += payload.length;
     if (!fin) return;
     const message = Buffer.concat(this.#frags, this.#fragBytes);

@@ -142,6 +142,43 @@ describe('handover at drain between two gateway processes', () => {
     }
   });
 
+  it('a resume that arrives while the handover waits for the upstream is accepted at once (the SDK gives up after 4 s) and restored once it is done', async () => {
+    const tenant = 'handover-slow';
+    const key = newResumeKey();
+    const token = () => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
+    const first = await openClient(url(0, await token(), tenant, key));
+    first.sendJson({ type: 'config', configuration });
+    await first.next('CONFIG_ACCEPTED');
+    for (const piece of pieces.slice(0, 12)) {
+      first.send(piece);
+      await delay(100);
+    }
+    await first.next('transcript', 10_000);
+    cluster.emulator.faults.stall = true; // the upstream's answer to the handover's `end` waits
+    const exit = cluster.stop(0);
+    assert.match((await first.closed).reason, /handed over/);
+
+    const asked = Date.now();
+    const second = await openClient(url(1, await token(), tenant, key));
+    assert.ok(Date.now() - asked < 4000, `open in ${Date.now() - asked} ms`);
+    second.sendJson({ type: 'config', configuration }); // held until the session is here
+    await delay(5000);
+    assert.deepEqual(second.types(), [], 'nothing answered before the handover is done');
+    cluster.emulator.faults.stall = false;
+    const accepted = await second.next('CONFIG_ACCEPTED', 30_000);
+    assert.equal(accepted.resumed, true);
+    const rest = stream.subarray(accepted.audioBytes);
+    for (let at = 0; at < rest.length; at += 5000) {
+      second.send(rest.subarray(at, at + 5000));
+      await delay(100);
+    }
+    second.sendJson({ type: 'end' });
+    await second.next('ended', 30_000);
+    assert.equal(await exit, 0);
+    assertOnce(finals([...first.messages, ...second.messages]), 8.5, 'slow handover');
+    await cluster.start(0);
+  });
+
   it('a handed-over session nobody resumes is ended by the other replica after the grace: ledger closed, slot released', async () => {
     const tenant = 'handover-gone';
     const token = () => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });

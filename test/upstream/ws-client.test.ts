@@ -138,6 +138,22 @@ describe('against a ws server', () => {
     assert.equal(c.endings, 1);
   });
 
+  it('empty fragments cost nothing; a message in more than 4,096 pieces is refused with 1009', async () => {
+    arm();
+    const c = connect(port);
+    const server = await next;
+    await c.opened;
+    server.send('a', { fin: false });
+    for (let i = 0; i < 10_000; i++) server.send('', { fin: false });
+    server.send('b', { fin: true });
+    for (let i = 0; i < 4096; i++) server.send('x', { fin: false });
+    const closed = new Promise<number>((r) => server.once('close', r));
+    server.send('y', { fin: true });
+    assert.equal(await closed, 1009);
+    assert.deepEqual(await c.ended, { error: 'upstream connection failed: a message in over 4096 fragments' });
+    assert.deepEqual(c.messages.map((m) => m.data.toString()), ['ab']);
+  });
+
   it("a server's close: its code and reason reach the session, and the server gets its close frame back", async () => {
     arm();
     const c = connect(port);
