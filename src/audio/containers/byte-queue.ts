@@ -16,12 +16,45 @@ export class ByteQueue {
   /** The first n bytes (n ≤ length) as one contiguous buffer, without consuming them. */
   peek(n: number): Buffer {
     if (n > this.length) throw new RangeError('peek past the end');
-    if (this.chunks[0].length < n) {
-      let have = 0, i = 0;
-      while (have < n) have += this.chunks[i++].length;
-      this.chunks.splice(0, i, Buffer.concat(this.chunks.slice(0, i), have));
+    const head = this.chunks[0];
+    if (head.length >= n) return head.subarray(0, n);
+    // Join exactly n bytes: the rest of the last chunk stays where it is (a view), so a unit that
+    // straddles two messages costs a copy of itself, not of the whole next message.
+    let have = 0, i = 0;
+    while (have + this.chunks[i].length < n) have += this.chunks[i++].length;
+    const last = this.chunks[i], need = n - have;
+    const parts = this.chunks.slice(0, i);
+    parts.push(last.subarray(0, need));
+    const joined = Buffer.concat(parts, n);
+    if (need === last.length) this.chunks.splice(0, i + 1, joined);
+    else this.chunks.splice(0, i + 1, joined, last.subarray(need));
+    return joined;
+  }
+
+  /** Where `byte` next occurs at or after `from`, searched chunk by chunk (nothing joined); -1: not queued. */
+  indexOf(byte: number, from: number): number {
+    let base = 0;
+    for (const c of this.chunks) {
+      if (from < base + c.length) {
+        const i = c.indexOf(byte, Math.max(0, from - base));
+        if (i >= 0) return base + i;
+      }
+      base += c.length;
     }
-    return this.chunks[0].subarray(0, n);
+    return -1;
+  }
+
+  /** Up to n bytes from `at` as one buffer: a view within a chunk, a small copy across two. */
+  window(at: number, n: number): Buffer {
+    let base = 0, i = 0;
+    while (i < this.chunks.length && at >= base + this.chunks[i].length) base += this.chunks[i++].length;
+    const end = Math.min(this.length, at + n);
+    if (i === this.chunks.length || end <= base + this.chunks[i].length) return (this.chunks[i] ?? Buffer.alloc(0)).subarray(at - base, end - base);
+    const out = Buffer.allocUnsafe(end - at);
+    for (let got = 0; got < out.length; i++, base += this.chunks[i - 1].length) {
+      got += this.chunks[i].copy(out, got, Math.max(0, at - base));
+    }
+    return out;
   }
 
   /** Consumes the first n bytes. */

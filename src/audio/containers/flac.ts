@@ -135,26 +135,35 @@ export class FlacParser implements ContainerParser {
       }
       return { bytes, header: true };
     }
-    const all = this.q.peek(this.q.length);
-    const bs = frameHeader(all, 0);
-    if (!bs && all.length < 16 && !atEnd) { this.need = 16; return undefined; }
-    const next = nextFrameHeader(all, Math.max(bs ? 2 : 1, this.scanFrom));
+    const held = this.q.length;
+    const bs = frameHeader(this.q.window(0, 16), 0);
+    if (!bs && held < 16 && !atEnd) { this.need = 16; return undefined; }
+    const next = this.queuedFrameHeader(Math.max(bs ? 2 : 1, this.scanFrom));
     if (next < 0 && !atEnd) {
-      if (all.length > MAX_FRAME_BYTES) throw new MalformedAudio(`no FLAC frame header in the ${all.length} bytes from byte ${this.q.offset}`);
+      if (held > MAX_FRAME_BYTES) throw new MalformedAudio(`no FLAC frame header in the ${held} bytes from byte ${this.q.offset}`);
       // Search on once more has come; what was searched is not searched again, and the wait grows
       // with the bytes held, so a long frame (or junk) costs linear time, not quadratic.
-      this.scanFrom = Math.max(0, all.length - 16);
-      this.need = all.length + Math.max(512, all.length >> 2);
+      this.scanFrom = Math.max(0, held - 16);
+      this.need = held + Math.max(512, held >> 2);
       return undefined;
     }
     this.scanFrom = 0;
-    const bytes = this.q.take(next < 0 ? all.length : next);
+    const bytes = this.q.take(next < 0 ? held : next);
     // Not at a frame header (a tag, or the rest of a frame sent on after a pause): the bytes up to
     // the next frame header are passed on as they are.
     if (!bs) return { bytes, header: false };
     const start = this.samples / (this.info?.sampleRate ?? 1);
     this.samples += bs;
     return { bytes, header: false, start, end: this.samples / (this.info?.sampleRate ?? 1) };
+  }
+
+  /** Where the next frame header in the queue starts (as nextFrameHeader), searched in place: the
+   * queue is not joined into one buffer for it. */
+  private queuedFrameHeader(from: number): number {
+    for (let i = this.q.indexOf(0xff, from); i >= 0 && i + 1 < this.q.length; i = this.q.indexOf(0xff, i + 1)) {
+      if (frameHeader(this.q.window(i, 16), 0)) return i;
+    }
+    return -1;
   }
 
   private streamInfo(b: Buffer): void {

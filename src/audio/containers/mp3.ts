@@ -83,9 +83,8 @@ export class Mp3Parser implements ContainerParser {
     const h = this.q.peek(4);
     if (!isMpegHeader(h)) {
       // Junk between frames (or an ID3v1/APE tag at the end): pass it on up to the next sync byte.
-      const all = this.q.peek(this.q.length);
-      let i = all.indexOf(0xff, 1);
-      if (i < 0) i = all.length;
+      let i = this.q.indexOf(0xff, 1);
+      if (i < 0) i = this.q.length;
       return { bytes: this.q.take(i), header: !this.info };
     }
     const f = mpegFrame(h);

@@ -52,27 +52,26 @@ export class OggParser implements ContainerParser {
     if (this.serial === undefined) this.serial = serial;
     if (serial !== this.serial) return { bytes, header: false }; // a multiplexed stream: pass along
     const wasHeader = this.headerPackets > 0;
-    const body = bytes.subarray(27 + nseg);
-    // Count packets completed on this page (a lacing value < 255 ends one).
-    let off = 0;
-    const packets: Buffer[] = [];
-    let from = 0;
-    for (const l of lacing) {
-      off += l;
-      if (l < 255) { packets.push(body.subarray(from, off)); from = off; }
+    if (wasHeader) {
+      // Packets completed on this page (a lacing value < 255 ends one); the first identifies the codec.
+      let first = -1, count = 0, off = 0;
+      for (const l of lacing) {
+        off += l;
+        if (l < 255) { count++; if (first < 0) first = off; }
+      }
+      if (this.info === undefined) this.identify(bytes.subarray(27 + nseg, 27 + nseg + (first < 0 ? bodyLen : first)));
+      this.headerPackets -= count;
     }
-    if (this.info === undefined) this.identify(packets[0] ?? body);
-    this.headerPackets -= packets.length;
-    const granule = bytes.readBigInt64LE(6);
+    // The granule is a signed 64-bit integer; as two halves it needs no BigInt (times stay < 2^53).
+    const granule = bytes.readInt32LE(10) * 0x1_0000_0000 + bytes.readUInt32LE(6);
     const unit: Unit = { bytes, header: wasHeader };
-    if (!wasHeader && granule >= 0n && this.info?.sampleRate) {
+    if (!wasHeader && granule >= 0 && this.info?.sampleRate) {
       const rate = this.info.codec === 'opus' ? 48000 : this.info.sampleRate;
-      const end = this.base + Math.max(0, Number(granule) - (this.info.preSkip ?? 0)) / rate;
+      const end = this.base + Math.max(0, granule - (this.info.preSkip ?? 0)) / rate;
       unit.start = this.lastEnd;
       unit.end = Math.max(end, this.lastEnd);
       this.lastEnd = unit.end;
     }
-    if (!wasHeader) unit.payload = packets;
     return unit;
   }
 
