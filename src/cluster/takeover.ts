@@ -15,8 +15,10 @@ export interface TakeoverDeps {
   logger: Logger;
 }
 
-/** How often an owner rewrites a record whose session moved on (a final transcript is written at once). */
+/** How often an owner rewrites a record whose session moved on (a final transcript is written at once)... */
 const REFRESH_MS = 2000;
+/** ...and one whose session did not (an idle client), well within the record's TTL (grace + 30 s). */
+const KEEPALIVE_MS = 10_000;
 const POLL_MS = 100;
 const JANITOR_MS = 5000;
 /** A handed-over slot stays taken this much past the grace, for the janitor to release. */
@@ -45,13 +47,15 @@ export function restoreOf(r: SessionRecord): Restore {
 export function keepRecord(d: TakeoverDeps, session: Session): () => void {
   const hash = recordKeyHash(session.info.resumeKey!);
   let written = '';
+  let writtenAt = 0;
   let failing = false;
   const write = () => {
     const snapshot = session.snapshot();
     if (!snapshot || session.leaving) return;
     const mark = `${snapshot.audioBytes}/${snapshot.finalUntil}/${snapshot.seq}/${snapshot.segment}`;
-    if (mark === written) return;
+    if (mark === written && Date.now() - writtenAt < KEEPALIVE_MS) return;
     written = mark;
+    writtenAt = Date.now();
     d.records.put(hash, toRecord(d, session.info, snapshot, 'live')).then(
       () => (failing = false),
       (err: Error) => {

@@ -34,8 +34,9 @@ async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: Sessio
   try {
     found = await findResume({ ...deps.cluster, logger: deps.logger }, info.resumeKey!, info);
   } catch (err) {
+    // Redis away: no replica can take a session over meanwhile; the client gets a new session (not resumed).
     deps.logger.warn({ event: 'resume_lookup_failed', err: (err as Error).message }, 'session record lookup failed');
-    found = { route: 'gone' } as const;
+    return false;
   }
   if (up.aborted()) return true;
   switch (found.route) {
