@@ -3,9 +3,10 @@
 // global setup gives the run its own temp dir and ends whatever the run left alive.
 import { configDefaults, defineConfig } from 'vitest/config';
 
-/** Files that measure latency under a load they make themselves: they run after the others,
- * one at a time, so the rest of the suite is not part of what they measure. */
-const alone = ['test/hostile/fuzz.test.ts'];
+/** Files that measure latency under a load they make themselves, or run several gateway processes
+ * under real-time load: they run after the others, one at a time, so the rest of the suite is not
+ * part of what they measure and does not starve their real-time clients. */
+const alone = ['test/hostile/fuzz.test.ts', 'test/cluster/rolling.test.ts'];
 
 export default defineConfig({
   test: {
