@@ -1,7 +1,7 @@
 // Sessions that outlive their replica: session records (records.ts), replica liveness (replicas.ts)
 // and the internal hop between replicas (hop.ts), on one Redis connection of their own (or none: a
 // single replica, everything in process). The one way in.
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from '../telemetry/index.js';
 import type { HopDeps } from './hop.js';
 import { createRecordStore, type RecordStore } from './records.js';
@@ -51,7 +51,8 @@ export async function createCluster(o: ClusterOptions): Promise<Cluster> {
 
 /** As the usage ledger's connection: fail fast while Redis is away, reconnect quickly. */
 async function connect(url: string, logger: Logger): Promise<Redis> {
-  const redis = new Redis(url, {
+  const { Redis: Client } = await import('ioredis'); // only with a REDIS_URL (idle memory)
+  const redis = new Client(url, {
     lazyConnect: true,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,

@@ -7,7 +7,6 @@ import { Ledger, type Health, type UsageLedger } from './ledger.js';
 import { MemoryLimiter, RedisLimiter, type SessionLimiter } from './limiter.js';
 import { MemoryUsageStore } from './memory-store.js';
 import { RedisHealth } from './redis-health.js';
-import { RedisUsageStore, createRedisClient } from './redis-store.js';
 
 export type { Outcome, SessionStart } from './model.js';
 export type { UsageLedger, UsageRecord } from './ledger.js';
@@ -57,6 +56,8 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
   }
 
   const prefix = o.keyPrefix ?? 'sg:usage:';
+  // Imported only with a REDIS_URL: a single replica never loads ioredis (about 10 MB of RSS).
+  const { RedisUsageStore, createRedisClient } = await import('./redis-store.js');
   const redis = createRedisClient(o.redisUrl);
   const health = new RedisHealth(redis);
   const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timed out')), o.connectTimeoutMs ?? 2000).unref());

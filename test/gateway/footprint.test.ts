@@ -1,5 +1,5 @@
-// Idle footprint: a gateway with a real upstream configured never loads the embedded emulator
-// (memory it would hold for nothing). The gateway runs as its own process (`npm start`'s command)
+// Idle footprint: a gateway with a real upstream configured never loads the embedded emulator, and
+// one without REDIS_URL never loads ioredis (memory they would hold for nothing). The gateway runs as its own process (`npm start`'s command)
 // with a module resolve hook that writes down every module it loads.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -50,13 +50,15 @@ async function modulesLoaded(name: string, env: Record<string, string>): Promise
 }
 
 const emulatorModules = (urls: string[]) => urls.filter((u) => u.includes('/src/emulator/'));
+const redisModules = (urls: string[]) => urls.filter((u) => u.includes('/node_modules/ioredis/'));
 
 describe('idle footprint', () => {
-  it('with UPSTREAM_URL the emulator is never loaded; without it, it is', async () => {
+  it('with UPSTREAM_URL the emulator is never loaded, nor ioredis without REDIS_URL; without UPSTREAM_URL the emulator is', async () => {
     const upstream = { UPSTREAM_URL: 'ws://127.0.0.1:9/audio-bridge/v2', AUTH_URL: 'http://127.0.0.1:9' };
     const real = await modulesLoaded('upstream', upstream);
     assert.ok(real.some((u) => u.includes('/src/gateway.')), 'the hook saw the gateway load');
     assert.deepEqual(emulatorModules(real), []);
+    assert.deepEqual(redisModules(real), [], 'no REDIS_URL: ioredis is not loaded');
     const embedded = await modulesLoaded('emulator', { EMULATOR_PORT: String(await freePort()) });
     assert.notDeepEqual(emulatorModules(embedded), [], 'with no upstream the emulator is loaded (the hook sees it)');
   }, 60_000);
