@@ -78,14 +78,18 @@ export function verifyHop(secret: string, key: string, identityHeader: string, h
   return valid ? i : { refused: 'bad identity' };
 }
 
-type Opened = { ws: WebSocket } | { status: number; body: string } | { failed: string };
+/** How the hop's handshake went: open, refused by the owner (status and body), or failed. */
+type Opened = { open: true } | { status: number; body: string } | { failed: string };
 
-function openHop(ownerUrl: string, key: string, identity: HopIdentity, secret: string): Promise<Opened> {
+function hopSocket(ownerUrl: string, key: string, identity: HopIdentity, secret: string): WebSocket {
   const url = new URL(hopPath(identity), ownerUrl);
   url.searchParams.set('resume', key);
-  const ws = new WebSocket(url, { headers: signHop(secret, key, identity), perMessageDeflate: false, handshakeTimeout: HOP_OPEN_TIMEOUT_MS, maxPayload: MAX_FRAME_BYTES });
+  return new WebSocket(url, { headers: signHop(secret, key, identity), perMessageDeflate: false, handshakeTimeout: HOP_OPEN_TIMEOUT_MS, maxPayload: MAX_FRAME_BYTES });
+}
+
+function handshake(ws: WebSocket): Promise<Opened> {
   return new Promise((resolve) => {
-    ws.once('open', () => resolve({ ws }));
+    ws.once('open', () => resolve({ open: true }));
     ws.once('error', (err) => resolve({ failed: err.message }));
     ws.once('unexpected-response', (req, res) => {
       let body = '';
@@ -95,7 +99,6 @@ function openHop(ownerUrl: string, key: string, identity: HopIdentity, secret: s
       });
       res.on('end', () => resolve({ status: res.statusCode ?? 502, body }));
       res.on('error', () => resolve({ failed: 'refusal body cut' }));
-      req.on('error', () => undefined);
       setTimeout(() => req.destroy(), HOP_OPEN_TIMEOUT_MS).unref();
     });
   });
@@ -104,10 +107,10 @@ function openHop(ownerUrl: string, key: string, identity: HopIdentity, secret: s
 /**
  * B side of a resume for a live session that replica `owner` holds (called by the upgrade gate after
  * auth and the record's identity check). Opens the hop to the owner, then accepts the client's socket
- * and relays both ways until either side closes. The owner's refusal of the resume itself (403
- * RESUME_FORBIDDEN, 401 TOKEN_EXPIRED) is the client's answer; any other failure accepts the client
- * and closes it with 1012 so it reconnects (by then the record says whether to take over). Without
- * CLUSTER_SECRET: 503 RESUME_UNAVAILABLE. `info` is the client's (its resumeKey set); it takes no slot.
+ * and relays both ways until either side closes. The owner's 403 RESUME_FORBIDDEN is the client's
+ * answer; any other failure accepts the client and closes it with 1012 so it reconnects (by then the
+ * record says whether to take over). Without CLUSTER_SECRET: 503 RESUME_UNAVAILABLE. `info` is the
+ * client's (its resumeKey set); it takes no tenant slot.
  */
 export async function hopUpgrade(up: ClientUpgrade, owner: { id: string; url: string }, info: SessionInfo, deps: HopDeps): Promise<void> {
   if (!deps.secret) {
@@ -116,20 +119,23 @@ export async function hopUpgrade(up: ClientUpgrade, owner: { id: string; url: st
   }
   const identity: HopIdentity = { tenant: info.tenant, subject: info.subject, endpoint: info.endpoint, interactionId: info.interactionId, notices: info.notices ?? false };
   const started = performance.now();
-  const opened = await openHop(owner.url, info.resumeKey!, identity, deps.secret);
-  if ('ws' in opened && up.aborted()) return void opened.ws.close(1000, 'client went away');
-  if (up.aborted()) return;
+  const log = deps.logger.child({ owner: owner.id, sessionKey: info.sessionKey });
+  // The relay listens from the start: the owner's first frames can come with its handshake answer.
+  const hop = hopSocket(owner.url, info.resumeKey!, identity, deps.secret);
+  const relay = new HopRelay(hop, log);
+  const opened = await handshake(hop);
+  if (up.aborted()) return relay.abandon();
   const refusal = 'status' in opened ? resumeRefusal(opened.body) : undefined;
   if (refusal) {
     metrics.hops.inc({ result: 'refused' });
+    relay.abandon();
     return sendJson(up.res, refusal.error.status, refusal);
   }
-  const failure = 'ws' in opened ? undefined : 'failed' in opened ? opened.failed : `HTTP ${opened.status}`;
+  const failure = 'open' in opened ? undefined : 'failed' in opened ? opened.failed : `HTTP ${opened.status}`;
   metrics.hops.inc({ result: failure ? 'failed' : 'opened' });
-  const log = deps.logger.child({ owner: owner.id, sessionKey: info.sessionKey });
   if (failure) log.warn({ event: 'hop_failed', cause: failure }, 'the hop to the session\'s replica failed; the client is asked to reconnect');
   else log.info({ event: 'hop_opened', openMs: Math.round(performance.now() - started) }, 'resume carried to the session\'s replica');
-  const data: SocketData = { info, holdsSlot: false, closed: false, hop: new HopRelay('ws' in opened ? opened.ws : undefined, log) };
+  const data: SocketData = { info, holdsSlot: false, closed: false, hop: relay };
   up.res.upgrade(data, up.secKey, up.protocol, up.secExtensions, up.context);
 }
 
@@ -144,39 +150,51 @@ function resumeRefusal(body: string): { error: GatewayError } | undefined {
 }
 
 const sendable = (code: number, fallback: number) => (code >= 3000 && code <= 4999) || [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014].includes(code) ? code : fallback;
+const NO_ANSWER = 'the session\'s replica did not answer; reconnect with your resume key';
 
-/** B's relay between one client socket (uWS) and its hop to the owner (ws); frames pass unchanged. */
+/** B's relay between one client socket (uWS) and its hop to the owner (ws); frames pass unchanged.
+ * Until the client's socket opens, the owner's frames and its close wait here (bounded). */
 export class HopRelay {
   private client?: Ws;
   private pending: Array<{ data: Buffer; binary: boolean }> = [];
   private pendingBytes = 0;
-  private ended = false;
+  private wasOpen = false;
+  /** set once: how the client is to be closed (held until its socket opens) */
+  private ending?: { code: number; reason: string };
   private awaitingPong = false;
   private readonly pinger: NodeJS.Timeout;
 
-  constructor(private readonly hop: WebSocket | undefined, private readonly log: Logger) {
+  constructor(private readonly hop: WebSocket, private readonly log: Logger) {
     metrics.hopSessions.inc();
     this.pinger = setInterval(() => this.ping(), HOP_PING_MS);
     this.pinger.unref();
-    if (!hop) return;
+    hop.on('open', () => (this.wasOpen = true));
     hop.on('message', (data: Buffer, binary: boolean) => this.fromOwner(data, binary));
-    hop.on('close', (code: number, reason: Buffer) => this.end(sendable(code, RECONNECT), code === 1006 ? 'the session\'s replica went away; reconnect with your resume key' : reason.toString()));
+    hop.on('close', (code: number, reason: Buffer) => {
+      if (!this.wasOpen) return this.end(RECONNECT, NO_ANSWER);
+      this.end(sendable(code, RECONNECT), code === 1006 ? 'the session\'s replica went away; reconnect with your resume key' : reason.toString());
+    });
     hop.on('error', (err) => log.warn({ event: 'hop_error', err: err.message }, 'hop socket error'));
     hop.on('pong', () => (this.awaitingPong = false));
   }
 
-  /** The client's socket opened (sockets.ts): what the owner already sent goes first. */
+  /** The client's socket opened (sockets.ts): what the owner already sent goes first, then its close if it came. */
   attach(ws: Ws): void {
     this.client = ws;
-    if (this.ended) return this.closeClient(RECONNECT, 'the hop to the session\'s replica ended; reconnect with your resume key');
-    if (!this.hop || this.hop.readyState !== WebSocket.OPEN) return this.end(RECONNECT, 'the session\'s replica did not answer; reconnect with your resume key');
     for (const m of this.pending.splice(0)) this.toClient(m.data, m.binary);
     this.pendingBytes = 0;
+    if (this.ending) this.closeClient(this.ending.code, this.ending.reason);
+    else if (!this.wasOpen) this.end(RECONNECT, NO_ANSWER);
+  }
+
+  /** The client will not come (its upgrade was refused or it went away first). */
+  abandon(): void {
+    this.end(1000, 'client went away');
   }
 
   /** A client frame (sockets.ts): copied, since uWS reuses its memory after the callback. */
   fromClient(message: ArrayBuffer, binary: boolean): void {
-    if (this.ended || !this.hop) return;
+    if (this.ending) return;
     if (this.hop.bufferedAmount > MAX_HOP_BACKLOG_BYTES) return this.end(RECONNECT, 'the hop to the session\'s replica is backed up; reconnect with your resume key');
     this.hop.send(Buffer.from(new Uint8Array(message)), { binary });
   }
@@ -190,7 +208,7 @@ export class HopRelay {
 
   /** The client reads again (uWS drain): B reads from the owner again. */
   clientDrained(): void {
-    if (!this.ended && this.hop?.isPaused && this.client!.getBufferedAmount() < PAUSE_BACKLOG_BYTES) this.hop.resume();
+    if (!this.ending && this.hop.isPaused && this.client!.getBufferedAmount() < PAUSE_BACKLOG_BYTES) this.hop.resume();
   }
 
   private fromOwner(data: Buffer, binary: boolean): void {
@@ -206,24 +224,25 @@ export class HopRelay {
     let result = 0;
     ws.cork(() => (result = ws.send(data, binary)));
     if (result === SEND_DROPPED) return this.end(4429, 'client too slow: output is not being read');
-    if (ws.getBufferedAmount() > PAUSE_BACKLOG_BYTES) this.hop!.pause();
+    if (ws.getBufferedAmount() > PAUSE_BACKLOG_BYTES) this.hop.pause();
   }
 
   private ping(): void {
-    if (this.ended || !this.hop || this.hop.readyState !== WebSocket.OPEN) return;
-    if (this.awaitingPong) return this.hop.terminate(); // close event: the client is sent to reconnect
+    if (this.ending || this.hop.readyState !== WebSocket.OPEN) return;
+    if (this.awaitingPong) return this.hop.terminate(); // its close sends the client to reconnect
     this.awaitingPong = true;
     this.hop.ping();
   }
 
-  /** Closes both sides once: the client with `code`, the hop with the same where ws can send it. */
+  /** Ends both sides once: the hop (with the same code where ws can send it) and the client, now or when it opens. */
   private end(code: number, reason: string): void {
-    if (this.ended) return;
-    this.ended = true;
+    if (this.ending) return;
+    const short = Buffer.from(reason).subarray(0, 120).toString();
+    this.ending = { code, reason: short };
     clearInterval(this.pinger);
     metrics.hopSessions.dec();
-    const short = Buffer.from(reason).subarray(0, 120).toString();
-    if (this.hop && this.hop.readyState < WebSocket.CLOSING) this.hop.close(code === RECONNECT || code >= 3000 ? 1000 : code, short);
+    if (this.hop.readyState === WebSocket.OPEN) this.hop.close(code === RECONNECT || code >= 3000 ? 1000 : code, short);
+    else if (this.hop.readyState === WebSocket.CONNECTING) this.hop.terminate();
     this.closeClient(code, short);
   }
 
