@@ -103,7 +103,8 @@ describe('helm chart', () => {
     assert.equal(cmd, 'sleep');
     const env = loadConfig(podEnv(objects));
     assert.equal(env.DRAIN_SECONDS, 120);
-    const needed = Number(sleep) + env.DRAIN_SECONDS + env.END_TIMEOUT_MS / 1000;
+    // The handover of resumable sessions (up to END_TIMEOUT_MS), then the drain of the others.
+    const needed = Number(sleep) + env.END_TIMEOUT_MS / 1000 + env.DRAIN_SECONDS + env.END_TIMEOUT_MS / 1000;
     assert.ok(pod.terminationGracePeriodSeconds > needed, `grace ${pod.terminationGracePeriodSeconds} s > ${needed} s`);
   });
 
@@ -123,7 +124,7 @@ describe('helm chart', () => {
   it('refuses a termination grace shorter than the drain', async () => {
     const r = await render([], ['terminationGracePeriodSeconds=30']);
     assert.notEqual(r.code, 0);
-    assert.match(r.stderr, /terminationGracePeriodSeconds 30 is shorter than the drain needs: 75/);
+    assert.match(r.stderr, /terminationGracePeriodSeconds 30 is shorter than the drain needs: 105/);
   });
 
   it('keeps /streams connections open 2 hours at the ingress and hashes on the resume key', async () => {

@@ -42,14 +42,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
-Pod termination grace: the preStop sleep, then the drain (DRAIN_SECONDS of running sessions, then
-up to END_TIMEOUT_MS for the upstream to answer `end`), then a margin for the exit. Less would
-have the kubelet kill sessions the drain is still ending.
+Pod termination grace: the preStop sleep, then the drain (the handover of resumable sessions, up to
+END_TIMEOUT_MS for their upstream to answer `end`; then DRAIN_SECONDS of the other running sessions,
+then up to END_TIMEOUT_MS for theirs), then a margin for the exit. Less would have the kubelet kill
+sessions the drain is still handing over or ending.
 */}}
 {{- define "speech-gateway.minGraceSeconds" -}}
 {{- $drain := int .Values.config.DRAIN_SECONDS }}
 {{- $end := int (divf (float64 .Values.config.END_TIMEOUT_MS) 1000 | ceil) }}
-{{- add .Values.preStopSleepSeconds $drain $end .Values.drainMarginSeconds }}
+{{- add .Values.preStopSleepSeconds $end $drain $end .Values.drainMarginSeconds }}
 {{- end }}
 
 {{- define "speech-gateway.graceSeconds" -}}
@@ -57,7 +58,7 @@ have the kubelet kill sessions the drain is still ending.
 {{- $set := .Values.terminationGracePeriodSeconds }}
 {{- if kindIs "invalid" $set }}{{ $min }}
 {{- else if lt (int $set) $min }}
-{{- fail (printf "terminationGracePeriodSeconds %d is shorter than the drain needs: %d (preStopSleepSeconds + DRAIN_SECONDS + END_TIMEOUT_MS/1000 + drainMarginSeconds)" (int $set) $min) }}
+{{- fail (printf "terminationGracePeriodSeconds %d is shorter than the drain needs: %d (preStopSleepSeconds + 2 x END_TIMEOUT_MS/1000 + DRAIN_SECONDS + drainMarginSeconds)" (int $set) $min) }}
 {{- else }}{{ int $set }}
 {{- end }}
 {{- end }}

@@ -1,8 +1,11 @@
 // Bytes received but not yet parsed, kept as a list of chunks so that feeding one byte at a time
 // does not re-copy a large partial element on every push (parsers wait until `length` is enough).
+// Taking moves a read position in the first chunk on (no view made of what is left), and parsers
+// may read headers in place (contiguous() and start): each view or copy made per unit costs.
 
 export class ByteQueue {
   private chunks: Buffer[] = [];
+  private pos = 0; // where the queue starts in chunks[0]
   length = 0;
   /** Bytes taken so far: where the next byte sits in the stream (for error messages). */
   offset = 0;
@@ -13,27 +16,26 @@ export class ByteQueue {
     this.length += b.length;
   }
 
+  /** Where the queue's first byte sits in the buffer contiguous() returns. */
+  get start(): number { return this.pos; }
+
+  /** A buffer that holds the first n bytes (n ≤ length) in one piece from `start`, followed by
+   * nothing that is not queued: read them in place. */
+  contiguous(n: number): Buffer {
+    if (n > this.length) throw new RangeError('peek past the end');
+    if (this.chunks[0].length - this.pos < n) this.join(n);
+    return this.chunks[0];
+  }
+
   /** The first n bytes (n ≤ length) as one contiguous buffer, without consuming them. */
   peek(n: number): Buffer {
-    if (n > this.length) throw new RangeError('peek past the end');
-    const head = this.chunks[0];
-    if (head.length >= n) return head.subarray(0, n);
-    // Join exactly n bytes: the rest of the last chunk stays where it is (a view), so a unit that
-    // straddles two messages costs a copy of itself, not of the whole next message.
-    let have = 0, i = 0;
-    while (have + this.chunks[i].length < n) have += this.chunks[i++].length;
-    const last = this.chunks[i], need = n - have;
-    const parts = this.chunks.slice(0, i);
-    parts.push(last.subarray(0, need));
-    const joined = Buffer.concat(parts, n);
-    if (need === last.length) this.chunks.splice(0, i + 1, joined);
-    else this.chunks.splice(0, i + 1, joined, last.subarray(need));
-    return joined;
+    const b = this.contiguous(n);
+    return b.subarray(this.pos, this.pos + n);
   }
 
   /** Where `byte` next occurs at or after `from`, searched chunk by chunk (nothing joined); -1: not queued. */
   indexOf(byte: number, from: number): number {
-    let base = 0;
+    let base = -this.pos; // the queue position of the current chunk's first byte
     for (const c of this.chunks) {
       if (from < base + c.length) {
         const i = c.indexOf(byte, Math.max(0, from - base));
@@ -46,7 +48,7 @@ export class ByteQueue {
 
   /** Up to n bytes from `at` as one buffer: a view within a chunk, a small copy across two. */
   window(at: number, n: number): Buffer {
-    let base = 0, i = 0;
+    let base = -this.pos, i = 0;
     while (i < this.chunks.length && at >= base + this.chunks[i].length) base += this.chunks[i++].length;
     const end = Math.min(this.length, at + n);
     if (i === this.chunks.length || end <= base + this.chunks[i].length) return (this.chunks[i] ?? Buffer.alloc(0)).subarray(at - base, end - base);
@@ -60,9 +62,11 @@ export class ByteQueue {
   /** Consumes the first n bytes. */
   take(n: number): Buffer {
     const out = this.peek(n);
-    const head = this.chunks[0];
-    if (head.length === n) this.chunks.shift();
-    else this.chunks[0] = head.subarray(n);
+    this.pos += n;
+    if (this.pos === this.chunks[0].length) {
+      this.chunks.shift();
+      this.pos = 0;
+    }
     this.length -= n;
     this.offset += n;
     return out;
@@ -70,5 +74,19 @@ export class ByteQueue {
 
   takeAll(): Buffer {
     return this.take(this.length);
+  }
+
+  /** Joins exactly the first n bytes into one chunk: the rest of the last chunk they end in stays
+   * where it is, so a unit that straddles two messages costs a copy of itself, not of the next message. */
+  private join(n: number): void {
+    const parts = [this.chunks[0].subarray(this.pos)];
+    let have = parts[0].length, i = 1;
+    while (have + this.chunks[i].length < n) { parts.push(this.chunks[i]); have += this.chunks[i++].length; }
+    const last = this.chunks[i], need = n - have;
+    parts.push(last.subarray(0, need));
+    const joined = Buffer.concat(parts, n);
+    if (need === last.length) this.chunks.splice(0, i + 1, joined);
+    else this.chunks.splice(0, i + 1, joined, last.subarray(need));
+    this.pos = 0;
   }
 }

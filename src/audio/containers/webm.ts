@@ -147,9 +147,10 @@ export class WebmParser implements ContainerParser {
 
   /** One element (or a descended element's head) if complete; sets `need` otherwise. */
   private step(): Unit | undefined {
-    const avail = this.q.peek(Math.min(this.q.length, 12));
-    const id = readVint(avail, 0, true);
-    const size = id && readVint(avail, id.length, false);
+    // An id (≤ 4 bytes) and a size (≤ 8) read in place.
+    const b = this.q.contiguous(Math.min(this.q.length, 12)), at = this.q.start;
+    const id = readVint(b, at, true);
+    const size = id && readVint(b, at + id.length, false);
     if (id && id.length > 4) throw new MalformedAudio(`EBML element id of ${id.length} bytes at byte ${this.q.offset} (at most 4)`);
     if (!id || !size) { this.need = this.q.length + 1; return undefined; }
     const headLen = id.length + size.length;
@@ -164,21 +165,20 @@ export class WebmParser implements ContainerParser {
     if (this.q.length < total) { this.need = total; return undefined; }
     this.need = 1;
     const bytes = this.q.take(total);
-    const body = bytes.subarray(headLen);
     const unit: Unit = { bytes, header: this.inHeader };
     switch (id.value) {
-      case ID.EBML: this.ebmlHeader(body); break;
-      case ID.Info: for (const [cid, d] of children(body)) if (cid === ID.TimecodeScale) this.timecodeScale = uint(d); break;
-      case ID.Tracks: this.tracks(body); break;
-      case ID.Timecode: this.clusterTime = uint(body); break;
-      case ID.SimpleBlock: this.block(body, undefined, unit); break;
+      case ID.SimpleBlock: this.block(bytes, headLen, undefined, unit); break; // the hot path: no view of the body
+      case ID.EBML: this.ebmlHeader(bytes.subarray(headLen)); break;
+      case ID.Info: for (const [cid, d] of children(bytes.subarray(headLen))) if (cid === ID.TimecodeScale) this.timecodeScale = uint(d); break;
+      case ID.Tracks: this.tracks(bytes.subarray(headLen)); break;
+      case ID.Timecode: this.clusterTime = uint(bytes.subarray(headLen)); break;
       case ID.BlockGroup: {
         let blk: Buffer | undefined, dur: number | undefined;
-        for (const [cid, d] of children(body)) {
+        for (const [cid, d] of children(bytes.subarray(headLen))) {
           if (cid === ID.Block) blk = d;
           else if (cid === ID.BlockDuration) dur = uint(d);
         }
-        if (blk) this.block(blk, dur, unit);
+        if (blk) this.block(blk, 0, dur, unit);
         break;
       }
     }
@@ -220,19 +220,22 @@ export class WebmParser implements ContainerParser {
     this.info = { codec: 'none' };
   }
 
-  private block(b: Buffer, durationTicks: number | undefined, unit: Unit): void {
-    const tn = readVint(b, 0, false);
-    if (!tn || b.length < tn.length + 3) throw new MalformedAudio(`WebM block of ${b.length} bytes is too short for its track number, timecode and flags`);
+  /** A block whose body starts at `off` in `b` (and runs to its end). */
+  private block(b: Buffer, off: number, durationTicks: number | undefined, unit: Unit): void {
+    const tn = readVint(b, off, false);
+    if (!tn || b.length < off + tn.length + 3) throw new MalformedAudio(`WebM block of ${b.length - off} bytes is too short for its track number, timecode and flags`);
     if (tn.value !== this.track) return;
-    const ticks = this.clusterTime + b.readInt16BE(tn.length);
+    const ticks = this.clusterTime + b.readInt16BE(off + tn.length);
     const start = (ticks * this.timecodeScale) / 1e9;
-    const flags = b[tn.length + 2];
-    const payload = b.subarray(tn.length + 3);
+    const flags = b[off + tn.length + 2];
+    const from = off + tn.length + 3; // the payload
+    const codec = this.info?.codec;
+    const pcm = codec === 'pcm-f32' || codec === 'pcm-s16';
     let duration: number;
     if (durationTicks !== undefined) duration = (durationTicks * this.timecodeScale) / 1e9;
-    else if (this.info?.codec === 'pcm-f32' || this.info?.codec === 'pcm-s16') {
-      const bytesPerFrame = (this.info.codec === 'pcm-f32' ? 4 : 2) * (this.info.channels ?? 1);
-      duration = payload.length / bytesPerFrame / (this.info.sampleRate ?? 48000);
+    else if (pcm) {
+      const bytesPerFrame = (codec === 'pcm-f32' ? 4 : 2) * (this.info?.channels ?? 1);
+      duration = (b.length - from) / bytesPerFrame / (this.info?.sampleRate ?? 48000);
     } else {
       // Without BlockDuration a block lasts until the next one: assume the previous spacing.
       if (this.lastStart !== undefined && start > this.lastStart) this.lastDuration = start - this.lastStart;
@@ -241,6 +244,7 @@ export class WebmParser implements ContainerParser {
     this.lastStart = start;
     unit.start = start;
     unit.end = start + duration;
-    if ((flags & 0x06) === 0) unit.payload = [payload]; // unlaced: the payload is one frame
+    // Only PCM is transcoded from WebM (Opus and Vorbis pass through): only it needs the payload.
+    if (pcm && (flags & 0x06) === 0) unit.payload = [b.subarray(from)]; // unlaced: the payload is one frame
   }
 }
