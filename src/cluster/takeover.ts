@@ -1,6 +1,7 @@
 // A resumable session's life across replicas: its owner keeps its record (keepRecord), a replica that
 // gets its key decides how to resume it (findResume), the drain hands it over (handOver), and a
 // handed-over session nobody resumed is ended by whichever replica's janitor sees it first.
+import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Restore, Session, SessionInfo, SessionSnapshot } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
@@ -21,6 +22,8 @@ const REFRESH_MS = 2000;
 const KEEPALIVE_MS = 10_000;
 const POLL_MS = 100;
 const JANITOR_MS = 5000;
+/** How long a replica whose heartbeat lasts gets to accept a TCP connection before it counts as alive anyway. */
+const PROBE_MS = 300;
 /** A handed-over slot stays taken this much past the grace, for the janitor to release. */
 const SLOT_MARGIN_MS = 30_000;
 
@@ -111,10 +114,28 @@ export async function awaitHandover(d: TakeoverDeps, key: string, waitMs: number
 /** A record not being handed over: carried to its live owner, else claimed for this replica. */
 async function decide(d: TakeoverDeps, hash: string, r: SessionRecord): Promise<ResumeRoute> {
   const mine = r.owner === d.replicas.id; // a record of a session that is no longer here: as a dead owner's
-  if (r.state === 'live' && !mine && (await d.replicas.alive(r.owner))) return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
+  if (r.state === 'live' && !mine && (await d.replicas.alive(r.owner)) && !(await refused(r.ownerUrl))) {
+    return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
+  }
   const next: SessionRecord = { ...r, owner: d.replicas.id, ownerUrl: d.replicas.url, state: 'live', missed: undefined, updatedAt: Date.now() };
   if (!(await d.records.claim(hash, { owner: r.owner, state: r.state }, next))) return { route: 'gone' };
   return { route: 'restore', record: r, from: r.state === 'handed_over' ? 'handover' : 'crash' };
+}
+
+/** The owner's address refuses connections: its process is gone though its heartbeat has not expired
+ * yet (a killed replica whose address is still up). Anything else (accepted, no answer) is not proof. */
+function refused(url: string): Promise<boolean> {
+  const { hostname, port, protocol } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = net.connect({ host: hostname.replace(/^\[|\]$/g, ''), port: Number(port) || (protocol === 'wss:' ? 443 : 80) });
+    const done = (dead: boolean) => {
+      socket.destroy();
+      resolve(dead);
+    };
+    socket.setTimeout(PROBE_MS, () => done(false));
+    socket.once('connect', () => done(false));
+    socket.once('error', (err: NodeJS.ErrnoException) => done(err.code === 'ECONNREFUSED'));
+  });
 }
 
 /** Counts what a takeover after a crash lost: audio the dead owner received that no final covered. */
