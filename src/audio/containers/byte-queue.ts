@@ -76,17 +76,19 @@ export class ByteQueue {
     return this.take(this.length);
   }
 
-  /** Joins exactly the first n bytes into one chunk: the rest of the last chunk they end in stays
-   * where it is, so a unit that straddles two messages costs a copy of itself, not of the next message. */
+  /** Joins the chunks that hold the first n bytes into one. Whole chunks: a unit that straddles two
+   * messages is copied with the rest of the second, and the units after it are views of that copy,
+   * so a replay that keeps them keeps each byte once (joining the unit alone would leave the whole
+   * second message held by its other units beside the copy). Not from Node's shared pool: a kept
+   * unit would pin an 8 KiB pool slab. */
   private join(n: number): void {
     const parts = [this.chunks[0].subarray(this.pos)];
     let have = parts[0].length, i = 1;
-    while (have + this.chunks[i].length < n) { parts.push(this.chunks[i]); have += this.chunks[i++].length; }
-    const last = this.chunks[i], need = n - have;
-    parts.push(last.subarray(0, need));
-    const joined = Buffer.concat(parts, n);
-    if (need === last.length) this.chunks.splice(0, i + 1, joined);
-    else this.chunks.splice(0, i + 1, joined, last.subarray(need));
+    while (have < n) { parts.push(this.chunks[i]); have += this.chunks[i++].length; }
+    const joined = Buffer.allocUnsafeSlow(have);
+    let at = 0;
+    for (const p of parts) at += p.copy(joined, at);
+    this.chunks.splice(0, i, joined);
     this.pos = 0;
   }
 }
