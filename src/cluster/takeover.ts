@@ -21,6 +21,8 @@ const REFRESH_MS = 2000;
 /** ...and one whose session did not (an idle client), well within the record's TTL (grace + 30 s). */
 const KEEPALIVE_MS = 10_000;
 const POLL_MS = 100;
+/** While a handover is awaited, whether its owner is still alive is asked every this many polls. */
+const OWNER_CHECK_POLLS = 10;
 const JANITOR_MS = 5000;
 /** How long a replica whose heartbeat lasts gets to accept a TCP connection before it counts as alive anyway. */
 const PROBE_MS = 300;
@@ -97,26 +99,32 @@ export async function findResume(d: TakeoverDeps, key: string, who: Pick<Session
 }
 
 /** After 'wait' (the client's socket is open, its frames held): polls until the handover is done, for
- * at most `waitMs` and while the client is there, then takes the session over if nobody else did. */
+ * at most `waitMs` and while the client is there, then takes the session over if nobody else did. An
+ * owner that dies while handing over (killed at the end of its termination grace) is taken over from. */
 export async function awaitHandover(d: TakeoverDeps, key: string, waitMs: number, wanted: () => boolean): Promise<ResumeRoute> {
   const hash = recordKeyHash(key);
   const deadline = Date.now() + waitMs;
   let r = await d.records.get(hash);
-  while (r?.state === 'handing_over' && Date.now() < deadline && wanted()) {
+  for (let polls = 1; r?.state === 'handing_over' && Date.now() < deadline && wanted(); polls++) {
+    if (polls % OWNER_CHECK_POLLS === 0 && !(await ownerAlive(d, r))) break;
     await sleep(POLL_MS);
     r = await d.records.get(hash);
   }
-  if (!r || r.state === 'handing_over' || !wanted()) return { route: 'gone' };
+  if (!r || !wanted() || (r.state === 'handing_over' && (await ownerAlive(d, r)))) return { route: 'gone' };
   const route = await decide(d, hash, r);
   return route.route === 'restore' ? route : { route: 'gone' }; // the socket is open: no hop from here
 }
 
-/** A record not being handed over: carried to its live owner, else claimed for this replica. */
+/** Its heartbeat is there and its address does not refuse connections. */
+async function ownerAlive(d: TakeoverDeps, r: SessionRecord): Promise<boolean> {
+  return r.owner === d.replicas.id || ((await d.replicas.alive(r.owner)) && !(await refused(r.ownerUrl)));
+}
+
+/** A record not being handed over (or whose owner died handing it over): carried to its live owner,
+ * else claimed for this replica. */
 async function decide(d: TakeoverDeps, hash: string, r: SessionRecord): Promise<ResumeRoute> {
   const mine = r.owner === d.replicas.id; // a record of a session that is no longer here: as a dead owner's
-  if (r.state === 'live' && !mine && (await d.replicas.alive(r.owner)) && !(await refused(r.ownerUrl))) {
-    return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
-  }
+  if (r.state === 'live' && !mine && (await ownerAlive(d, r))) return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
   const next: SessionRecord = { ...r, owner: d.replicas.id, ownerUrl: d.replicas.url, state: 'live', missed: undefined, updatedAt: Date.now() };
   if (!(await d.records.claim(hash, { owner: r.owner, state: r.state }, next))) return { route: 'gone' };
   return { route: 'restore', record: r, from: r.state === 'handed_over' ? 'handover' : 'crash' };

@@ -179,6 +179,48 @@ describe('handover at drain between two gateway processes', () => {
     await cluster.start(0);
   });
 
+  it('an owner killed while it hands the session over (its termination grace ran out): the waiting resume takes the session over', async () => {
+    const tenant = 'handover-killed';
+    const key = newResumeKey();
+    const token = () => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
+    const first = await openClient(url(0, await token(), tenant, key));
+    first.sendJson({ type: 'config', configuration });
+    await first.next('CONFIG_ACCEPTED');
+    for (const piece of pieces.slice(0, 12)) {
+      first.send(piece);
+      await delay(100);
+    }
+    await first.next('transcript', 10_000);
+    await delay(2200); // the record's refresh
+    cluster.emulator.faults.stall = true; // the handover's `end` is never answered
+    try {
+      void cluster.stop(0);
+      assert.match((await first.closed).reason, /handed over/);
+      const second = await openClient(url(1, await token(), tenant, key));
+      second.sendJson({ type: 'config', configuration });
+      await delay(1000);
+      await cluster.kill(0);
+      cluster.emulator.faults.stall = false;
+      const accepted = await second.next('CONFIG_ACCEPTED', 10_000);
+      assert.equal(accepted.resumed, true);
+      const rest = stream.subarray(accepted.audioBytes);
+      for (let at = 0; at < rest.length; at += 5000) {
+        second.send(rest.subarray(at, at + 5000));
+        await delay(100);
+      }
+      second.sendJson({ type: 'end' });
+      await second.next('ended', 30_000);
+      const all = finals([...first.messages, ...second.messages]);
+      for (let i = 1; i < all.length; i++) assert.ok(all[i].start >= all[i - 1].end - 0.01, `final ${i} once`);
+      assert.ok(all.at(-1)!.end > 8.5);
+      const text = await (await fetch(`http://127.0.0.1:${cluster.replicas[1].port}/metrics`)).text();
+      assert.match(text, /speech_gateway_takeovers_total\{from="crash"\} 1/);
+    } finally {
+      cluster.emulator.faults.stall = false;
+    }
+    await cluster.start(0);
+  });
+
   it('a handed-over session nobody resumes is ended by the other replica after the grace: ledger closed, slot released', async () => {
     const tenant = 'handover-gone';
     const token = () => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
