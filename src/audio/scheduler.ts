@@ -28,6 +28,7 @@ export class Scheduler {
     if (i < 0) return;
     a.slot = -1;
     const last = this.heap.pop() as Alarm;
+    if (this.heap.length === 0) this.disarm(); // a stale timer could hold a stopping process
     if (last === a) return;
     this.heap[i] = last;
     last.slot = i;
@@ -58,9 +59,15 @@ export class Scheduler {
     if (this.heap.length === 0) return;
     const due = this.heap[0].due;
     if (due >= this.timerDue) return;
-    if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
+    this.disarm();
     this.timerDue = due;
     this.timer = this.clock.setTimeout(this.tick, Math.max(0, Math.ceil(due - this.clock.now())));
+  }
+
+  private disarm(): void {
+    if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerDue = Infinity;
   }
 
   private up(i: number): void {

@@ -65,8 +65,8 @@ export function plan(declared: string | undefined): AudioPlan {
   return p.plan;
 }
 
-export function open(declared: string | undefined, o: { chunkMs?: number; pace?: number; maxBufferedBytes?: number; maxFrameBytes?: number } = {}): Run {
-  const clock = new FakeClock();
+export function open(declared: string | undefined, o: { chunkMs?: number; pace?: number; maxBufferedBytes?: number; maxFrameBytes?: number; clock?: FakeClock } = {}): Run {
+  const clock = o.clock ?? new FakeClock();
   const run: Run = { frames: [], times: [], errors: [], clock, pipeline: undefined as unknown as AudioPipeline };
   run.pipeline = createAudioPipeline({
     plan: plan(declared),
