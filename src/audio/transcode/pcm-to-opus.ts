@@ -27,10 +27,10 @@ export interface PcmToOpusOptions {
   mode?: TranscodeMode;
 }
 
-// The worker pool by default: bench/transcode (bench/results/transcode.json) measured the same
-// CPU per media second inline and pooled, but with 48 paced streams on 2 cores the pool kept the
-// event loop's p99 delay at ~2 ms against ~8 ms inline (every session feels that), and push p99
-// at ~4 ms against ~8 ms; inline is ~0.2 ms faster per push only when the process is idle.
+// The worker pool by default: a client frame may carry up to 16 MiB of PCM (minutes of audio,
+// about half a second to encode), which inline would hold every session on the event loop for.
+// The round trip to a worker costs CPU: bench/transcode measured ~710 real-time streams/core
+// pooled against ~960 inline (a 250 ms push encodes in ~0.3 ms).
 let defaultMode: TranscodeMode = 'pool';
 
 /** Sets the mode used when createPcmToOpus gets neither `mode` nor `pool` (from config at start-up). */
