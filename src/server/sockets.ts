@@ -17,39 +17,66 @@ const MAX_CLIENT_BACKLOG_BYTES = 1024 * 1024;
 /** uWS's ws.send result when the message was dropped (over maxBackpressure). */
 const SEND_DROPPED = 2;
 
+/** The socket whose uWS callback is running: uWS corks a socket for its own callbacks. */
+let inCallback: Ws | undefined;
+
 /** A socket callback that throws ends that socket's session, never the process. */
 function guarded<A extends unknown[]>(log: Logger, where: string, fn: (ws: Ws, ...a: A) => void) {
   return (ws: Ws, ...a: A) => {
+    const outer = inCallback;
+    inCallback = ws;
     try {
       fn(ws, ...a);
     } catch (err) {
-      log.error({ event: 'socket_callback_failed', where, err }, 'socket callback threw; closing that socket');
-      metrics.internalErrors.inc({ where: 'socket' });
-      const data = ws.getUserData();
-      if (data.closed) return;
-      data.closed = true;
-      ws.end(CLOSE.internal, 'internal error');
+      failed(log, where, ws, err);
+    } finally {
+      inCallback = outer;
     }
   };
 }
 
-function clientSink(ws: Ws, data: SocketData): ClientSink {
-  return {
-    sendText(text: string | Buffer): boolean {
-      if (data.closed) return false;
-      let result = 0;
-      ws.cork(() => {
-        result = ws.send(text, false);
-      });
-      return result !== SEND_DROPPED && ws.getBufferedAmount() <= MAX_CLIENT_BACKLOG_BYTES;
-    },
-    backlog: () => (data.closed ? 0 : ws.getBufferedAmount()),
-    close(code: number, reason: string) {
-      if (data.closed) return;
-      data.closed = true;
-      ws.cork(() => ws.end(code, reason));
-    },
+function failed(log: Logger, where: string, ws: Ws, err: unknown): void {
+  log.error({ event: 'socket_callback_failed', where, err }, 'socket callback threw; closing that socket');
+  metrics.internalErrors.inc({ where: 'socket' });
+  const data = ws.getUserData();
+  if (data.closed) return;
+  data.closed = true;
+  ws.end(CLOSE.internal, 'internal error');
+}
+
+/** A session's client socket. A send from inside the socket's own uWS callback goes straight out
+ * (uWS has corked it); one from elsewhere (an upstream message, a timer) is corked here, through one
+ * function made per socket rather than a closure per message. */
+class ClientSocket implements ClientSink {
+  private pending: string | Buffer = '';
+  private result = 0;
+  private readonly sendPending = () => {
+    this.result = this.ws.send(this.pending, false);
   };
+
+  constructor(private readonly ws: Ws, private readonly data: SocketData) {}
+
+  sendText(text: string | Buffer): boolean {
+    if (this.data.closed) return false;
+    if (inCallback === this.ws) {
+      this.result = this.ws.send(text, false);
+    } else {
+      this.pending = text;
+      this.ws.cork(this.sendPending);
+      this.pending = '';
+    }
+    return this.result !== SEND_DROPPED && this.ws.getBufferedAmount() <= MAX_CLIENT_BACKLOG_BYTES;
+  }
+
+  backlog(): number {
+    return this.data.closed ? 0 : this.ws.getBufferedAmount();
+  }
+
+  close(code: number, reason: string): void {
+    if (this.data.closed) return;
+    this.data.closed = true;
+    this.ws.cork(() => this.ws.end(code, reason));
+  }
 }
 
 /** A socket opened while the gateway drains is closed at once with 1012, so its client retries elsewhere. */
@@ -141,21 +168,30 @@ export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: E
       const data = ws.getUserData();
       if (state.draining) return sendAway(deps, ws, data);
       if (data.hop) return data.hop.attach(ws);
-      data.sink = clientSink(ws, data);
+      data.sink = new ClientSocket(ws, data);
       if (data.resumeOf) return takeOver(ws, data, state);
       if (data.awaiting) return void awaitRestore(deps, state, ws, data);
       data.session = data.restore ? restored(deps, data) : new Session(deps, data.info, data.sink);
       track(deps, state, data.session);
     }),
-    message: guarded(log, 'message', (ws, message: ArrayBuffer, isBinary: boolean) => {
-      const { session, hop, awaiting } = ws.getUserData();
-      if (hop) return hop.fromClient(message, isBinary);
-      if (awaiting) return hold(deps, ws, awaiting, message, isBinary);
-      if (!session) return;
-      // uWS reuses `message` after this callback: the session copies what it keeps.
-      if (isBinary) session.onClientBinary(message);
-      else session.onClientText(message);
-    }),
+    // Not through guarded(): no rest-arguments array per frame.
+    message: (ws, message, isBinary) => {
+      const outer = inCallback;
+      inCallback = ws;
+      try {
+        const { session, hop, awaiting } = ws.getUserData();
+        if (hop) return hop.fromClient(message, isBinary);
+        if (awaiting) return hold(deps, ws, awaiting, message, isBinary);
+        if (!session) return;
+        // uWS reuses `message` after this callback: the session copies what it keeps.
+        if (isBinary) session.onClientBinary(message);
+        else session.onClientText(message);
+      } catch (err) {
+        failed(log, 'message', ws, err);
+      } finally {
+        inCallback = outer;
+      }
+    },
     drain: guarded(log, 'drain', (ws) => ws.getUserData().hop?.clientDrained()),
     close: guarded(log, 'close', (ws, code: number, reason: ArrayBuffer) => {
       const data = ws.getUserData();

@@ -91,6 +91,13 @@ export function initialState(endpoint: Endpoint): SessionState {
 
 type Result = { state: SessionState; effects: Effect[] };
 
+/** Client audio goes into the pipeline, as `client_audio` → `forward_audio` says; the shell reads this
+ * per frame instead of dispatching an event. While reconnecting too: the replay carries it to the new
+ * upstream session. */
+export function forwardsAudio(s: SessionState): boolean {
+  return s.phase === 'configured' || s.phase === 'reconnecting';
+}
+
 const error = (id: ErrorId, details: string): Effect => ({ type: 'send_client', message: errorMessage(id, details) });
 
 /** Ends the session for good: outcome recorded, both sides closed. */
@@ -121,8 +128,7 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       return onClientMessage(s, e.message, e.verdict);
 
     case 'client_audio':
-      // While reconnecting, audio goes on into the pipeline: the replay carries it to the new upstream session.
-      if (s.phase === 'configured' || s.phase === 'reconnecting') return { state: s, effects: [{ type: 'forward_audio', audio: e.audio }] };
+      if (forwardsAudio(s)) return { state: s, effects: [{ type: 'forward_audio', audio: e.audio }] };
       if (s.phase === 'awaiting_config') {
         return { state: s, effects: [{ type: 'send_client', message: serverMessages.configStatus('CONFIG_MISSING', { reason: 'send a config message and wait for CONFIG_ACCEPTED before audio; this audio was not forwarded' }) }] };
       }

@@ -10,7 +10,7 @@ import type { SessionLimiter, UsageLedger } from '../usage/index.js';
 import { AudioInbox } from './inbox.js';
 import { HANDED_OVER_REASON, MAX_INIT_BYTES, MissedOutput, sameConfig, type Restore, type SessionSnapshot } from './resume.js';
 import { UpstreamLink, type ReconnectPolicy } from './upstream-link.js';
-import { CLOSE, initialState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
+import { CLOSE, forwardsAudio, initialState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
 
 /** What the server hands a session to talk to its client socket. */
 export interface ClientSink {
@@ -97,7 +97,7 @@ export class Session {
   private ordered: Array<Buffer | Control> = [];
   private orderedBytes = 0;
   private ordering = false;
-  private readonly inbox = new AudioInbox((audio) => this.guard(() => this.dispatch({ type: 'client_audio', audio })));
+  private readonly inbox = new AudioInbox((audio) => this.onClientAudio(audio));
   private clientSlow = false;
   /** while a resumable client is away: what it misses */
   private missed?: MissedOutput;
@@ -247,7 +247,7 @@ export class Session {
   // ── client side ────────────────────────────────────────────────────────────
   /** `text` is uWS's buffer (valid during its callback): a text over the limit is never decoded. */
   onClientText(text: ArrayBuffer): void {
-    this.guard(() => {
+    try {
       this.inbox.flush(); // audio sent before this message goes first
       const parsed = text.byteLength > MAX_CLIENT_TEXT_BYTES
         ? oversizedText(text.byteLength)
@@ -265,13 +265,15 @@ export class Session {
         return this.dispatch({ type: 'client_message', message, verdict: this.checkConfig(message.configuration) });
       }
       this.dispatch({ type: 'client_message', message });
-    });
+    } catch (err) {
+      this.crash(err);
+    }
   }
 
   /** `frame` is uWS's buffer, valid only during its callback: the inbox copies it. Input bytes are
    * counted as they arrive, across every buffer the session holds, before any transcoding. */
   onClientBinary(frame: ArrayBuffer): void {
-    this.guard(() => {
+    try {
       const max = this.deps.settings.maxBufferedAudioBytes;
       if (this.state.phase === 'configured' && this.bufferedInputBytes + frame.byteLength > max) {
         this.dropAudio(); // nothing more of this stream goes upstream; a pending flush/end goes out now
@@ -279,7 +281,20 @@ export class Session {
       }
       this.audioBytesIn += frame.byteLength;
       this.inbox.add(frame);
-    });
+    } catch (err) {
+      this.crash(err);
+    }
+  }
+
+  /** A piece or batch out of the inbox. The machine's only answer to audio while it flows is
+   * `forward_audio`: that phase check is a field read here, not an event and effects per piece. */
+  private onClientAudio(audio: Buffer): void {
+    try {
+      if (forwardsAudio(this.state)) this.forwardAudio(audio);
+      else this.dispatch({ type: 'client_audio', audio });
+    } catch (err) {
+      this.crash(err);
+    }
   }
 
   /** `sink` closed: the session's own client (not an older socket it already replaced). */
@@ -385,7 +400,7 @@ export class Session {
       createReplay: createReplayBuffer,
       log: this.log,
       handlers: {
-        onMessage: (type, data) => this.guard(() => this.onUpstreamMessage(type, data)),
+        onMessage: (type, data) => this.onUpstreamMessage(type, data),
         onReady: (data, reconnected) => this.guard(() => (reconnected ? this.onReconnected(data) : this.onConfigAccepted(data))),
         onLost: (errorId, details) => this.guard(() => this.dispatch({ type: 'upstream_dropped', errorId, details })),
         onFailed: (errorId, details) => this.guard(() => this.dispatch({ type: 'upstream_failed', errorId, details })),
@@ -397,6 +412,14 @@ export class Session {
 
   /** A text message of the current upstream session, already on the client's timeline. */
   private onUpstreamMessage(type: string | undefined, data: Buffer): void {
+    try {
+      this.upstreamMessage(type, data);
+    } catch (err) {
+      this.crash(err);
+    }
+  }
+
+  private upstreamMessage(type: string | undefined, data: Buffer): void {
     if (this.handover && (type === 'ended' || type === 'ENDED')) return this.handedOverNow();
     // This upstream session's final usage is the ledger's; the client's session goes on elsewhere.
     if (this.handover && type === 'usage') return this.recordUsage(type, data);
@@ -474,15 +497,22 @@ export class Session {
         }
         return this.link?.unit(unit, kind) ?? unit;
       },
-      onFrame: (frame) => this.guard(() => {
-        this.link?.sendAudio(frame);
-        if (this.oldestUnsentAudioAt !== undefined) {
-          CLIENT_TO_UPSTREAM.observe((performance.now() - this.oldestUnsentAudioAt) / 1000);
-          this.oldestUnsentAudioAt = undefined;
-        }
-      }),
+      onFrame: (frame) => this.onFrame(frame),
       onError: (err) => this.guard(() => this.dispatch({ type: 'audio_failed', errorId: err.id, details: err.details })),
     });
+  }
+
+  /** A frame out of the pipeline, paced: upstream now. */
+  private onFrame(frame: Buffer): void {
+    try {
+      this.link?.sendAudio(frame);
+      if (this.oldestUnsentAudioAt !== undefined) {
+        CLIENT_TO_UPSTREAM.observe((performance.now() - this.oldestUnsentAudioAt) / 1000);
+        this.oldestUnsentAudioAt = undefined;
+      }
+    } catch (err) {
+      this.crash(err);
+    }
   }
 
   private recordUsage(kind: 'delta_usage' | 'usage', data: Buffer): void {

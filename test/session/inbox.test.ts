@@ -1,0 +1,74 @@
+// The client audio inbox: one copy per piece, batching only for tiny frames, and no buffer held by a
+// session whose client is not sending tiny frames (thousands of sessions share one process).
+import assert from 'node:assert/strict';
+import { setImmediate as nextTurn, setTimeout as delay } from 'node:timers/promises';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { describe, it } from 'vitest';
+import { AudioInbox } from '../../src/session/inbox.js';
+import { chromeChunks } from '../support/fixtures.js';
+
+/** What uWS hands the callback: an ArrayBuffer of the frame's bytes (reused after the callback). */
+const frame = (b: Buffer): ArrayBuffer => b.buffer.slice(b.byteOffset, b.byteOffset + b.length) as ArrayBuffer;
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+/** Bytes of ArrayBuffers still referenced (V8 frees their memory a moment after the collection). */
+async function heldBuffers(): Promise<number> {
+  for (let i = 0; i < 3; i++) {
+    gc();
+    await delay(20);
+  }
+  return process.memoryUsage().arrayBuffers;
+}
+
+describe('audio inbox', () => {
+  it('a browser piece goes on at once, as its own exact copy', () => {
+    const got: Buffer[] = [];
+    const inbox = new AudioInbox((audio) => got.push(audio));
+    const pieces = chromeChunks('webm-opus').slice(0, 3);
+    for (const piece of pieces) {
+      const uwsBuffer = frame(piece);
+      inbox.add(uwsBuffer);
+      new Uint8Array(uwsBuffer).fill(0); // uWS reuses its buffer once the callback returns
+    }
+    assert.equal(got.length, 3, 'each piece delivered in the callback that brought it, not a turn later');
+    for (const [i, audio] of got.entries()) {
+      assert.ok(audio.equals(pieces[i]), `piece ${i} intact`);
+      assert.equal(audio.buffer.byteLength, pieces[i].length, `piece ${i} holds exactly its own bytes`);
+    }
+    assert.equal(inbox.bufferedBytes, 0);
+  });
+
+  it('tiny frames are batched, and order is kept around a piece that goes on at once', async () => {
+    const got: Buffer[] = [];
+    const inbox = new AudioInbox((audio) => got.push(audio));
+    const piece = chromeChunks('webm-opus')[0];
+    inbox.add(frame(Buffer.from('ab')));
+    inbox.add(frame(Buffer.from('cd')));
+    inbox.add(frame(piece));
+    inbox.add(frame(Buffer.from('ef')));
+    assert.equal(inbox.bufferedBytes, 2);
+    await nextTurn();
+    assert.deepEqual(got.map((b) => b.length), [4, piece.length, 2]);
+    assert.equal(Buffer.concat(got).toString('latin1'), `abcd${piece.toString('latin1')}ef`);
+  });
+
+  it('2,000 sessions that each got a few bytes hold no batch buffer once they were delivered', async () => {
+    const inboxes: AudioInbox[] = [];
+    const kept: Buffer[] = [];
+    await nextTurn();
+    const before = await heldBuffers();
+    for (let i = 0; i < 2000; i++) {
+      const inbox = new AudioInbox((audio) => kept.push(audio));
+      inbox.add(frame(Buffer.from('tiny frame')));
+      inboxes.push(inbox);
+    }
+    await nextTurn();
+    const held = (await heldBuffers()) - before;
+    assert.equal(kept.length, 2000);
+    assert.ok(held < 4 * 1024 * 1024, `2,000 idle inboxes hold ${(held / 1e6).toFixed(1)} MB`);
+    assert.equal(inboxes.length, 2000);
+  });
+});
