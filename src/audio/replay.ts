@@ -90,7 +90,7 @@ class Buffered<C> implements ReplayBuffer {
   }
 
   private keep(g: Group<C>, u: Unit): void {
-    g.units.push(u);
+    g.units.push(u.bytes);
     g.bytes += u.bytes.length;
     this.mediaBytes += u.bytes.length;
     if (u.start !== undefined) g.start = Math.min(g.start ?? u.start, u.start);

@@ -4,7 +4,8 @@ import type { Unit } from '../containers/unit.js';
 
 /** Units a replay may start at, with what the container needs to rewrite them (`ctx`). */
 export interface Group<C> {
-  units: Unit[];
+  /** The bytes of its units (the Unit objects are not kept: only bytes are replayed). */
+  units: Buffer[];
   bytes: number;
   /** Media time (original stream time) the group's units cover, once one carries media. */
   start?: number;
@@ -41,7 +42,7 @@ export function otherFormat(): ReplayFormat<null> {
       return open && open.end === undefined ? { kind: 'join' } : { kind: 'open', ctx: null };
     },
     render(groups, lastEnd) {
-      const media = groups.flatMap((g) => g.units.map((u) => u.bytes));
+      const media = groups.flatMap((g) => g.units);
       return { init, media, offset: groups[0]?.start ?? lastEnd };
     },
     rewrite: (u) => u,

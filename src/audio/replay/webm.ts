@@ -42,8 +42,11 @@ export function webmFormat(): ReplayFormat<Cluster> {
   let nsPerTick = 1e6;
   let shift = 0; // ticks subtracted from Timecodes since the last render
 
-  const rewrite = (u: Unit): Unit =>
-    shift === 0 || u.header || elementId(u.bytes) !== ID.Timecode ? u : { ...u, bytes: shiftTimecode(u.bytes, shift) };
+  const lowered = (b: Buffer): Buffer => (shift === 0 || elementId(b) !== ID.Timecode ? b : shiftTimecode(b, shift));
+  const rewrite = (u: Unit): Unit => {
+    const bytes = u.header ? u.bytes : lowered(u.bytes);
+    return bytes === u.bytes ? u : { ...u, bytes };
+  };
 
   return {
     sort(u, open) {
@@ -70,7 +73,7 @@ export function webmFormat(): ReplayFormat<Cluster> {
     },
     render(groups, lastEnd) {
       shift = groups[0]?.ctx.ticks ?? Math.round((lastEnd * 1e9) / nsPerTick);
-      const media = groups.flatMap((g) => g.units.map((u) => rewrite(u).bytes));
+      const media = groups.flatMap((g) => g.units.map(lowered));
       return { init, media, offset: (shift * nsPerTick) / 1e9 };
     },
     rewrite,
