@@ -10,7 +10,7 @@ import { isEndpoint, type Endpoint } from '../protocol/endpoint.js';
 import { gatewayError, type GatewayError } from '../protocol/errors.js';
 import { refuse, sendJson } from '../server/http.js';
 import type { SocketData, Ws } from '../server/types.js';
-import type { SessionInfo } from '../session/index.js';
+import { CLOSE, type SessionInfo } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 
 /** What B verified about the client, as A checks it against the session it holds. */
@@ -51,7 +51,7 @@ const PAUSE_BACKLOG_BYTES = 64 * 1024;
 const MAX_HOP_BACKLOG_BYTES = 16 * 1024 * 1024;
 const HOP_PING_MS = 10_000;
 const SEND_DROPPED = 2;
-const RECONNECT = 1012;
+const RECONNECT = CLOSE.serviceRestart;
 
 const hopPath = (i: HopIdentity) =>
   i.endpoint === 'transcribe' ? '/internal/hop/audio-bridge/v2/transcribe' : `/internal/hop/audio-bridge/v2/interactions/${i.interactionId}/streams`;
@@ -223,7 +223,7 @@ export class HopRelay {
     if (ws.getUserData().closed) return;
     let result = 0;
     ws.cork(() => (result = ws.send(data, binary)));
-    if (result === SEND_DROPPED) return this.end(4429, 'client too slow: output is not being read');
+    if (result === SEND_DROPPED) return this.end(CLOSE.clientTooSlow, 'client too slow: output is not being read');
     if (ws.getBufferedAmount() > PAUSE_BACKLOG_BYTES) this.hop.pause();
   }
 
