@@ -6,6 +6,7 @@ import { originChecker } from './origin.js';
 import { refuse, type Refusal } from './refusal.js';
 import { isValidTenant, realmUrl, trimSlash } from './tenant.js';
 import { bearerToken, presentedCredentials } from './token-source.js';
+import { VerifiedTokens } from './verified-tokens.js';
 import { isEndpoint, type Endpoint } from '../protocol/endpoint.js';
 import type { AuthDecision, AuthenticateOptions, AuthOptions, Authenticator, UpgradeRequest } from './types.js';
 
@@ -25,6 +26,7 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
     fetch: o.fetch ?? fetch,
     now,
   });
+  const verified = new VerifiedTokens(now);
 
   async function authenticate(req: UpgradeRequest, opts: AuthenticateOptions = {}): Promise<AuthDecision> {
     const origin = req.headers['origin'];
@@ -90,6 +92,14 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
   }
 
   async function verify(token: string, tenant: string): Promise<JWTPayload> {
+    const known = verified.get(token, tenant);
+    if (known) return known;
+    const payload = await verifySignature(token, tenant);
+    verified.add(token, tenant, payload);
+    return payload;
+  }
+
+  async function verifySignature(token: string, tenant: string): Promise<JWTPayload> {
     const options = {
       issuer: realmUrl(authUrl, tenant),
       algorithms: ALGORITHMS,
@@ -114,7 +124,13 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
     }
   }
 
-  return { authenticate, close: () => jwks.clear() };
+  return {
+    authenticate,
+    close: () => {
+      jwks.clear();
+      verified.clear();
+    },
+  };
 }
 
 /**

@@ -129,7 +129,10 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       };
       // Not inside res.cork: in this uWS build, cork() after an asynchronous upgrade can misread the
       // new WebSocket's memory as HTTP state and drop the socket (the client sees 1006 right after
-      // its open; seen here in about 1 of 100 upgrades that resolve in the same tick).
+      // its open; seen here in about 1 of 100 upgrades that resolve in the same tick). uWS then prints
+      // a warning. Not when the token verified in the last minute (src/auth/verified-tokens.ts) and
+      // the tenant limit needs no Redis round trip: nothing above leaves the handler's microtasks,
+      // so this runs inside uWS's own cork, as a synchronous upgrade does.
       res.upgrade(data, secKey, protocol, secExtensions, context);
     });
   };

@@ -324,3 +324,35 @@ describe('JWKS cache', () => {
     assert.equal(srv.certsRequests.get(realm), 1);
   });
 });
+
+describe('verified tokens', () => {
+  // A client opens many sockets with one token: its signature is checked once a minute, not per socket.
+  it('a token seen verified is not checked again for a minute: set-ups skip the signature, even past a key change', async () => {
+    let clock = Date.now();
+    const realm = 'reused';
+    const k1 = await srv.addKey(realm);
+    const a = auth({ now: () => clock });
+    const token = await srv.sign(realm, k1, { scope: 'openid transcribe', sub: 'user-1' }, { expiresIn: 3600 });
+    assert.equal((await a.authenticate(viaQuery(token, realm))).ok, true);
+    const k2 = await srv.addKey(realm);
+    srv.setKeys(realm, [k2]);
+    clock += 31_000; // past the refetch cooldown: a token with the new key makes the realm's keys refetched
+    assert.equal((await a.authenticate(viaQuery(await srv.sign(realm, k2, { scope: 'openid transcribe' }), realm))).ok, true);
+    assert.equal(srv.certsRequests.get(realm), 2);
+    for (let i = 0; i < 3; i++) assert.equal((await a.authenticate(viaQuery(token, realm))).ok, true, 'verified a moment ago');
+    clock += 30_000; // a minute after its verification: checked in full again, against the keys published now
+    assertRefused(await a.authenticate(viaQuery(token, realm)), 401, 'unknown_key');
+  });
+
+  it('a reused token still expires on time', async () => {
+    let clock = Date.now();
+    const realm = 'expiring';
+    const k = await srv.addKey(realm);
+    const a = auth({ now: () => clock });
+    const token = await srv.sign(realm, k, { scope: 'openid transcribe', sub: 'user-1' }, { expiresIn: 40 });
+    assert.equal((await a.authenticate(viaQuery(token, realm))).ok, true);
+    clock += 40_000 + 31_000; // past exp and the clock tolerance, within the minute a verification is reused
+    assertRefused(await a.authenticate(viaQuery(token, realm)), 401, 'token_expired');
+    assert.equal((await a.authenticate(viaQuery(token, realm), { allowExpired: true })).ok, true, 'a resume may still present it');
+  });
+});
