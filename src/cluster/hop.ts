@@ -229,6 +229,8 @@ export class HopRelay {
 
   private ping(): void {
     if (this.ending || this.hop.readyState !== WebSocket.OPEN) return;
+    // Paused for a client that does not read, B reads no pong either: the owner's own rules judge that client.
+    if (this.hop.isPaused) return void (this.awaitingPong = false);
     if (this.awaitingPong) return this.hop.terminate(); // its close sends the client to reconnect
     this.awaitingPong = true;
     this.hop.ping();
