@@ -26,9 +26,9 @@ export interface SessionRecord {
   /** the client's validated config, and what the first CONFIG_ACCEPTED told it */
   config: unknown;
   accepted?: { sessionId?: unknown; configuration?: unknown };
-  /** replay kind of the upstream-bound stream and the client's container headers (base64; none for raw PCM) */
-  kind: 'webm' | 'ogg' | 'other';
-  init?: string;
+  /** the client's container and its headers (base64): what a successor parses the rest of the stream with */
+  kind: 'webm' | 'ogg';
+  init: string;
   /** the client's timeline: current upstream session's 0, end of the last final delivered (s) */
   offset: number;
   finalUntil: number;

@@ -40,7 +40,7 @@ function toRecord(r: Pick<TakeoverDeps, 'replicas'>, info: SessionInfo, s: Sessi
 
 export function restoreOf(r: SessionRecord): Restore {
   return {
-    config: r.config, accepted: r.accepted, kind: r.kind === 'ogg' ? 'ogg' : 'webm', init: Buffer.from(r.init ?? '', 'base64'),
+    config: r.config, accepted: r.accepted, kind: r.kind, init: Buffer.from(r.init, 'base64'),
     offset: r.offset, finalUntil: r.finalUntil, mediaReceived: r.mediaReceived, audioBytes: r.audioBytes, segment: r.segment, seq: r.seq,
     missed: r.missed ?? [],
   };
