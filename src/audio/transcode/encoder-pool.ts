@@ -45,16 +45,20 @@ class PoolWorker {
   streams = 0;
   dead: Error | undefined;
   idleTimer: NodeJS.Timeout | undefined;
+  private outbox: WorkerRequest[] = [];
+  private transfer: ArrayBuffer[] = [];
 
   constructor() {
     this.worker = spawnWorker();
     this.worker.unref(); // ref'd only while a request is in flight, so idle pools never hold the process open
-    this.worker.on('message', (m: WorkerReply) => {
-      const p = this.pending.get(m.req);
-      if (!p) return;
-      this.pending.delete(m.req);
+    this.worker.on('message', (replies: WorkerReply[]) => {
+      for (const m of replies) {
+        const p = this.pending.get(m.req);
+        if (!p) continue;
+        this.pending.delete(m.req);
+        p.resolve(m);
+      }
       if (this.pending.size === 0) this.worker.unref();
-      p.resolve(m);
     });
     const fail = (e: Error) => {
       this.dead ??= e;
@@ -70,12 +74,24 @@ class PoolWorker {
     return new Promise((resolve, reject) => {
       if (this.pending.size === 0) this.worker.ref();
       this.pending.set(req, { resolve, reject });
-      this.worker.postMessage(m, transfer);
+      this.send(m, transfer);
     });
   }
 
-  send(m: WorkerRequest): void {
-    if (!this.dead) this.worker.postMessage(m);
+  /** Requests leave once per event-loop turn, together: one message and one thread wake-up per
+   * worker and turn instead of one per push (the worker answers a batch at once, too). */
+  send(m: WorkerRequest, transfer: ArrayBuffer[] = []): void {
+    if (this.dead) return;
+    if (this.outbox.length === 0) setImmediate(() => this.flush());
+    this.outbox.push(m);
+    for (const t of transfer) this.transfer.push(t);
+  }
+
+  private flush(): void {
+    const [batch, transfer] = [this.outbox, this.transfer];
+    this.outbox = [];
+    this.transfer = [];
+    if (!this.dead) this.worker.postMessage(batch, transfer);
   }
 }
 
