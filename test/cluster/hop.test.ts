@@ -133,6 +133,35 @@ describe('the internal hop between two replicas', () => {
     assertOneTimeline(finals(first, second, third), 7);
   });
 
+  it('carries a /streams resume too (the interaction in the internal path and in the signed identity)', async () => {
+    const key = newKey();
+    const tenant = 'hop-streams';
+    const interaction = '3f1c2b7a-9d4e-4c1a-8b2f-6e5d4c3b2a10';
+    const streamsUrl = async (i: number) => {
+      const token = await cluster.emulator.issueToken({ tenant, scope: 'openid streams' });
+      const q = new URLSearchParams({ 'tenant-name': tenant, token: `Bearer ${token}`, resume: key });
+      return `ws://127.0.0.1:${cluster.replicas[i].port}/audio-bridge/v2/interactions/${interaction}/streams?${q}`;
+    };
+    const streamsConfig = { type: 'config', configuration: { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' }, audioFormat: 'audio/webm;codecs=opus' } };
+    const first = await openClient(await streamsUrl(0));
+    first.sendJson(streamsConfig);
+    const accepted = await first.next('CONFIG_ACCEPTED');
+    chunks.slice(0, 8).forEach((c) => first.send(c));
+    await delay(2500); // the record is written within 2 s
+    first.ws.terminate();
+    await delay(300);
+    const hops = await metric(cluster, 1, 'speech_gateway_hops_total{result="opened"}');
+    const second = await openClient(await streamsUrl(1));
+    second.sendJson(streamsConfig);
+    const resumed = await second.next('CONFIG_ACCEPTED');
+    assert.equal(resumed.resumed, true);
+    assert.equal(resumed.sessionId, accepted.sessionId);
+    assert.equal(await metric(cluster, 1, 'speech_gateway_hops_total{result="opened"}'), hops + 1, 'through the hop');
+    second.sendJson({ type: 'end' });
+    await second.next('ENDED', 20_000);
+    assert.equal((await second.closed).code, 1000);
+  });
+
   it('the session\'s replica dying closes the hopped client with 1012, so it reconnects', async () => {
     const key = newKey();
     const tenant = 'hop-owner-gone';
