@@ -59,9 +59,9 @@ export class UpstreamSocket implements UpstreamConnection {
     const port = Number(u.port) || (secure ? 443 : 80);
     this.#socket = secure ? tlsConnect({ host, port, servername: isIP(host) ? undefined : host }) : netConnect({ host, port });
     this.#socket.setNoDelay(true);
-    this.#socket.once(secure ? 'secureConnect' : 'connect', () => this.#socket.write(
-      `GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-      `Sec-WebSocket-Key: ${this.#key}\r\nSec-WebSocket-Version: 13\r\n\r\n`));
+    // Written now, sent once connected: no closure keeps the URL alive for the connection's life.
+    this.#socket.write(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\n` +
+      `Connection: Upgrade\r\nSec-WebSocket-Key: ${this.#key}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
     this.#socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     this.#socket.on('error', (err) => {
       // After the upgrade a broken socket is a close without a close frame (1006), as with `ws`.
