@@ -62,7 +62,10 @@ export function keepRecord(d: TakeoverDeps, session: Session): () => void {
     written = mark;
     writtenAt = Date.now();
     d.records.put(hash, toRecord(d, session.info, snapshot, 'live')).then(
-      () => (failing = false),
+      (mine) => {
+        failing = false;
+        if (!mine) session.disown(); // another replica took it over while this one was taken for dead
+      },
       (err: Error) => {
         if (!failing) d.logger.warn({ event: 'record_write_failed', session: session.key, err: err.message }, 'session record not written');
         failing = true;

@@ -216,19 +216,39 @@ export class Session {
     const snapshot = this.snapshot()!;
     const missed = (this.missed?.take() ?? []).map((m) => m.toString());
     this.handover = undefined;
+    const credits = this.finalCredits ?? this.deltaCredits;
+    if (credits > 0) metrics.credits.inc({ tenant: tenantLabel(this.info.tenant), endpoint: this.info.endpoint }, credits);
+    this.log.info({ event: 'session_handed_over', segment: snapshot.segment, finalUntil: snapshot.finalUntil, missed: missed.length }, 'session handed over');
+    this.leave();
+    done({ ...snapshot, missed });
+  }
+
+  /** Another replica took this session over (its record names that replica: a resume reached it while
+   * this one was taken for dead). The session leaves quietly: its ledger session and slot are the new owner's. */
+  disown(): void {
+    if (this.over) return;
+    this.log.warn({ event: 'session_disowned' }, 'another replica took this session over; leaving it');
+    if (this.clientOpen) {
+      this.clientOpen = false;
+      this.client.close(CLOSE.replaced, 'taken over by another gateway replica');
+    }
+    this.handover?.(undefined);
+    this.handover = undefined;
+    void this.deps.limiter.handOff(this.info.tenant, this.key, 0); // renewed by the new owner now
+    this.leave();
+  }
+
+  /** Out of this process without ending the ledger session or releasing the slot. */
+  private leave(): void {
     this.handedOver = true;
+    this.leaving = true;
     this.state = { ...this.state, phase: 'closed' };
     for (const t of this.timers.values()) clearTimeout(t);
     this.timers.clear();
     this.link?.close();
     this.pipeline?.close();
-    const tenant = tenantLabel(this.info.tenant);
-    metrics.activeSessions.dec({ endpoint: this.info.endpoint, tenant });
-    const credits = this.finalCredits ?? this.deltaCredits;
-    if (credits > 0) metrics.credits.inc({ tenant, endpoint: this.info.endpoint }, credits);
-    this.log.info({ event: 'session_handed_over', segment: snapshot.segment, finalUntil: snapshot.finalUntil, missed: missed.length }, 'session handed over');
+    metrics.activeSessions.dec({ endpoint: this.info.endpoint, tenant: tenantLabel(this.info.tenant) });
     this.onFinished?.(this);
-    done({ ...snapshot, missed });
   }
 
   get phase() {

@@ -4,11 +4,15 @@
 // replica's heartbeat has not expired, but its address refuses connections): one timeline, every final once, one ledger session whose usage is the
 // sum of both upstream sessions, and the audio the dead replica held unfinalised counted as lost.
 import assert from 'node:assert/strict';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { recordKeyHash } from '../../src/cluster/index.js';
+import { startRedis, type TestRedis } from '../usage/redis.js';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
-import { delay, endpointPath, openClient } from '../support/stack.js';
+import { delay, endpointPath, openClient, refusal, startStack, type Stack } from '../support/stack.js';
+import { ledgerSessions } from '../support/usage-api.js';
 
 const API_TOKEN = 'takeover-usage-token';
 const pieces = chromeChunks('webm-opus'); // ~9 s of live Chromium WebM/Opus, 0.3 s a piece
@@ -90,5 +94,48 @@ describe('takeover after the owner is SIGKILLed', () => {
     const reported = upstream.reduce((n, sent) => n + (sent.find((m) => m.type === 'usage')?.credits
       ?? sent.filter((m) => m.type === 'delta_usage').reduce((d, m) => d + m.credits!, 0)), 0);
     assert.ok(Math.abs(rows[0].credits - reported) < 1e-6, `ledger ${rows[0].credits} = upstream ${reported}`);
+  });
+});
+
+describe('a replica taken for dead while it is not', () => {
+  let redis: TestRedis;
+  let stack: Stack;
+  beforeAll(async () => {
+    redis = await startRedis();
+    stack = await startStack({ REDIS_URL: redis.url, USAGE_API_TOKEN: API_TOKEN, MAX_SESSIONS_PER_TENANT: '1' });
+  });
+  afterAll(async () => {
+    await stack?.close();
+    await redis?.stop();
+  });
+
+  it('leaves a session another replica took over: its client is closed 4409, the ledger session and the slot stay the new owner\'s', async () => {
+    const key = newResumeKey();
+    const url = async (k: string) => `${stack.base}${endpointPath('transcribe')}?tenant-name=base&resume=${k}&token=${encodeURIComponent(`Bearer ${await stack.token('openid transcribe')}`)}`;
+    const client = await openClient(await url(key));
+    client.sendJson({ type: 'config', configuration });
+    await client.next('CONFIG_ACCEPTED');
+    for (const piece of pieces.slice(0, 8)) {
+      client.send(piece);
+      await delay(100);
+    }
+    await client.next('transcript', 10_000);
+    await delay(2200);
+    // What another replica's takeover writes (it found this one's heartbeat gone during a Redis blip).
+    const direct = new Redis(redis.url);
+    const recordKey = `sgw:rec:${recordKeyHash(key)}`;
+    const record = JSON.parse((await direct.get(recordKey))!);
+    await direct.set(recordKey, JSON.stringify({ ...record, owner: 'replica-elsewhere' }), 'PX', 60_000);
+    direct.disconnect();
+    for (const piece of pieces.slice(8, 12)) {
+      if (client.ws.readyState === client.ws.OPEN) client.send(piece);
+      await delay(100);
+    }
+    const closed = await Promise.race([client.closed, delay(5000).then(() => undefined)]);
+    assert.equal(closed?.code, 4409, 'closed as replaced');
+    const rows = await ledgerSessions(stack, API_TOKEN);
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0].end, null, 'the ledger session is not ended here: the new owner goes on with it');
+    assert.equal((await refusal(await url(newResumeKey()))).status, 429, 'the slot is still held');
   });
 });
