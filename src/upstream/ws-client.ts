@@ -123,13 +123,13 @@ export class UpstreamSocket implements UpstreamConnection {
     this.#socket.uncork();
   }
 
-  /** Text (JSON, close reasons) is small: encoded straight behind its header, one buffer. */
-  #sendText(opcode: number, text: string, prefix = -1): void {
-    const extra = prefix >= 0 ? 2 : 0;
+  /** Text (JSON, a close frame's code and reason) is small: encoded straight behind its header, one buffer. */
+  #sendText(opcode: number, text: string, closeCode = -1): void {
+    const extra = closeCode >= 0 ? 2 : 0;
     const len = Buffer.byteLength(text) + extra;
     const frame = this.#header(opcode, len, len);
     const at = frame.length - len;
-    if (prefix >= 0) frame.writeUInt16BE(prefix, at);
+    if (closeCode >= 0) frame.writeUInt16BE(closeCode, at);
     frame.write(text, at + extra);
     this.#socket.write(frame);
   }
