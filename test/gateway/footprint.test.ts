@@ -1,6 +1,7 @@
-// Idle footprint: a gateway with a real upstream configured never loads the embedded emulator, and
-// one without REDIS_URL never loads ioredis (memory they would hold for nothing). The gateway runs as its own process (`npm start`'s command)
-// with a module resolve hook that writes down every module it loads.
+// Idle footprint: a gateway with a real upstream configured never loads the embedded emulator, one
+// without REDIS_URL never loads ioredis, and none loads the transcoding libraries before a stream
+// needs them (memory they would hold for nothing). The gateway runs as its own process (`npm
+// start`'s command) with a resolve hook and a require hook that write down every module it loads.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -20,7 +21,16 @@ export async function resolve(specifier, context, next) {
   return r;
 }
 `);
-writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(pathToFileURL(hooks).href)});\n`);
+// import goes through the resolve hook (on the loader thread); require (CommonJS, createRequire) does not.
+writeFileSync(register, `import { appendFileSync } from 'node:fs';
+import Module, { register } from 'node:module';
+register(${JSON.stringify(pathToFileURL(hooks).href)});
+const load = Module._load;
+Module._load = function (request, ...rest) {
+  appendFileSync(process.env.SGW_MODULE_LOG, 'require:' + request + '\\n');
+  return load.call(this, request, ...rest);
+};
+`);
 
 /** The modules a gateway started with `env` loaded by the time it was ready. */
 async function modulesLoaded(name: string, env: Record<string, string>): Promise<string[]> {
@@ -51,14 +61,17 @@ async function modulesLoaded(name: string, env: Record<string, string>): Promise
 
 const emulatorModules = (urls: string[]) => urls.filter((u) => u.includes('/src/emulator/'));
 const redisModules = (urls: string[]) => urls.filter((u) => u.includes('/node_modules/ioredis/'));
+const transcoders = (urls: string[]) => urls.filter((u) => /@discordjs\/opus|libsamplerate/.test(u));
 
 describe('idle footprint', () => {
-  it('with UPSTREAM_URL the emulator is never loaded, nor ioredis without REDIS_URL; without UPSTREAM_URL the emulator is', async () => {
+  it('with UPSTREAM_URL the emulator is never loaded, nor ioredis without REDIS_URL, nor a transcoder before a stream; without UPSTREAM_URL the emulator is', async () => {
     const upstream = { UPSTREAM_URL: 'ws://127.0.0.1:9/audio-bridge/v2', AUTH_URL: 'http://127.0.0.1:9' };
     const real = await modulesLoaded('upstream', upstream);
     assert.ok(real.some((u) => u.includes('/src/gateway.')), 'the hook saw the gateway load');
     assert.deepEqual(emulatorModules(real), []);
     assert.deepEqual(redisModules(real), [], 'no REDIS_URL: ioredis is not loaded');
+    assert.deepEqual(transcoders(real), [], 'no stream yet: no Opus encoder nor resampler');
+    assert.ok(real.some((u) => u.startsWith('require:')), 'the require hook saw CommonJS loads');
     const embedded = await modulesLoaded('emulator', { EMULATOR_PORT: String(await freePort()) });
     assert.notDeepEqual(emulatorModules(embedded), [], 'with no upstream the emulator is loaded (the hook sees it)');
   }, 60_000);

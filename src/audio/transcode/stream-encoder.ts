@@ -7,12 +7,15 @@
 // 13 dB, ~1,000 streams/core; SILK (VOIP) at complexity 0: 5.4 dB, SNR 11 dB, ~350/core; the
 // libopus default (complexity 9, SILK): 2.7 dB, ~70/core; 12 kb/s or a narrowband cap: 16-18 dB.
 // CELT complexity 0 also skips spreading (SPREAD_NONE), which kept harmonics closer than 1-4 did.
-import opusPkg from '@discordjs/opus';
+import { createRequire } from 'node:module';
 import { assertPcmFormat, encoderRate, PcmFramer, type PcmFormat, floatToInt16 } from './pcm-format.js';
 import { createResampler, type Resampler } from './resampler.js';
 
-const { OpusEncoder } = opusPkg;
-type Encoder = InstanceType<typeof OpusEncoder>;
+// The addon is required by the first encoder, not at start: a gateway that never transcodes
+// never loads it (idle memory).
+const require = createRequire(import.meta.url);
+type Opus = typeof import('@discordjs/opus');
+type Encoder = InstanceType<Opus['OpusEncoder']>;
 
 const OPUS_SET_APPLICATION_REQUEST = 4000;
 const OPUS_APPLICATION_RESTRICTED_LOWDELAY = 2051;
@@ -62,7 +65,7 @@ export class StreamEncoder {
     /** Sample conversion for anything but s16le at an Opus rate (which is framed as bytes). */
     private readonly framer: PcmFramer | undefined,
   ) {
-    this.encoder = new OpusEncoder(rate, format.channels);
+    this.encoder = new (require('@discordjs/opus') as Opus).OpusEncoder(rate, format.channels);
     this.encoder.applyEncoderCTL(OPUS_SET_APPLICATION_REQUEST, OPUS_APPLICATION_RESTRICTED_LOWDELAY);
     this.encoder.applyEncoderCTL(OPUS_SET_COMPLEXITY_REQUEST, ENCODER_SETTINGS.complexity);
     this.encoder.setBitrate(bitrate);
