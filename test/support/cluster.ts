@@ -30,8 +30,9 @@ export interface Cluster {
   redis: TestRedis;
   emulator: Emulator;
   replicas: Replica[];
-  /** Starts replica i on its port; resolves once /readyz answers 200. */
-  start(i: number): Promise<void>;
+  /** Starts replica i on its port; resolves once /readyz answers 200. A new REPLICA_ID (a new pod),
+   * or with `sameId` the last one (the kubelet restarting a crashed container in its pod). */
+  start(i: number, o?: { sameId?: boolean }): Promise<void>;
   /** SIGKILL (a crash): resolves at its exit. */
   kill(i: number): Promise<void>;
   /** SIGTERM (a drain): resolves with its exit code. */
@@ -51,10 +52,10 @@ export async function startCluster(n: number, env: Record<string, string> = {}):
   }
   const exited = (c: ChildProcess) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise<void>((res) => c.once('exit', () => res())));
 
-  async function start(i: number): Promise<void> {
+  async function start(i: number, o: { sameId?: boolean } = {}): Promise<void> {
     const r = replicas[i];
     if (r.child) throw new Error(`replica ${i} is running`);
-    r.id = `replica-${i}-${++r.starts}`;
+    if (!o.sameId || !r.id) r.id = `replica-${i}-${++r.starts}`;
     r.out = '';
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: root,
