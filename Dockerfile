@@ -29,4 +29,6 @@ USER 1000:1000
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 ENTRYPOINT ["/usr/bin/tini", "--"]
-CMD ["node", "dist/src/main.js"]
+# The same command as package.json's start:prod (a test keeps them equal). A 1 MB young-generation
+# semi-space: V8 grows it to 16 MB under load, memory that a gateway of mostly idle sockets keeps.
+CMD ["node", "--max-semi-space-size=1", "dist/src/main.js"]
