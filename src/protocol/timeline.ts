@@ -59,6 +59,8 @@ class SessionTimeline implements Timeline {
   #replayed = false;
   /** End of the last delivered final, per channel (/transcribe: channel 0 only). */
   readonly #finals = new Map<number, number>();
+  /** The least of #finals (0 while there are none): read after every transcript, changed only by a final. */
+  #finalsLeast = 0;
   /** Finals the client had before this replica took the session over (every channel). */
   #floor = -Infinity;
   /** End of the last command delivered in this upstream session, and in the ones before it. */
@@ -79,7 +81,7 @@ class SessionTimeline implements Timeline {
   }
 
   get finalUntil(): number {
-    return Math.max(this.#floor, this.#finals.size === 0 ? 0 : Math.min(...this.#finals.values()));
+    return Math.max(this.#floor, this.#finalsLeast);
   }
 
   restore(seconds: number): void {
@@ -109,6 +111,7 @@ class SessionTimeline implements Timeline {
 
   #delivered(channel: number, end: number): void {
     this.#finals.set(channel, Math.max(end, this.#finals.get(channel) ?? -Infinity));
+    this.#finalsLeast = Math.min(...this.#finals.values());
   }
 
   /** The message to send when nothing was dropped: the original bytes unless times moved. */
