@@ -27,15 +27,19 @@ export class Rechunker {
   private headerDone = false;
   private since = 0; // clock time the pending frame's first bytes came
   private alarm: Alarm;
-  /** A frame cut in this batch, not yet emitted; and whether it carries more than one unit. */
-  private ready: Frame | undefined;
+  /** A frame cut in this batch, not yet emitted (its parts are joined only when it goes: a tail
+   * may still join it). readyParts undefined: none. */
+  private readyParts: Buffer[] | undefined;
+  private readyBytes = 0;
+  private readyStart = 0;
+  private readyEnd = 0;
   private readyCoalesced = false;
 
   constructor(private o: RechunkerOptions) {
     this.alarm = new Alarm(o.scheduler, () => this.flush());
   }
 
-  get bufferedBytes(): number { return this.bytes + (this.ready?.bytes.length ?? 0); }
+  get bufferedBytes(): number { return this.bytes + this.readyBytes; }
 
   add(u: Unit): void {
     if (!u.header && !this.headerDone) {
@@ -64,15 +68,16 @@ export class Rechunker {
   /** A batch of input ends here (no more units until the next client message): the pending frame
    * goes if it holds half of chunkMs, else it waits for more until chunkMs after its first bytes. */
   batchEnd(): void {
-    const ready = this.ready;
-    if (ready && this.bytes > 0 && this.media() < this.o.chunkMs / 2000 && ready.bytes.length + this.bytes <= this.o.maxFrameBytes) {
+    const ready = this.readyParts;
+    if (ready && this.bytes > 0 && this.media() < this.o.chunkMs / 2000 && this.readyBytes + this.bytes <= this.o.maxFrameBytes) {
       // A short tail joins the frame cut before it.
-      this.parts.unshift(ready.bytes);
-      this.bytes += ready.bytes.length;
-      this.units++;
-      this.start = ready.start;
-      this.end = Math.max(this.end ?? ready.end, ready.end);
-      this.ready = undefined;
+      this.parts = ready.concat(this.parts);
+      this.bytes += this.readyBytes;
+      this.units++; // the ready frame's units: the merged frame is coalesced
+      this.start = this.readyStart;
+      this.end = Math.max(this.end ?? this.readyEnd, this.readyEnd);
+      this.readyParts = undefined;
+      this.readyBytes = 0;
     }
     if (!this.headerDone || this.bytes === 0) { this.emitReady(); return; }
     if (ready || this.media() >= this.o.chunkMs / 2000) this.flush();
@@ -90,27 +95,31 @@ export class Rechunker {
 
   close(): void {
     this.alarm.clear();
-    this.ready = undefined;
+    this.readyParts = undefined;
+    this.readyBytes = 0;
     this.reset();
   }
 
   /** Makes the pending bytes the ready frame (sending the one before it). */
   private cut(): void {
     this.emitReady();
-    const bytes = this.parts.length === 1 ? this.parts[0] : Buffer.concat(this.parts, this.bytes);
-    const start = this.start ?? this.cursor;
-    const end = Math.max(this.end ?? start, start);
+    this.readyStart = this.start ?? this.cursor;
+    this.readyEnd = Math.max(this.end ?? this.readyStart, this.readyStart);
     this.readyCoalesced = this.units > 1;
+    this.readyParts = this.parts;
+    this.readyBytes = this.bytes;
+    this.parts = [];
     this.reset();
-    this.cursor = Math.max(this.cursor, end);
-    this.ready = { bytes, start, end };
+    this.cursor = Math.max(this.cursor, this.readyEnd);
   }
 
   private emitReady(): void {
-    const f = this.ready;
-    if (!f) return;
-    this.ready = undefined;
-    this.o.emit(f, false, this.readyCoalesced);
+    const parts = this.readyParts;
+    if (!parts) return;
+    const bytes = parts.length === 1 ? parts[0] : Buffer.concat(parts, this.readyBytes);
+    this.readyParts = undefined;
+    this.readyBytes = 0;
+    this.o.emit({ bytes, start: this.readyStart, end: this.readyEnd }, false, this.readyCoalesced);
   }
 
   private media(): number {
