@@ -2,10 +2,11 @@
 // balancer, one redis-server, the emulator. 30 resumable sessions stream Chromium's WebM/Opus pieces
 // at real time, through the unmodified vendor SDK and through hand-written clients that resend from
 // the `audioBytes` a resumed CONFIG_ACCEPTED gives them. Mid-stream one replica is SIGKILLed (and
-// started again, as Kubernetes restarts a crashed pod); then every replica in turn gets SIGTERM, is
-// waited for, started again on its port and waited for on /readyz (a rolling update). Every session
-// must end with every final transcript once, in order, on one timeline; the usage API must total
-// what the upstream reported; the only audio missing may be what the killed replica held.
+// restarted in place, as the kubelet restarts a crashed container); then every replica in turn gets
+// SIGTERM, is waited for, started again on its port and waited for on /readyz (a rolling update).
+// Every session must end with every final transcript once, in order, on one timeline, under a tenant
+// cap equal to the sessions (one slot each throughout); the usage API must total what the upstream
+// reported; audio may go missing only at the kill and by the known losses bounded below.
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { createMediaClock } from '../../src/emulator/media-clock.js';
