@@ -33,7 +33,7 @@ const FIRST_PIECES = 8;
 const firstBytes = pieces.slice(0, FIRST_PIECES).reduce((n, p) => n + p.length, 0);
 const config = { type: 'config', configuration: { primaryLanguage: 'en', interimResults: true, audioFormat: 'audio/webm;codecs=opus' } };
 
-interface Leg { name: string; latencies: number[]; sessions: number; failed: number; lost: number; cpuA: number; cpuB: number }
+interface Leg { name: string; latencies: number[]; sessions: number; failed: number; lost: number; cpuA: number; cpuB: number; why: Record<string, number> }
 
 const sleepUntil = (t: number) => new Promise((r) => setTimeout(r, Math.max(0, t - Date.now())));
 const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? NaN;
@@ -76,14 +76,14 @@ async function session(urlOf: (key: string, i: 0 | 1) => Promise<string>, resume
   await new Promise((r) => setTimeout(r, 100));
 
   const pending: Array<[number, number, boolean]> = []; // media end, sent at, inside the hold
-  let done!: (ok: boolean) => void;
-  const finished = new Promise<boolean>((r) => (done = r));
+  let done!: (why: string) => void;
+  const finished = new Promise<string>((r) => (done = r));
   const second = await configured(await urlOf(key, resumeAt), (m) => {
     onFinal(m);
     if (m.type === 'transcript') covered(m.data.end);
-    else if (m.type === 'ended') done(true);
+    else if (m.type === 'ended') done('');
   });
-  second.ws.on('close', () => done(false));
+  second.ws.on('close', (code, reason) => done(`closed ${code} ${reason.toString().slice(0, 40)} before ended`));
   function covered(end: number) {
     while (pending.length && pending[0][0] < end - EPS) pending.shift();
     const piece = pending[0];
@@ -91,23 +91,31 @@ async function session(urlOf: (key: string, i: 0 | 1) => Promise<string>, resume
     pending.shift();
     if (piece[2]) leg.latencies.push(performance.now() - piece[1]);
   }
-  const resumed = second.accepted.resumed === true && second.accepted.audioBytes === firstBytes;
+  const resumed = second.accepted.resumed !== true ? 'not resumed' : second.accepted.audioBytes !== firstBytes ? `audioBytes ${second.accepted.audioBytes} of ${firstBytes}` : '';
   await stream(second.ws, FIRST_PIECES, pieces.length, (k) => pending.push([mediaEnds[k], performance.now(), Date.now() >= holdFrom]));
   second.ws.send('{"type":"end"}');
-  const ok = (await finished) && resumed;
+  const why = resumed || (await finished);
   second.ws.close();
   leg.sessions++;
-  if (!ok) leg.failed++;
+  if (why) {
+    leg.failed++;
+    leg.why[why] = (leg.why[why] ?? 0) + 1;
+  }
+  const ok = !why;
   let at = 0;
   for (const [start, end] of finals) {
-    if (Math.abs(start - at) > EPS) leg.lost++;
+    if (Math.abs(start - at) > EPS) {
+      leg.lost++;
+      const what = start > at ? `final gap after ${at.toFixed(2)} s` : `final repeated at ${start.toFixed(2)} s`;
+      leg.why[what] = (leg.why[what] ?? 0) + 1;
+    }
     at = Math.max(at, end);
   }
   if (ok && at < mediaEnds.at(-1)! - EPS) leg.lost++;
 }
 
 async function runLeg(name: string, resumeAt: 0 | 1, urlOf: (key: string, i: 0 | 1) => Promise<string>, a: Peer, b: Peer): Promise<Leg> {
-  const leg: Leg = { name, latencies: [], sessions: 0, failed: 0, lost: 0, cpuA: 0, cpuB: 0 };
+  const leg: Leg = { name, latencies: [], sessions: 0, failed: 0, lost: 0, cpuA: 0, cpuB: 0, why: {} };
   const startAt = Date.now() + 500;
   const holdFrom = startAt + RAMP_S * 1000;
   const stopAt = holdFrom + HOLD_S * 1000;
@@ -121,7 +129,12 @@ async function runLeg(name: string, resumeAt: 0 | 1, urlOf: (key: string, i: 0 |
   ];
   await Promise.all(Array.from({ length: SESSIONS }, async (_, i) => {
     await sleepUntil(startAt + (i / SESSIONS) * RAMP_S * 1000);
-    while (Date.now() < stopAt) await session(urlOf, resumeAt, leg, holdFrom).catch(() => void leg.failed++);
+    while (Date.now() < stopAt) {
+      await session(urlOf, resumeAt, leg, holdFrom).catch((err: Error) => {
+        leg.failed++;
+        leg.why[err.message] = (leg.why[err.message] ?? 0) + 1;
+      });
+    }
   }));
   marks.forEach(clearTimeout);
   return leg;
@@ -148,6 +161,7 @@ try {
   for (const l of legs) {
     console.log(`| ${l.name} | ${l.sessions} (${l.failed}) | ${l.lost} | ${percentile(l.latencies, 50).toFixed(1)} | ${percentile(l.latencies, 95).toFixed(1)} | ${perHour(l.cpuA).toFixed(2)} | ${perHour(l.cpuB).toFixed(2)} | ${perHour(l.cpuA + l.cpuB).toFixed(2)} |`);
   }
+  for (const l of legs) if (l.failed || l.lost) console.log(`${l.name}: ${JSON.stringify(l.why)}`);
   const [d, h] = legs;
   const added = { p50Ms: percentile(h.latencies, 50) - percentile(d.latencies, 50), p95Ms: percentile(h.latencies, 95) - percentile(d.latencies, 95), cpuSecondsPerSessionHour: perHour(h.cpuA + h.cpuB - d.cpuA - d.cpuB) };
   console.log(`the hop adds: p50 ${added.p50Ms.toFixed(1)} ms, p95 ${added.p95Ms.toFixed(1)} ms per piece; ${added.cpuSecondsPerSessionHour.toFixed(2)} CPU s per hopped session-hour`);
