@@ -20,6 +20,8 @@ export interface HopIdentity {
   endpoint: Endpoint;
   interactionId?: string;
   notices: boolean;
+  /** the replica B's record names as the session's owner: any other process at its address refuses */
+  owner: string;
 }
 
 export interface HopDeps {
@@ -73,7 +75,7 @@ export function verifyHop(secret: string, key: string, identityHeader: string, h
   if (Math.abs(now - Number(m[1])) > HOP_MAC_WINDOW_MS) return { refused: 'signature expired' };
   if (!timingSafeEqual(Buffer.from(m[2], 'hex'), mac(secret, m[1], key, identityHeader))) return { refused: 'bad signature' };
   const i = JSON.parse(Buffer.from(identityHeader, 'base64url').toString()) as HopIdentity;
-  const valid = typeof i.tenant === 'string' && isEndpoint(i.endpoint) && typeof i.notices === 'boolean'
+  const valid = typeof i.tenant === 'string' && isEndpoint(i.endpoint) && typeof i.notices === 'boolean' && typeof i.owner === 'string'
     && ['string', 'undefined'].includes(typeof i.subject) && ['string', 'undefined'].includes(typeof i.interactionId);
   return valid ? i : { refused: 'bad identity' };
 }
@@ -108,16 +110,18 @@ function handshake(ws: WebSocket): Promise<Opened> {
  * B side of a resume for a live session that replica `owner` holds (called by the upgrade gate after
  * auth and the record's identity check). Opens the hop to the owner, then accepts the client's socket
  * and relays both ways until either side closes. The owner's 403 RESUME_FORBIDDEN is the client's
- * answer; any other failure accepts the client and closes it with 1012 so it reconnects (by then the
- * record says whether to take over). Without CLUSTER_SECRET: 503 RESUME_UNAVAILABLE. `info` is the
- * client's (its resumeKey set); it takes no tenant slot.
+ * answer; its 409 HOP_NOT_OWNER (the process there is not that owner, or holds no such session: e.g.
+ * a new process at a dead replica's address) returns 'not_owner' with the client not answered, for the
+ * gate to take the session over; any other failure accepts the client and closes it with 1012 so it
+ * reconnects (by then the record says whether to take over). Without CLUSTER_SECRET: 503
+ * RESUME_UNAVAILABLE. `info` is the client's (its resumeKey set); it takes no tenant slot.
  */
-export async function hopUpgrade(up: ClientUpgrade, owner: { id: string; url: string }, info: SessionInfo, deps: HopDeps): Promise<void> {
+export async function hopUpgrade(up: ClientUpgrade, owner: { id: string; url: string }, info: SessionInfo, deps: HopDeps): Promise<'not_owner' | void> {
   if (!deps.secret) {
     metrics.hops.inc({ result: 'unavailable' });
     return refuse(up.res, gatewayError('RESUME_UNAVAILABLE', 'the session is live on another gateway replica and this deployment has no internal hop; retry shortly'), 'resume_unavailable');
   }
-  const identity: HopIdentity = { tenant: info.tenant, subject: info.subject, endpoint: info.endpoint, interactionId: info.interactionId, notices: info.notices ?? false };
+  const identity: HopIdentity = { tenant: info.tenant, subject: info.subject, endpoint: info.endpoint, interactionId: info.interactionId, notices: info.notices ?? false, owner: owner.id };
   const started = performance.now();
   const log = deps.logger.child({ owner: owner.id, sessionKey: info.sessionKey });
   // The relay listens from the start: the owner's first frames can come with its handshake answer.
@@ -125,10 +129,11 @@ export async function hopUpgrade(up: ClientUpgrade, owner: { id: string; url: st
   const relay = new HopRelay(hop, log);
   const opened = await handshake(hop);
   if (up.aborted()) return relay.abandon();
-  const refusal = 'status' in opened ? resumeRefusal(opened.body) : undefined;
+  const refusal = 'status' in opened ? ownerRefusal(opened.body) : undefined;
   if (refusal) {
-    metrics.hops.inc({ result: 'refused' });
+    metrics.hops.inc({ result: refusal.error.id === 'HOP_NOT_OWNER' ? 'not_owner' : 'refused' });
     relay.abandon();
+    if (refusal.error.id === 'HOP_NOT_OWNER') return 'not_owner';
     return sendJson(up.res, refusal.error.status, refusal);
   }
   const failure = 'open' in opened ? undefined : 'failed' in opened ? opened.failed : `HTTP ${opened.status}`;
@@ -139,11 +144,12 @@ export async function hopUpgrade(up: ClientUpgrade, owner: { id: string; url: st
   up.res.upgrade(data, up.secKey, up.protocol, up.secExtensions, up.context);
 }
 
-/** The owner's 403 RESUME_FORBIDDEN body, passed on as it is (the client's own answer). */
-function resumeRefusal(body: string): { error: GatewayError } | undefined {
+/** The owner's 403 RESUME_FORBIDDEN body (passed on as it is: the client's own answer), or its 409
+ * HOP_NOT_OWNER. */
+function ownerRefusal(body: string): { error: GatewayError } | undefined {
   try {
     const parsed = JSON.parse(body) as { error?: GatewayError };
-    return parsed.error?.id === 'RESUME_FORBIDDEN' ? { error: parsed.error } : undefined;
+    return parsed.error?.id === 'RESUME_FORBIDDEN' || parsed.error?.id === 'HOP_NOT_OWNER' ? { error: parsed.error } : undefined;
   } catch {
     return undefined;
   }

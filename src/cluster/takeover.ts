@@ -91,14 +91,15 @@ export type ResumeRoute =
   | { route: 'gone' }; // the record changed hands while we looked, or its handover did not finish in time
 
 /** Where a resume of a key this replica does not hold goes (the gate's cases 1-5, design of issue 13).
- * A record taken over here is claimed (compare-and-set) before the client's socket is accepted. */
-export async function findResume(d: TakeoverDeps, key: string, who: Pick<SessionInfo, 'tenant' | 'subject' | 'endpoint' | 'interactionId'>): Promise<ResumeRoute> {
+ * A record taken over here is claimed (compare-and-set) before the client's socket is accepted.
+ * `notOwner`: a replica whose address answered a hop to it that it is not the owner (HOP_NOT_OWNER). */
+export async function findResume(d: TakeoverDeps, key: string, who: Pick<SessionInfo, 'tenant' | 'subject' | 'endpoint' | 'interactionId'>, notOwner?: string): Promise<ResumeRoute> {
   const hash = recordKeyHash(key);
   const r = await d.records.get(hash);
   if (!r) return { route: 'none' };
   const same = r.tenant === who.tenant && r.subject !== undefined && r.subject === who.subject && r.endpoint === who.endpoint && r.interactionId === who.interactionId;
   if (!same) return { route: 'forbidden' };
-  return r.state === 'handing_over' ? { route: 'wait' } : decide(d, hash, r);
+  return r.state === 'handing_over' ? { route: 'wait' } : decide(d, hash, r, notOwner);
 }
 
 /** After 'wait' (the client's socket is open, its frames held): polls until the handover is done, for
@@ -125,9 +126,9 @@ async function ownerAlive(d: TakeoverDeps, r: SessionRecord): Promise<boolean> {
 
 /** A record not being handed over (or whose owner died handing it over): carried to its live owner,
  * else claimed for this replica. */
-async function decide(d: TakeoverDeps, hash: string, r: SessionRecord): Promise<ResumeRoute> {
+async function decide(d: TakeoverDeps, hash: string, r: SessionRecord, notOwner?: string): Promise<ResumeRoute> {
   const mine = r.owner === d.replicas.id; // a record of a session that is no longer here: as a dead owner's
-  if (r.state === 'live' && !mine && (await ownerAlive(d, r))) return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
+  if (r.state === 'live' && !mine && r.owner !== notOwner && (await ownerAlive(d, r))) return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
   const next: SessionRecord = { ...r, owner: d.replicas.id, ownerUrl: d.replicas.url, state: 'live', missed: undefined, updatedAt: Date.now() };
   if (!(await d.records.claim(hash, { owner: r.owner, state: r.state }, next))) return { route: 'gone' };
   return { route: 'restore', record: r, from: r.state === 'handed_over' ? 'handover' : 'crash' };

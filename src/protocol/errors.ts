@@ -25,6 +25,7 @@ export const ERRORS = {
   RESUME_FORBIDDEN: { status: 403, title: 'Resume key belongs to another session' },
   RESUME_UNAVAILABLE: { status: 503, title: 'Session is live on another replica that cannot be reached' },
   HOP_FORBIDDEN: { status: 403, title: 'Internal hop without a valid signature' },
+  HOP_NOT_OWNER: { status: 409, title: 'Internal hop to a replica that does not hold the session' },
   INVALID_RESUME_KEY: { status: 400, title: 'Resume key must be 22-128 characters of A-Z a-z 0-9 _ -' },
   TOKEN_MISSING: { status: 401, title: 'Missing token' },
   TOKEN_INVALID: { status: 401, title: 'Invalid token' },

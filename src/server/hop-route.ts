@@ -31,8 +31,10 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint, secre
       return refuse(res, gatewayError('HOP_FORBIDDEN', 'internal route: a valid signature of the replicas\' secret is required'), 'hop_forbidden');
     }
     const held = state.resumable.get(key);
-    if (!held) {
-      return refuse(res, gatewayError('RESUME_UNAVAILABLE', 'this replica no longer holds the session; reconnect with the resume key'), 'hop_session_gone');
+    // Not the owner the hop was meant for (a new process at its address) or no such session here: the
+    // sending replica takes the session over from its record.
+    if (!held || identity.owner !== deps.cluster.replicas.id) {
+      return refuse(res, gatewayError('HOP_NOT_OWNER', 'this replica does not hold the session; take it over from its record'), 'hop_not_owner');
     }
     const refusal = resumeRefusal(held, identity, endpoint, interactionId);
     if (refusal) return refuse(res, refusal, 'resume_refused');

@@ -29,10 +29,10 @@ export function resumeRefusal(held: Session | undefined, d: { tenant: string; su
 /** A resume of a key this replica does not hold: a session record says whether it lives on another
  * replica (the hop), was handed over or lost its replica (taken over here), or is unknown (false: the
  * gate goes on as for any new socket). */
-async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: SessionInfo): Promise<boolean> {
+async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: SessionInfo, notOwner?: string): Promise<boolean> {
   let found;
   try {
-    found = await findResume({ ...deps.cluster, logger: deps.logger }, info.resumeKey!, info);
+    found = await findResume({ ...deps.cluster, logger: deps.logger }, info.resumeKey!, info, notOwner);
   } catch (err) {
     // Redis away: no replica can take a session over meanwhile; the client gets a new session (not resumed).
     deps.logger.warn({ event: 'resume_lookup_failed', err: (err as Error).message }, 'session record lookup failed');
@@ -49,8 +49,9 @@ async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: Sessio
       refuse(up.res, gatewayError('RESUME_UNAVAILABLE', 'the session is moving between gateway replicas; retry shortly'), 'resume_unavailable');
       return true;
     case 'hop':
-      await hopUpgrade(up, found.owner, info, deps.cluster.hop);
-      return true;
+      // The process at the owner's address is not the owner (or lost the session): taken over here at once.
+      if ((await hopUpgrade(up, found.owner, info, deps.cluster.hop)) !== 'not_owner') return true;
+      return resumeElsewhere(deps, up, info, found.owner.id);
     case 'wait': {
       // Accepted now (the vendor SDK gives up on a handshake not done in 4 s); the socket waits for the handover.
       const data: SocketData = { info, awaiting: { frames: [], bytes: 0 }, holdsSlot: false, closed: false };

@@ -4,6 +4,7 @@
 // fresh signature of the replicas' secret and does not exist without one; closes pass through.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { signHop, type HopIdentity } from '../../src/cluster/index.js';
 import { startCluster, type Cluster } from '../support/cluster.js';
@@ -94,7 +95,7 @@ describe('the internal hop between two replicas', () => {
     const key = newKey();
     const tenant = 'hop-forged';
     const { client } = await configured(await clientUrl(cluster, 0, key, tenant));
-    const identity: HopIdentity = { tenant, subject: await subjectOf(cluster, tenant), endpoint: 'transcribe', notices: false };
+    const identity: HopIdentity = { tenant, subject: await subjectOf(cluster, tenant), endpoint: 'transcribe', notices: false, owner: cluster.replicas[0].id };
     const url = `ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?resume=${key}`;
     const attempts: Array<[string, Record<string, string>]> = [
       ['missing', {}],
@@ -172,6 +173,31 @@ describe('the internal hop between two replicas', () => {
     assert.equal(closed.code, 1012);
     assert.match(closed.reason, /resume key/);
   });
+
+  it('a new process at a dead owner\'s address under another REPLICA_ID refuses the hop (409), and the session is taken over at once', async () => {
+    if (!cluster.replicas[0].child) await cluster.start(0);
+    const key = newKey();
+    const tenant = 'hop-not-owner';
+    const { first } = await dropped(cluster, key, tenant, 16);
+    const dead = cluster.replicas[0].id;
+    await cluster.kill(0);
+    await cluster.start(0); // restarted in place outside Kubernetes: a new id at the same address
+    // Within the dead one's heartbeat (a start may take longer than its 5 s TTL here): it is still there.
+    const direct = new Redis(cluster.redis.url);
+    await direct.set(`sgw:replica:${dead}`, `ws://127.0.0.1:${cluster.replicas[0].port}`, 'PX', 5000);
+    direct.disconnect();
+    const { client: second, accepted } = await configured(await clientUrl(cluster, 1, key, tenant));
+    assert.equal(accepted.resumed, true, 'taken over at the first attempt, not sent to reconnect');
+    assert.equal(await metric(cluster, 1, 'speech_gateway_hops_total{result="not_owner"}'), 1);
+    assert.equal(await metric(cluster, 1, 'speech_gateway_takeovers_total{from="crash"}'), 1);
+    for (let off = accepted.audioBytes; off < whole.length; off += 16_000) second.send(whole.subarray(off, off + 16_000));
+    second.sendJson({ type: 'end' });
+    await second.next('ended', 20_000);
+    assert.equal((await second.closed).code, 1000);
+    const all = finals(first, second); // what the killed replica held unfinalised may be missing
+    for (let k = 1; k < all.length; k++) assert.ok(all[k].start >= all[k - 1].end - 1e-6, `final ${k} once, in order`);
+    assert.ok(all.at(-1)!.end > 7, 'to the end of the audio');
+  });
 });
 
 describe('without CLUSTER_SECRET', () => {
@@ -184,7 +210,7 @@ describe('without CLUSTER_SECRET', () => {
   it('the internal route does not exist, and a resume for a session live on the other replica is 503 RESUME_UNAVAILABLE', async () => {
     const key = newKey();
     await dropped(cluster, key, 'no-hop', 8);
-    const identity: HopIdentity = { tenant: 'no-hop', subject: await subjectOf(cluster, 'no-hop'), endpoint: 'transcribe', notices: false };
+    const identity: HopIdentity = { tenant: 'no-hop', subject: await subjectOf(cluster, 'no-hop'), endpoint: 'transcribe', notices: false, owner: cluster.replicas[0].id };
     const r = await refusal(`ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?resume=${key}`, undefined, signHop(SECRET, key, identity));
     assert.equal(r.status, 404);
     const elsewhere = await refusal(await clientUrl(cluster, 1, key, 'no-hop'));
