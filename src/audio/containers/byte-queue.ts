@@ -29,6 +29,7 @@ export class ByteQueue {
 
   /** The first n bytes (n ≤ length) as one contiguous buffer, without consuming them. */
   peek(n: number): Buffer {
+    if (n === 0) return Buffer.alloc(0); // an empty queue has no first chunk
     const b = this.contiguous(n);
     return b.subarray(this.pos, this.pos + n);
   }
@@ -62,6 +63,7 @@ export class ByteQueue {
   /** Consumes the first n bytes. */
   take(n: number): Buffer {
     const out = this.peek(n);
+    if (n === 0) return out;
     this.pos += n;
     if (this.pos === this.chunks[0].length) {
       this.chunks.shift();
