@@ -124,9 +124,9 @@ describe('the internal hop between two replicas', () => {
     const tenant = 'hop-left';
     const { first } = await dropped(cluster, key, tenant, 8);
     const { client: second, accepted } = await configured(await clientUrl(cluster, 1, key, tenant));
+    await delay(1000); // the finals of what the first socket sent reach this one (none in flight below)
     for (let off = accepted.audioBytes; off < whole.length; off += 16_000) second.send(whole.subarray(off, off + 16_000));
     second.sendJson({ type: 'end' });
-    await delay(50);
     second.ws.close(1000); // gone before the rest of the finals: they must be kept for the next socket
     await delay(3000);
     const { client: third } = await configured(await clientUrl(cluster, 0, key, tenant));
