@@ -1,10 +1,17 @@
 // Releases frames no faster than `pace` × real time by media time: the frame starting at media
-// time m goes out at t0 + m/pace. t0 is when the stream's first bytes arrived (start()), not when
-// the first frame went out: the first frame waits for the headers and a chunk of media, and counting
-// from its release would delay every later frame of a real-time client by that wait. Frames already
-// due go out at once, so a real-time client sees no added delay.
+// time m goes out at t0 + m/pace - LEAD_MS. t0 is when the stream's first bytes arrived (start()),
+// not when the first frame went out: the first frame waits for the headers and a chunk of media, and
+// counting from its release would delay every later frame of a real-time client by that wait. Frames
+// already due go out at once, so a real-time client sees no added delay.
 import type { Frame } from './rechunk.js';
 import { Alarm, type Scheduler } from './scheduler.js';
+
+/** How far ahead of real time a stream may run. A live recorder's first piece arrives at the end
+ * of its media, so a real-time client is exactly on schedule with no slack: a first piece late by
+ * some jitter (the network, the event loop during a burst of new sessions) would otherwise hold every
+ * later piece of the session by that much, for the whole session. 100 ms absorbs such jitter and is
+ * far inside the upstream's tolerance (a 9 s burst still spreads over 8.5 s). */
+export const LEAD_MS = 100;
 
 export class Pacer {
   private queue: Frame[] = [];
@@ -55,7 +62,7 @@ export class Pacer {
   }
 
   private due(f: Frame): number {
-    return (this.t0 as number) + ((f.start - this.origin) / this.o.pace) * 1000;
+    return (this.t0 as number) + ((f.start - this.origin) / this.o.pace) * 1000 - LEAD_MS;
   }
 
   private release(): void {
