@@ -130,6 +130,10 @@ class Pipeline implements AudioPipeline {
     this.pacer.hurry();
   }
 
+  continuation(): Buffer | undefined {
+    return this.stopped ? undefined : this.parser?.continuation?.();
+  }
+
   /** Before the container is known (still sniffing) there is nothing to verify against: bytes
    * lost that early fail the stream with an answer about its bytes. */
   gap(): void {

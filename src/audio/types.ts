@@ -62,6 +62,9 @@ export interface AudioPipeline {
    * just before it dropped may be lost): input is skipped to the next container boundary that can
    * be verified (none when they do continue), so a unit cut in the middle never goes upstream. */
   gap(): void;
+  /** What a pipeline primed with this stream's headers (another replica's) needs before the rest of
+   * the stream, to parse it as this one would from here: e.g. the open WebM Cluster's head. */
+  continuation(): Buffer | undefined;
   /** Drops the output waiting to be re-chunked or paced (a reconnection's replay carries it). */
   discardQueued(): void;
   close(): void;

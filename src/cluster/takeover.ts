@@ -33,16 +33,17 @@ function toRecord(r: Pick<TakeoverDeps, 'replicas'>, info: SessionInfo, s: Sessi
   return {
     v: 1, owner: r.replicas.id, ownerUrl: r.replicas.url, state, tenant: info.tenant, subject: info.subject, endpoint: info.endpoint,
     interactionId: info.interactionId, environment: info.environment, sessionKey: info.sessionKey, config: s.config, accepted: s.accepted,
-    kind: s.kind, init: s.init.toString('base64'), offset: s.offset, finalUntil: s.finalUntil, mediaReceived: s.mediaReceived,
+    kind: s.kind, init: s.init.toString('base64'), cont: s.continuation?.toString('base64'), offset: s.offset, finalUntil: s.finalUntil, mediaReceived: s.mediaReceived,
     audioBytes: s.audioBytes, segment: s.segment, seq: s.seq, missed, updatedAt: Date.now(),
   };
 }
 
-export function restoreOf(r: SessionRecord): Restore {
+export function restoreOf(r: SessionRecord, from: 'handover' | 'crash'): Restore {
   return {
     config: r.config, accepted: r.accepted, kind: r.kind, init: Buffer.from(r.init, 'base64'),
+    continuation: from === 'handover' && r.cont ? Buffer.from(r.cont, 'base64') : undefined,
     offset: r.offset, finalUntil: r.finalUntil, mediaReceived: r.mediaReceived, audioBytes: r.audioBytes, segment: r.segment, seq: r.seq,
-    missed: r.missed ?? [],
+    missed: r.missed ?? [], crash: from === 'crash',
   };
 }
 
@@ -129,7 +130,7 @@ async function ownerAlive(d: TakeoverDeps, r: SessionRecord): Promise<boolean> {
 async function decide(d: TakeoverDeps, hash: string, r: SessionRecord, notOwner?: string): Promise<ResumeRoute> {
   const mine = r.owner === d.replicas.id; // a record of a session that is no longer here: as a dead owner's
   if (r.state === 'live' && !mine && r.owner !== notOwner && (await ownerAlive(d, r))) return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
-  const next: SessionRecord = { ...r, owner: d.replicas.id, ownerUrl: d.replicas.url, state: 'live', missed: undefined, updatedAt: Date.now() };
+  const next: SessionRecord = { ...r, owner: d.replicas.id, ownerUrl: d.replicas.url, state: 'live', missed: undefined, cont: undefined, updatedAt: Date.now() };
   if (!(await d.records.claim(hash, { owner: r.owner, state: r.state }, next))) return { route: 'gone' };
   return { route: 'restore', record: r, from: r.state === 'handed_over' ? 'handover' : 'crash' };
 }
@@ -150,12 +151,11 @@ function refused(url: string): Promise<boolean> {
   });
 }
 
-/** Counts what a takeover after a crash lost: audio the dead owner received that no final covered. */
+/** Counts a takeover. What a crash lost is counted by the session (takeover_lost_media) once its
+ * restored stream shows where it goes on: the record's mediaReceived is up to 2 s old. */
 export function countTakeover(d: TakeoverDeps, r: SessionRecord, from: 'handover' | 'crash'): void {
   metrics.takeovers.inc({ from });
-  const lost = from === 'crash' ? Math.max(0, r.mediaReceived - r.finalUntil) : 0;
-  if (lost > 0) metrics.takeoverLostMedia.inc(lost);
-  d.logger.info({ event: 'session_taken_over', session: r.sessionKey, from, previousOwner: r.owner, lostMediaSeconds: lost, segment: r.segment + 1 }, 'session taken over');
+  d.logger.info({ event: 'session_taken_over', session: r.sessionKey, from, previousOwner: r.owner, segment: r.segment + 1 }, 'session taken over');
 }
 
 /** The drain's handover of one session: the record says handing over while its upstream session ends,

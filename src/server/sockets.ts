@@ -101,7 +101,7 @@ function takeOver(ws: Ws, data: SocketData, state: ServerState): void {
 /** A session taken over from another replica's record: it keeps its ledger session and its slot. */
 function restored(deps: ServerDeps, data: SocketData): Session {
   const { record, from } = data.restore!;
-  const session = new Session(deps, data.info, data.sink!, restoreOf(record));
+  const session = new Session(deps, data.info, data.sink!, restoreOf(record, from));
   void deps.limiter.adopt(record.tenant, record.sessionKey);
   countTakeover({ ...deps.cluster, logger: deps.logger }, record, from);
   return session;

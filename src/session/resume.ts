@@ -8,6 +8,12 @@ export const MAX_MISSED_BYTES = 1024 * 1024;
 /** The close reason of a client whose session the drain hands over to another replica (with 1012). */
 export const HANDED_OVER_REASON = 'handed over: reconnect with your resume key';
 
+/** The handover closes the client right after one of its audio messages arrives, waiting at most
+ *  this long: uWS drops what a client sends after the server's close (ws.end(), measured: every
+ *  message in flight then is lost), and a live recorder sends a piece every 250-300 ms, so the close
+ *  goes out in the quiet after one and no piece is on the wire. */
+export const HANDOVER_CLOSE_WAIT_MS = 350;
+
 /** Container headers kept for another replica to parse the rest of the stream with; a stream whose
  *  headers are larger is not handed over (Chromium's WebM headers are about 200 bytes). */
 export const MAX_INIT_BYTES = 64 * 1024;
@@ -26,11 +32,16 @@ export interface SessionSnapshot {
   audioBytes: number;
   segment: number;
   seq: number;
+  /** only at a handover: what the successor's parser needs to go on mid-container (the open WebM
+   *  Cluster's head, bytes of an element not complete yet), see AudioPipeline.continuation */
+  continuation?: Buffer;
 }
 
-/** A session taken over: its snapshot, and the output its client has not had yet. */
+/** A session taken over: its snapshot, and the output its client has not had yet. `crash`: its
+ *  owner died (what the client's stream skips past `finalUntil` is counted lost). */
 export interface Restore extends SessionSnapshot {
   missed: string[];
+  crash: boolean;
 }
 
 /** Messages a detached client misses, in order, each to be sent once to the socket that resumes. */

@@ -8,7 +8,7 @@ import { metrics, tenantLabel, type Logger } from '../telemetry/index.js';
 import type { UpstreamLiveness, UpstreamTarget } from '../upstream/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
 import { AudioInbox } from './inbox.js';
-import { HANDED_OVER_REASON, MAX_INIT_BYTES, MissedOutput, sameConfig, type Restore, type SessionSnapshot } from './resume.js';
+import { HANDED_OVER_REASON, HANDOVER_CLOSE_WAIT_MS, MAX_INIT_BYTES, MissedOutput, sameConfig, type Restore, type SessionSnapshot } from './resume.js';
 import { UpstreamLink, type ReconnectPolicy } from './upstream-link.js';
 import { CLOSE, forwardsAudio, initialState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
 
@@ -123,6 +123,11 @@ export class Session {
   private mediaBefore = 0;
   /** the drain hands this session over: resolved with its snapshot once its upstream session ended */
   private handover?: (r: (SessionSnapshot & { missed: string[] }) | undefined) => void;
+  /** the handover waits for the client's next audio message to close it (HANDOVER_CLOSE_WAIT_MS) */
+  private handoverClose?: NodeJS.Timeout;
+  /** taken over after a crash: the client's finals end here; the restored stream's first media
+   *  after it is what the dead owner lost (counted once) */
+  private lossFrom?: number;
   /** the drain is handing this session over (its record is no longer the owner's to refresh) */
   leaving = false;
   /** the session left this process for another replica (its ledger session and slot go on there) */
@@ -153,7 +158,8 @@ export class Session {
   /** Taken over: the config is the one the first replica validated, audio goes into a pipeline that
    * has parsed the container headers and skips to the next boundary (the client continues its stream
    * without headers), and a new upstream session opens as a reconnection does once audio comes. The
-   * client's output waits until its socket sends the config (as for any resume). */
+   * client's output waits until its socket sends the config (as for any resume). After a handover the
+   * pipeline is also put where the last replica's stopped (mid-Cluster): nothing is skipped. */
   private restoreFrom(r: Restore): void {
     const verdict = this.checkConfig(r.config);
     if (!verdict.ok) throw new Error(`restored config refused: ${verdict.reason}`);
@@ -170,7 +176,9 @@ export class Session {
     this.openUpstream(verdict.upstreamConfig, r);
     this.startPipeline();
     this.pipeline!.push(r.init);
-    this.pipeline!.gap();
+    if (r.continuation) this.pipeline!.push(r.continuation);
+    this.pipeline!.gap(); // verifies that the client's bytes do continue; skips to a boundary if not
+    if (r.crash) this.lossFrom = r.finalUntil;
   }
 
   /** What another replica needs to go on with this session; undefined while it has none to give
@@ -187,33 +195,42 @@ export class Session {
   }
 
   /** The drain hands the session to whichever replica its client reconnects to: the client is closed
-   * (1012), audio held for pacing goes upstream at once, then `end`; the upstream's last finals are kept
-   * for the client with what it missed. Resolves with the snapshot once the upstream session ended
-   * (usage final); undefined when this session cannot be handed over (it drains as before) or it
-   * ended here instead (upstream lost, no answer in time). */
+   * (1012) right after its next audio message (at most HANDOVER_CLOSE_WAIT_MS), audio held for pacing
+   * goes upstream at once, then `end`; the upstream's last finals are kept for the client with what
+   * it missed. Resolves with the snapshot once the upstream session ended (usage final); undefined
+   * when this session cannot be handed over (it drains as before) or it ended here instead (upstream
+   * lost, no answer in time). */
   handOver(): Promise<(SessionSnapshot & { missed: string[] }) | undefined> {
     const { phase } = this.state;
     if ((phase !== 'configured' && phase !== 'reconnecting') || !this.snapshot()) return Promise.resolve(undefined);
     this.leaving = true;
     return new Promise((resolve) => {
       this.handover = resolve;
-      this.guard(() => {
-        this.missed ??= new MissedOutput();
-        if (this.clientOpen) {
-          this.clientOpen = false;
-          this.client.close(CLOSE.serviceRestart, HANDED_OVER_REASON);
-        }
-        this.pipeline?.hurry();
-        this.dispatch({ type: 'shutdown' });
-      });
+      this.missed ??= new MissedOutput(); // output from now on is kept for the successor
+      if (this.clientOpen) this.handoverClose = setTimeout(() => this.guard(() => this.endForHandover()), HANDOVER_CLOSE_WAIT_MS);
+      else this.guard(() => this.endForHandover());
     });
+  }
+
+  /** The client is closed (no more audio comes here), then the upstream session ends. */
+  private endForHandover(): void {
+    clearTimeout(this.handoverClose);
+    this.handoverClose = undefined;
+    if (this.clientOpen) {
+      this.clientOpen = false;
+      this.client.close(CLOSE.serviceRestart, HANDED_OVER_REASON);
+    }
+    this.inbox.flush();
+    this.pipeline?.hurry();
+    this.dispatch({ type: 'shutdown' });
   }
 
   /** The upstream session ended for the handover: the session leaves this process without ending its
    * ledger session or releasing its slot. */
   private handedOverNow(): void {
     const done = this.handover!;
-    const snapshot = this.snapshot()!;
+    const continuation = this.pipeline?.continuation();
+    const snapshot = { ...this.snapshot()!, continuation: continuation && continuation.length <= MAX_INIT_BYTES ? continuation : undefined };
     const missed = (this.missed?.take() ?? []).map((m) => m.toString());
     this.handover = undefined;
     const credits = this.finalCredits ?? this.deltaCredits;
@@ -240,6 +257,9 @@ export class Session {
 
   /** Out of this process without ending the ledger session or releasing the slot. */
   private leave(): void {
+    clearTimeout(this.handoverClose);
+    if (this.clientOpen) this.client.close(CLOSE.serviceRestart, HANDED_OVER_REASON); // handed over while its close waited
+    this.clientOpen = false;
     this.handedOver = true;
     this.leaving = true;
     this.state = { ...this.state, phase: 'closed' };
@@ -301,6 +321,7 @@ export class Session {
       }
       this.audioBytesIn += frame.byteLength;
       this.inbox.add(frame);
+      if (this.handoverClose) this.endForHandover();
     } catch (err) {
       this.crash(err);
     }
@@ -511,6 +532,7 @@ export class Session {
       pace: this.deps.settings.pace,
       maxBufferedBytes: this.deps.settings.maxBufferedAudioBytes,
       onUnit: (unit, kind) => {
+        if (this.lossFrom !== undefined && unit.start !== undefined) this.countLoss(unit.start);
         if (unit.header && this.initBytes <= MAX_INIT_BYTES) {
           this.init.push(unit.bytes);
           this.initBytes += unit.bytes.length;
@@ -520,6 +542,16 @@ export class Session {
       onFrame: (frame) => this.onFrame(frame),
       onError: (err) => this.guard(() => this.dispatch({ type: 'audio_failed', errorId: err.id, details: err.details })),
     });
+  }
+
+  /** After a crash takeover, the restored stream's first media: what lies between the client's last
+   * final and it is what the dead owner lost (its received, unfinalised audio, and what the client
+   * did not resend). */
+  private countLoss(start: number): void {
+    const lost = Math.max(0, start - this.lossFrom!);
+    this.lossFrom = undefined;
+    if (lost > 0) metrics.takeoverLostMedia.inc(lost);
+    this.log.info({ event: 'takeover_lost_media', lostMediaSeconds: Number(lost.toFixed(3)) }, 'media lost with the dead replica');
   }
 
   /** A frame out of the pipeline, paced: upstream now. */

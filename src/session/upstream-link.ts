@@ -101,7 +101,7 @@ export class UpstreamLink {
   unit(u: Unit, kind: ReplayKind): Unit {
     this.replay ??= this.o.createReplay(kind, { maxBytes: this.o.policy.replayBytes });
     const out = this.replay.add(u);
-    if (this.deferred && !u.header) this.openDeferred();
+    if (this.deferred && u.start !== undefined) this.openDeferred(); // media: not a restored Cluster's head
     return out;
   }
 

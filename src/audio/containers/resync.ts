@@ -32,6 +32,11 @@ export class Resync {
 
   constructor(private checks: Checks) {}
 
+  /** Input is being dropped or checked after a gap (the parser's position is not known). */
+  get active(): boolean {
+    return this.state !== 'off';
+  }
+
   /** The bytes that follow may not continue the ones queued in `q`. A gap during a scan: scan on. */
   gap(q: ByteQueue): void {
     if (this.state === 'off') this.state = 'head';

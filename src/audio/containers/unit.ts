@@ -35,6 +35,11 @@ export interface ContainerParser {
   gap(): Unit[];
   /** Input bytes dropped after gaps so far. */
   readonly gapBytes: number;
+  /** Bytes that bring a parser of the same stream that has read only its headers to where this one
+   * is, so that the rest of the stream (continued from here, without headers) parses as it would
+   * here: another replica takes the session over. Undefined where the container needs none (an Ogg
+   * stream goes on at a page) or the position is not known. */
+  continuation?(): Buffer | undefined;
   /** Codec and format, once the headers say. */
   readonly info: TrackInfo | undefined;
   readonly bufferedBytes: number;

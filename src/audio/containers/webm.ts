@@ -21,6 +21,9 @@ const TOP_LEVEL = new Set([0x1c53bb6b, 0x1254c367, 0x114d9b74]);
 /** The largest element (a Cluster of known size: 64 ×) taken as plausible after a gap. */
 const MAX_RESYNC_ELEMENT = 1 << 20;
 
+/** A Cluster's id and an unknown size (a continuation's Cluster head; its end is not known). */
+const LIVE_CLUSTER = Buffer.from([0x1f, 0x43, 0xb6, 0x75, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
+
 /** Elements entered rather than read whole (they may be live, with unknown size). */
 const DESCEND = new Set([ID.Segment, ID.Cluster]);
 
@@ -104,6 +107,15 @@ export class WebmParser implements ContainerParser {
     this.resync.gap(this.q);
     this.need = 1;
     return [];
+  }
+
+  /** Inside a Cluster: its head (unknown size) and Timecode, then the input not parsed yet (the
+   * start of an element the rest of the stream completes), so blocks that follow are timed as here. */
+  continuation(): Buffer | undefined {
+    if (this.inHeader || this.resync.active) return undefined;
+    const timecode = Buffer.from([ID.Timecode, 0x88, 0, 0, 0, 0, 0, 0, 0, 0]);
+    timecode.writeBigUInt64BE(BigInt(this.clusterTime), 2);
+    return Buffer.concat([LIVE_CLUSTER, timecode, this.q.peek(this.q.length)]);
   }
 
   push(chunk: Buffer): Unit[] {

@@ -1,11 +1,15 @@
 // WebM replay: EBML header, Segment head (size made unknown: the replay is shorter), Info and Tracks,
-// then whole Clusters with their Timecode lowered by the offset, in the same number of bytes.
+// then whole Clusters with their Timecode lowered by the offset, in the same number of bytes. A first
+// Cluster whose first block is not at its Timecode (a takeover's continuation, taken up mid-Cluster)
+// has its blocks moved back by that much too, so the replayed stream's first audio is at 0 whether the
+// upstream times it by the timestamps or by counting the audio.
 import type { Unit } from '../containers/unit.js';
 import { children, ID, readVint, uint } from '../containers/webm.js';
 import type { ReplayFormat } from './format.js';
 
-/** A Cluster's Timecode (ticks of the segment's timecode scale), once its Timecode unit came. */
-interface Cluster { ticks?: number }
+/** A Cluster's Timecode (ticks of the segment's timecode scale), once its Timecode unit came, and
+ *  its first SimpleBlock's timecode (ticks relative to it). */
+interface Cluster { ticks?: number; first?: number }
 
 /** Level-1 elements that make the initialization data; SeekHead, Cues, Void, Tags... are left out
  *  (byte positions in them would be wrong in a replay). */
@@ -13,6 +17,23 @@ const INIT = new Set([ID.EBML, ID.Segment, ID.Info, ID.Tracks]);
 
 function elementId(b: Buffer): number | undefined {
   try { return readVint(b, 0, true)?.value; } catch { return undefined; }
+}
+
+/** Where a SimpleBlock's relative timecode (int16) is: after its id, size and track number. */
+function blockTimeAt(b: Buffer): number | undefined {
+  const size = readVint(b, 1, false);
+  const track = size && readVint(b, 1 + size.length, false);
+  const at = size && track ? 1 + size.length + track.length : b.length;
+  return at + 2 <= b.length ? at : undefined;
+}
+
+/** A SimpleBlock with its relative timecode lowered by `ticks`, in the same bytes. */
+function shiftBlock(b: Buffer, ticks: number): Buffer {
+  const at = blockTimeAt(b);
+  if (at === undefined) return b;
+  const out = Buffer.from(b);
+  out.writeInt16BE(Math.max(-32768, b.readInt16BE(at) - ticks), at);
+  return out;
 }
 
 /** The Segment head with its size rewritten as "unknown" (all ones), same length. */
@@ -41,10 +62,16 @@ export function webmFormat(): ReplayFormat<Cluster> {
   let initBytes = 0;
   let nsPerTick = 1e6;
   let shift = 0; // ticks subtracted from Timecodes since the last render
+  let lead: { ctx: Cluster; ticks: number } | undefined; // the first Cluster's blocks, moved back since the last render
+  let sortedInto: Cluster | undefined; // the Cluster of the unit sorted last
 
-  const lowered = (b: Buffer): Buffer => (shift === 0 || elementId(b) !== ID.Timecode ? b : shiftTimecode(b, shift));
+  const lowered = (b: Buffer, ctx: Cluster | undefined): Buffer => {
+    const id = elementId(b);
+    if (id === ID.Timecode && shift !== 0) return shiftTimecode(b, shift);
+    return id === ID.SimpleBlock && lead && ctx === lead.ctx ? shiftBlock(b, lead.ticks) : b;
+  };
   const rewrite = (u: Unit): Unit => {
-    const bytes = u.header ? u.bytes : lowered(u.bytes);
+    const bytes = u.header ? u.bytes : lowered(u.bytes, sortedInto);
     return bytes === u.bytes ? u : { ...u, bytes };
   };
 
@@ -62,18 +89,29 @@ export function webmFormat(): ReplayFormat<Cluster> {
         initBytes += bytes.length;
         return { kind: 'init' };
       }
-      if (id === ID.Cluster) return { kind: 'open', ctx: {} };
+      if (id === ID.Cluster) {
+        sortedInto = {};
+        return { kind: 'open', ctx: sortedInto };
+      }
+      sortedInto = open?.ctx;
       // Level-1 ids have 4 bytes: Cues, Tags... after the clusters.
       if (id === undefined || id > 0xffffff) return { kind: 'skip' };
       if (id === ID.Timecode && open && open.ctx.ticks === undefined) {
         const size = readVint(u.bytes, 1, false);
         open.ctx.ticks = size ? uint(u.bytes.subarray(1 + size.length)) : 0;
       }
+      if (id === ID.SimpleBlock && open && open.ctx.first === undefined) {
+        const at = blockTimeAt(u.bytes);
+        open.ctx.first = at === undefined ? 0 : u.bytes.readInt16BE(at);
+      }
       return { kind: 'join' };
     },
     render(groups, lastEnd) {
-      shift = groups[0]?.ctx.ticks ?? Math.round((lastEnd * 1e9) / nsPerTick);
-      const media = groups.flatMap((g) => g.units.map(lowered));
+      const first = groups[0]?.ctx;
+      const ahead = first?.ticks !== undefined && (first.first ?? 0) > 0 ? first.first! : 0;
+      lead = ahead > 0 ? { ctx: first!, ticks: ahead } : undefined;
+      shift = first?.ticks !== undefined ? first.ticks + ahead : Math.round((lastEnd * 1e9) / nsPerTick);
+      const media = groups.flatMap((g) => g.units.map((b) => lowered(b, g.ctx)));
       return { init, media, offset: (shift * nsPerTick) / 1e9 };
     },
     rewrite,

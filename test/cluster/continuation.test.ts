@@ -1,0 +1,51 @@
+// A handover's continuation: the successor's parser, primed with the stream's headers and the
+// continuation the owner's parser gave (the open Cluster's head, a partial element), parses the rest
+// of the client's stream exactly as the owner's would have, from any byte the client's messages end
+// at; and its replay to the new upstream session starts the first audio at 0 whichever way the
+// upstream times it (timestamps or counted audio).
+import assert from 'node:assert/strict';
+import { describe, it } from 'vitest';
+import { WebmParser } from '../../src/audio/containers/webm.js';
+import { createReplayBuffer } from '../../src/audio/replay.js';
+import { chromeChunks } from '../support/fixtures.js';
+
+const stream = Buffer.concat(chromeChunks('webm-opus'));
+const starts = (units: Array<{ start?: number }>) => units.flatMap((u) => (u.start === undefined ? [] : [u.start]));
+
+describe('WebM continuation at a handover', () => {
+  it('a successor primed with the headers and the continuation parses the rest as the owner would, from any cut', () => {
+    const whole = new WebmParser().push(stream);
+    const init = Buffer.concat(whole.filter((u) => u.header).map((u) => u.bytes));
+    for (let cut = init.length + 40; cut < stream.length - 1000; cut += 997) { // a lone last element waits for the next to verify it
+      const owner = new WebmParser();
+      const before = owner.push(stream.subarray(0, cut));
+      const continuation = owner.continuation();
+      assert.ok(continuation, `a continuation at byte ${cut}`);
+      const successor = new WebmParser();
+      successor.push(init);
+      successor.push(continuation);
+      successor.gap();
+      const after = successor.push(stream.subarray(cut));
+      assert.equal(successor.gapBytes, 0, `nothing skipped after byte ${cut}`);
+      assert.deepEqual([...starts(before), ...starts(after)], starts(whole), `the same blocks at the same times after byte ${cut}`);
+    }
+  });
+
+  it('the replay of a continuation taken up mid-Cluster starts its first block at 0, and its offset is that block\'s time', () => {
+    const whole = new WebmParser().push(stream);
+    const init = Buffer.concat(whole.filter((u) => u.header).map((u) => u.bytes));
+    const blocks = whole.filter((u) => u.start !== undefined);
+    const mid = blocks.findIndex((u, i) => i > 20 && u.start! > blocks[i - 1].start! && whole[whole.indexOf(u) - 1].start !== undefined); // not a Cluster's first block
+    const cut = stream.indexOf(blocks[mid].bytes);
+    const owner = new WebmParser();
+    owner.push(stream.subarray(0, cut));
+    const successor = new WebmParser();
+    const replay = createReplayBuffer('webm', { maxBytes: 1 << 20 });
+    for (const u of [...successor.push(init), ...successor.push(owner.continuation()!), ...successor.gap(), ...successor.push(stream.subarray(cut))]) replay.add(u);
+    const r = replay.replay();
+    assert.ok(Math.abs(r.offset - blocks[mid].start!) < 1e-9, `offset ${r.offset} = the first block's time ${blocks[mid].start}`);
+    const replayed = new WebmParser().push(Buffer.concat(r.frames));
+    assert.equal(starts(replayed)[0], 0, 'the first block at 0');
+    assert.deepEqual(starts(replayed).map((s) => Number((s + r.offset).toFixed(6))), starts(whole).slice(mid).map((s) => Number(s.toFixed(6))), 'the rest at its times, moved by the offset');
+  });
+});
