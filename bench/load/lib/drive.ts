@@ -2,7 +2,7 @@
 // (CPU and peak RSS over the hold window, every peer alike) and merges the workers' results.
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { treeCpuSeconds, treeRss } from './proc.js';
+import { treeCpu, treeRss } from './proc.js';
 
 const worker = fileURLToPath(new URL('./worker.mjs', import.meta.url));
 
@@ -23,11 +23,11 @@ export async function drive(url: string, audio: Audio, load: Load, proxyPid: num
   let peakRss = baselineRss;
   const sample = () => { if (proxyPid && Date.now() >= holdFrom) peakRss = Math.max(peakRss, treeRss(proxyPid)); };
   const sampler = setInterval(sample, 200);
-  let cpuAtHold = 0;
-  let cpuAtStop = 0;
+  let cpuAtHold = { user: 0, system: 0 };
+  let cpuAtStop = { user: 0, system: 0 };
   const marks = [
-    setTimeout(() => { if (proxyPid) cpuAtHold = treeCpuSeconds(proxyPid); }, holdFrom - Date.now()),
-    setTimeout(() => { if (proxyPid) cpuAtStop = treeCpuSeconds(proxyPid); sample(); clearInterval(sampler); }, stopAt - Date.now()),
+    setTimeout(() => { if (proxyPid) cpuAtHold = treeCpu(proxyPid); }, holdFrom - Date.now()),
+    setTimeout(() => { if (proxyPid) cpuAtStop = treeCpu(proxyPid); sample(); clearInterval(sampler); }, stopAt - Date.now()),
   ];
   const per = Math.ceil(load.sessions / load.workers);
   const results = await Promise.all([
@@ -39,12 +39,14 @@ export async function drive(url: string, audio: Audio, load: Load, proxyPid: num
   clearInterval(sampler);
   marks.forEach(clearTimeout);
   const merged = merge(results.slice(0, load.workers) as WorkerResult[]);
-  const cpuHold = cpuAtStop - cpuAtHold;
+  const systemHold = cpuAtStop.system - cpuAtHold.system;
+  const cpuHold = cpuAtStop.user - cpuAtHold.user + systemHold;
   return {
     ...merged,
     baselineRssBytes: baselineRss,
     peakRssBytes: peakRss,
     cpuHoldSeconds: cpuHold,
+    kernelShare: cpuHold > 0 ? systemHold / cpuHold : null,
     cpuSecondsPerSessionHour: proxyPid ? cpuHold / ((load.sessions * load.holdS) / 3600) : null,
     bytesPerSession: proxyPid ? (peakRss - baselineRss) / load.sessions : null,
     during: results[load.workers],

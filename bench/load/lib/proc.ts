@@ -21,15 +21,15 @@ export function treePids(root: number): number[] {
   return out;
 }
 
-/** user + system CPU seconds of the whole tree. */
-export function treeCpuSeconds(root: number): number {
-  let ticks = 0;
+/** User and system (kernel) CPU seconds of the whole tree. */
+export function treeCpu(root: number): { user: number; system: number } {
+  let user = 0, system = 0;
   for (const pid of treePids(root)) {
     const stat = read(`/proc/${pid}/stat`);
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // fields from 3 on; utime is 14, stime 15
-    if (f.length > 13) ticks += Number(f[11]) + Number(f[12]);
+    if (f.length > 13) { user += Number(f[11]); system += Number(f[12]); }
   }
-  return ticks * TICK_S;
+  return { user: user * TICK_S, system: system * TICK_S };
 }
 
 /** Resident set of the whole tree, bytes. */
@@ -37,4 +37,10 @@ export function treeRss(root: number): number {
   let pages = 0;
   for (const pid of treePids(root)) pages += Number(read(`/proc/${pid}/statm`).split(' ')[1] ?? 0) || 0;
   return pages * PAGE;
+}
+
+/** User + system CPU seconds of the whole tree. */
+export function treeCpuSeconds(root: number): number {
+  const c = treeCpu(root);
+  return c.user + c.system;
 }

@@ -6,7 +6,7 @@ import type { Load, WorkerResult } from './drive.js';
 import type { HttpResult } from './http.js';
 
 export interface Leg extends Omit<WorkerResult, 'latencies'> {
-  name: string; latencies: number[]; idleRssBytes: number; baselineRssBytes: number; peakRssBytes: number; cpuHoldSeconds: number;
+  name: string; latencies: number[]; idleRssBytes: number; baselineRssBytes: number; peakRssBytes: number; cpuHoldSeconds: number; kernelShare: number | null;
   cpuSecondsPerSessionHour: number | null; bytesPerSession: number | null; during?: unknown;
 }
 
@@ -72,13 +72,13 @@ const errs = (e: Record<string, number>) => Object.values(e).reduce((a, b) => a 
 function markdown(rows: ReturnType<typeof summarize>, t: ReturnType<typeof targets>, load: Load, full: boolean): string {
   const lines = [
     `${load.sessions} real-time sessions (${full ? 'full' : 'quick'}), ramp ${load.rampS} s, hold ${load.holdS} s, ${availableParallelism()} cores shared by everything; ` +
-      'CPU (over the hold) and memory of the proxy\'s whole process tree from /proc; idle RSS before any session, KB per session = peak RSS over the hold above the RSS after a short warm-up, divided by the sessions; ' +
+      'CPU (over the hold; kernel % = its system-time share) and memory of the proxy\'s whole process tree from /proc; idle RSS before any session, KB per session = peak RSS over the hold above the RSS after a short warm-up, divided by the sessions; ' +
       'added latency = piece sent → first upstream transcript whose end reaches into it, minus the same percentile of the direct legs pooled; ' +
       'sessions/core = 3600 / CPU s per session-hour, shown only when p99 added latency stayed under 5 ms at this load.',
     '',
-    '| peer | accepted / started | errors | CPU s per session-h | × nginx | KB per session | × nginx | idle RSS MB | added p50 / p99 / p99.9 ms | sessions/core (p99 < 5 ms) | finals lost / repeated |',
-    '|---|---|---|---|---|---|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.name} | ${r.accepted} / ${r.started} | ${errs(r.errors)} | ${fx(r.cpuSecondsPerSessionHour)} | ${fx(r.cpuVsNginx)} | ` +
+    '| peer | accepted / started | errors | CPU s per session-h | × nginx | kernel % | KB per session | × nginx | idle RSS MB | added p50 / p99 / p99.9 ms | sessions/core (p99 < 5 ms) | finals lost / repeated |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.name} | ${r.accepted} / ${r.started} | ${errs(r.errors)} | ${fx(r.cpuSecondsPerSessionHour)} | ${fx(r.cpuVsNginx)} | ${r.kernelShare === null ? '–' : (r.kernelShare * 100).toFixed(0)} | ` +
       `${r.bytesPerSession === null ? '–' : (r.bytesPerSession / 1024).toFixed(0)} | ${fx(r.memoryVsNginx)} | ${isDirect(r) ? '–' : mb(r.idleRssBytes)} | ` +
       `${isDirect(r) ? `(${fx(r.latencyMs.p50, 1)} / ${fx(r.latencyMs.p99, 1)} / ${fx(r.latencyMs['p99.9'], 1)} absolute)` : PCTS.map((p) => fx(r.addedLatencyMs[`p${p}`], 1)).join(' / ')} | ` +
       `${r.sessionsPerCoreP99Under5ms === null ? '–' : Math.round(r.sessionsPerCoreP99Under5ms)} | ${r.lost} / ${r.repeated} |`),
