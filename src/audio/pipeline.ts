@@ -5,7 +5,7 @@ import { gatewayError, type ErrorId } from '../protocol/errors.js';
 import { logger } from '../telemetry/logger.js';
 import { metrics } from '../telemetry/metrics.js';
 import { PcmParser } from './containers/pcm.js';
-import { MalformedAudio, type ContainerParser, type Unit } from './containers/unit.js';
+import { MalformedAudio, type ContainerParser, type Continuation, type Unit } from './containers/unit.js';
 import { Pacer } from './pacer.js';
 import { Rechunker, type Frame } from './rechunk.js';
 import { OpusRemuxRoute, PassRoute, PcmRoute, type Route, type Sink } from './routes.js';
@@ -130,17 +130,17 @@ class Pipeline implements AudioPipeline {
     this.pacer.hurry();
   }
 
-  continuation(): Buffer | undefined {
+  continuation(): Continuation | undefined {
     return this.stopped ? undefined : this.parser?.continuation?.();
   }
 
   /** Before the container is known (still sniffing) there is nothing to verify against: bytes
    * lost that early fail the stream with an answer about its bytes. */
-  gap(): void {
+  gap(expect?: Continuation['expect']): void {
     if (this.stopped || !this.parser) return;
     const parser = this.parser;
     this.guard(() => {
-      const whole = parser.gap();
+      const whole = parser.gap(expect);
       this.countGap(parser);
       this.accept(whole);
       if (this.route) this.rechunker.batchEnd();

@@ -1,6 +1,6 @@
 // Public types of the audio pipeline (re-exported by index.ts).
 import type { GatewayError } from '../protocol/errors.js';
-import type { Unit } from './containers/unit.js';
+import type { Continuation, Unit } from './containers/unit.js';
 
 export type SourceKind =
   | 'webm-opus' | 'webm-vorbis' | 'webm-pcm'
@@ -61,10 +61,11 @@ export interface AudioPipeline {
   /** The bytes that follow may not continue the previous ones (a client came back; bytes it sent
    * just before it dropped may be lost): input is skipped to the next container boundary that can
    * be verified (none when they do continue), so a unit cut in the middle never goes upstream. */
-  gap(): void;
+  gap(expect?: Continuation['expect']): void;
   /** What a pipeline primed with this stream's headers (another replica's) needs before the rest of
-   * the stream, to parse it as this one would from here: e.g. the open WebM Cluster's head. */
-  continuation(): Buffer | undefined;
+   * the stream, to parse it as this one would from here: e.g. the open WebM Cluster's head (pushed,
+   * then gap(expect)). */
+  continuation(): Continuation | undefined;
   /** Drops the output waiting to be re-chunked or paced (a reconnection's replay carries it). */
   discardQueued(): void;
   close(): void;

@@ -29,8 +29,10 @@ export interface SessionRecord {
   /** the client's container and its headers (base64): what a successor parses the rest of the stream with */
   kind: 'webm' | 'ogg';
   init: string;
-  /** only when handed over: where the successor's parser goes on (base64; the open WebM Cluster's head) */
+  /** only when handed over: where the successor's parser goes on (base64; the open WebM Cluster's
+   *  head), and where the next media unit starts (s, ± within) if the client's bytes do continue */
   cont?: string;
+  contExpect?: { at: number; within: number };
   /** the client's timeline: current upstream session's 0, end of the last final delivered (s) */
   offset: number;
   finalUntil: number;

@@ -33,7 +33,7 @@ function toRecord(r: Pick<TakeoverDeps, 'replicas'>, info: SessionInfo, s: Sessi
   return {
     v: 1, owner: r.replicas.id, ownerUrl: r.replicas.url, state, tenant: info.tenant, subject: info.subject, endpoint: info.endpoint,
     interactionId: info.interactionId, environment: info.environment, sessionKey: info.sessionKey, config: s.config, accepted: s.accepted,
-    kind: s.kind, init: s.init.toString('base64'), cont: s.continuation?.toString('base64'), offset: s.offset, finalUntil: s.finalUntil, mediaReceived: s.mediaReceived,
+    kind: s.kind, init: s.init.toString('base64'), cont: s.continuation?.bytes.toString('base64'), contExpect: s.continuation?.expect, offset: s.offset, finalUntil: s.finalUntil, mediaReceived: s.mediaReceived,
     audioBytes: s.audioBytes, segment: s.segment, seq: s.seq, missed, updatedAt: Date.now(),
   };
 }
@@ -41,7 +41,7 @@ function toRecord(r: Pick<TakeoverDeps, 'replicas'>, info: SessionInfo, s: Sessi
 export function restoreOf(r: SessionRecord, from: 'handover' | 'crash'): Restore {
   return {
     config: r.config, accepted: r.accepted, kind: r.kind, init: Buffer.from(r.init, 'base64'),
-    continuation: from === 'handover' && r.cont ? Buffer.from(r.cont, 'base64') : undefined,
+    continuation: from === 'handover' && r.cont ? { bytes: Buffer.from(r.cont, 'base64'), expect: r.contExpect } : undefined,
     offset: r.offset, finalUntil: r.finalUntil, mediaReceived: r.mediaReceived, audioBytes: r.audioBytes, segment: r.segment, seq: r.seq,
     missed: r.missed ?? [], crash: from === 'crash',
   };
@@ -130,7 +130,7 @@ async function ownerAlive(d: TakeoverDeps, r: SessionRecord): Promise<boolean> {
 async function decide(d: TakeoverDeps, hash: string, r: SessionRecord, notOwner?: string): Promise<ResumeRoute> {
   const mine = r.owner === d.replicas.id; // a record of a session that is no longer here: as a dead owner's
   if (r.state === 'live' && !mine && r.owner !== notOwner && (await ownerAlive(d, r))) return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
-  const next: SessionRecord = { ...r, owner: d.replicas.id, ownerUrl: d.replicas.url, state: 'live', missed: undefined, cont: undefined, updatedAt: Date.now() };
+  const next: SessionRecord = { ...r, owner: d.replicas.id, ownerUrl: d.replicas.url, state: 'live', missed: undefined, cont: undefined, contExpect: undefined, updatedAt: Date.now() };
   if (!(await d.records.claim(hash, { owner: r.owner, state: r.state }, next))) return { route: 'gone' };
   return { route: 'restore', record: r, from: r.state === 'handed_over' ? 'handover' : 'crash' };
 }

@@ -1,6 +1,7 @@
 // Client resume: a client that connects with `resume=<key>` can drop and come back within
 // RESUME_GRACE_SECONDS; meanwhile its session and upstream session go on, and what it misses is kept
 // here (bounded) for the socket that takes the session over.
+import type { Continuation } from '../audio/index.js';
 
 /** Output kept for a detached client; past it the session stops waiting for the client. */
 export const MAX_MISSED_BYTES = 1024 * 1024;
@@ -34,7 +35,7 @@ export interface SessionSnapshot {
   seq: number;
   /** only at a handover: what the successor's parser needs to go on mid-container (the open WebM
    *  Cluster's head, bytes of an element not complete yet), see AudioPipeline.continuation */
-  continuation?: Buffer;
+  continuation?: Continuation;
 }
 
 /** A session taken over: its snapshot, and the output its client has not had yet. `crash`: its

@@ -176,8 +176,8 @@ export class Session {
     this.openUpstream(verdict.upstreamConfig, r);
     this.startPipeline();
     this.pipeline!.push(r.init);
-    if (r.continuation) this.pipeline!.push(r.continuation);
-    this.pipeline!.gap(); // verifies that the client's bytes do continue; skips to a boundary if not
+    if (r.continuation) this.pipeline!.push(r.continuation.bytes);
+    this.pipeline!.gap(r.continuation?.expect); // verifies that the client's bytes do continue; skips to a boundary if not
     if (r.crash) this.lossFrom = r.finalUntil;
   }
 
@@ -230,7 +230,7 @@ export class Session {
   private handedOverNow(): void {
     const done = this.handover!;
     const continuation = this.pipeline?.continuation();
-    const snapshot = { ...this.snapshot()!, continuation: continuation && continuation.length <= MAX_INIT_BYTES ? continuation : undefined };
+    const snapshot = { ...this.snapshot()!, continuation: continuation && continuation.bytes.length <= MAX_INIT_BYTES ? continuation : undefined };
     const missed = (this.missed?.take() ?? []).map((m) => m.toString());
     this.handover = undefined;
     const credits = this.finalCredits ?? this.deltaCredits;

@@ -5,6 +5,7 @@
 // the tenant's one slot held throughout. A hand-written client resends from the `audioBytes` it is
 // given; the unmodified vendor SDK reconnects by itself through a balancer.
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
@@ -42,6 +43,24 @@ async function endedSessions(port: number, tenant: string): Promise<any[]> {
   let rows = await ledger(port, tenant);
   for (let k = 0; k < 200 && (rows.length === 0 || rows.some((r) => r.end === null)); k++) rows = await delay(100).then(() => ledger(port, tenant));
   return rows;
+}
+
+/** A TCP relay to the replica `target()` names at each connection, whose client-to-gateway direction
+ *  is `ms` late (a far client): what the client sends just before the gateway's close is on the wire. */
+async function slowUplink(target: () => number, ms: number): Promise<{ port: number; close(): void }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const gateway = net.connect(target(), '127.0.0.1');
+    for (const s of [client, gateway]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => (client.destroy(), gateway.destroy()));
+    }
+    client.on('data', (d: Buffer) => void setTimeout(() => gateway.write(d), ms));
+    gateway.on('data', (d: Buffer) => client.write(d));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { port: (server.address() as net.AddressInfo).port, close: () => (server.close(), sockets.forEach((s) => s.destroy())) };
 }
 
 describe('handover at drain between two gateway processes', () => {
@@ -140,6 +159,30 @@ describe('handover at drain between two gateway processes', () => {
     } finally {
       await balancer.close();
     }
+  });
+
+  it('the SDK\'s piece on the wire when the drain starts is not lost: the 1012 close waits for it', async () => {
+    const tenant = 'handover-in-flight';
+    let owner = 0;
+    const uplink = await slowUplink(() => cluster.replicas[owner].port, 200);
+    try {
+      let exit: Promise<number | null> | undefined;
+      const run = await streamWithSdk({
+        base: `ws://127.0.0.1:${uplink.port}`, tenant, token: await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' }),
+        endpoint: 'transcribe', configuration, pieces, pieceMs: 300, resumeKey: newResumeKey(),
+        onPiece: (i) => {
+          if (i !== 12) return;
+          owner = 1; // the reconnection goes to the other replica
+          exit = cluster.stop(0); // piece 12 reaches replica 0 200 ms from now, after its drain began
+        },
+      });
+      assert.equal(await exit, 0, cluster.replicas[0].output().slice(-3000));
+      assert.ok(run.closeCodes.includes(1012), `closed 1012 once (${run.closeCodes})`);
+      assertOnce(finals(run.messages), 8.5, 'SDK, a piece on the wire');
+    } finally {
+      uplink.close();
+    }
+    await cluster.start(0);
   });
 
   it('a resume that arrives while the handover waits for the upstream is accepted at once (the SDK gives up after 4 s) and restored once it is done', async () => {

@@ -32,6 +32,14 @@ export class Resync {
 
   constructor(private checks: Checks) {}
 
+  /** The parser found the bytes after a gap do not continue its stream after all (`n` of them, taken
+   * from the queue): it drops input up to the next boundary. */
+  scan(n: number): void {
+    this.skipped += n;
+    this.state = 'scan';
+    this.waitFor = 0;
+  }
+
   /** Input is being dropped or checked after a gap (the parser's position is not known). */
   get active(): boolean {
     return this.state !== 'off';

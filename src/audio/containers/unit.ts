@@ -32,17 +32,24 @@ export interface ContainerParser {
   /** The bytes that follow may not continue the ones before (a client came back; bytes sent just
    * before it dropped may be lost): input is dropped up to the next boundary the parser can verify,
    * nothing when the bytes do continue. Returns the units complete before the gap that it held. */
-  gap(): Unit[];
+  gap(expect?: Continuation['expect']): Unit[];
   /** Input bytes dropped after gaps so far. */
   readonly gapBytes: number;
   /** Bytes that bring a parser of the same stream that has read only its headers to where this one
    * is, so that the rest of the stream (continued from here, without headers) parses as it would
    * here: another replica takes the session over. Undefined where the container needs none (an Ogg
    * stream goes on at a page) or the position is not known. */
-  continuation?(): Buffer | undefined;
+  continuation?(): Continuation | undefined;
   /** Codec and format, once the headers say. */
   readonly info: TrackInfo | undefined;
   readonly bufferedBytes: number;
+}
+
+/** See ContainerParser.continuation. `expect`: where the next media unit starts (s, ± `within`) if
+ *  the bytes that follow do continue; gap(expect) skips to a boundary when the first one does not. */
+export interface Continuation {
+  bytes: Buffer;
+  expect?: { at: number; within: number };
 }
 
 export class MalformedAudio extends Error {}

@@ -4,7 +4,7 @@
 import { echo } from '../../protocol/echo.js';
 import { ByteQueue } from './byte-queue.js';
 import { Resync, type Verdict } from './resync.js';
-import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
+import { collectUnits, MalformedAudio, type ContainerParser, type Continuation, type TrackInfo, type Unit } from './unit.js';
 
 export const ID = {
   EBML: 0x1a45dfa3, DocType: 0x4282,
@@ -89,6 +89,9 @@ export class WebmParser implements ContainerParser {
   private clusterTime = 0;
   private lastStart: number | undefined;
   private lastDuration = 0;
+  /** after a continuation's gap: where its first block must start, else it is skipped from */
+  private expect?: Continuation['expect'];
+  private mistimed = false;
   private resync = new Resync({
     head: (b) => {
       const e = this.element(b, 0);
@@ -103,25 +106,30 @@ export class WebmParser implements ContainerParser {
   get bufferedBytes(): number { return this.q.length; }
   get gapBytes(): number { return this.resync.skipped; }
 
-  gap(): Unit[] {
+  gap(expect?: Continuation['expect']): Unit[] {
     this.resync.gap(this.q);
     this.need = 1;
+    this.expect = expect;
     return [];
   }
 
   /** Inside a Cluster: its head (unknown size) and Timecode, then the input not parsed yet (the
-   * start of an element the rest of the stream completes), so blocks that follow are timed as here. */
-  continuation(): Buffer | undefined {
+   * start of an element the rest of the stream completes), so blocks that follow are timed as here;
+   * and where the next block starts. A block timed elsewhere after it means bytes went missing in
+   * between (maybe a new Cluster's head, which would time it wrongly): skipped to the next Cluster. */
+  continuation(): Continuation | undefined {
     if (this.inHeader || this.resync.active) return undefined;
     const timecode = Buffer.from([ID.Timecode, 0x88, 0, 0, 0, 0, 0, 0, 0, 0]);
     timecode.writeBigUInt64BE(BigInt(this.clusterTime), 2);
-    return Buffer.concat([LIVE_CLUSTER, timecode, this.q.peek(this.q.length)]);
+    const bytes = Buffer.concat([LIVE_CLUSTER, timecode, this.q.peek(this.q.length)]);
+    const known = this.lastStart !== undefined && this.lastDuration > 0;
+    return { bytes, expect: known ? { at: this.lastStart! + this.lastDuration, within: this.lastDuration / 2 } : undefined };
   }
 
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
     if (!this.resync.ready(this.q)) return [];
-    return collectUnits(() => (this.q.length >= this.need ? this.step() : undefined));
+    return collectUnits(() => (this.q.length >= this.need && this.resync.ready(this.q) ? this.step() : undefined));
   }
 
   /** Could a live stream go on from an element at `off`: a Cluster with its Timecode first, a
@@ -158,7 +166,7 @@ export class WebmParser implements ContainerParser {
   }
 
   /** One element (or a descended element's head) if complete; sets `need` otherwise. */
-  private step(): Unit | undefined {
+  private step(): Unit | Unit[] | undefined {
     // An id (≤ 4 bytes) and a size (≤ 8) read in place.
     const b = this.q.contiguous(Math.min(this.q.length, 12)), at = this.q.start;
     const id = readVint(b, at, true);
@@ -168,7 +176,10 @@ export class WebmParser implements ContainerParser {
     const headLen = id.length + size.length;
     if (!this.docTypeOk && id.value !== ID.EBML) throw new MalformedAudio(`WebM element 0x${id.value.toString(16)} at byte ${this.q.offset} comes before the EBML header`);
     if (DESCEND.has(id.value)) {
-      if (id.value === ID.Cluster) this.inHeader = false;
+      if (id.value === ID.Cluster) {
+        this.inHeader = false;
+        this.expect = undefined; // its blocks are timed by its own Timecode
+      }
       this.need = 1;
       return { bytes: this.q.take(headLen), header: this.inHeader };
     }
@@ -194,7 +205,10 @@ export class WebmParser implements ContainerParser {
         break;
       }
     }
-    return unit;
+    if (!this.mistimed) return unit;
+    this.mistimed = false;
+    this.resync.scan(bytes.length);
+    return [];
   }
 
   private ebmlHeader(body: Buffer): void {
@@ -252,6 +266,10 @@ export class WebmParser implements ContainerParser {
       // Without BlockDuration a block lasts until the next one: assume the previous spacing.
       if (this.lastStart !== undefined && start > this.lastStart) this.lastDuration = start - this.lastStart;
       duration = this.lastDuration;
+    }
+    if (this.expect) {
+      this.mistimed = Math.abs(start - this.expect.at) > this.expect.within;
+      this.expect = undefined;
     }
     this.lastStart = start;
     unit.start = start;
