@@ -49,17 +49,10 @@ export async function createCluster(o: ClusterOptions): Promise<Cluster> {
   };
 }
 
-/** As the usage ledger's connection: fail fast while Redis is away, reconnect quickly. */
+/** The usage ledger's kind of connection (fails fast while Redis is away, reconnects quickly). */
 async function connect(url: string, logger: Logger): Promise<Redis> {
-  const { Redis: Client } = await import('ioredis'); // only with a REDIS_URL (idle memory)
-  const redis = new Client(url, {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    commandTimeout: 3000,
-    connectTimeout: 2000,
-    retryStrategy: (attempt) => Math.min(50 * attempt, 500),
-  });
+  const { createRedisClient } = await import('../usage/redis-store.js'); // only with a REDIS_URL (idle memory)
+  const redis = createRedisClient(url);
   redis.on('error', () => undefined); // each failing command says so where it is used
   await redis.connect().catch((err: Error) => logger.warn({ err: err.message }, 'redis not reachable at start; replicas and session records wait for it'));
   return redis;

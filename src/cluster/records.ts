@@ -7,11 +7,15 @@
 // the janitor, which ends its ledger session and releases its slot when nobody resumed it.
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import type { Continuation } from '../audio/index.js';
 import type { Endpoint } from '../protocol/index.js';
+import type { SessionSnapshot } from '../session/index.js';
 
 export type RecordState = 'live' | 'handing_over' | 'handed_over';
 
-export interface SessionRecord {
+/** A session's snapshot (see SessionSnapshot) with who owns it and whom its key is bound to; the
+ * snapshot's buffers are kept as base64. */
+export interface SessionRecord extends Omit<SessionSnapshot, 'init' | 'continuation'> {
   v: 1;
   owner: string;
   ownerUrl: string;
@@ -23,25 +27,12 @@ export interface SessionRecord {
   environment?: string;
   /** the ledger's session id, also the tenant limiter's slot */
   sessionKey: string;
-  /** the client's validated config, and what the first CONFIG_ACCEPTED told it */
-  config: unknown;
-  accepted?: { sessionId?: unknown; configuration?: unknown };
-  /** the client's container and its headers (base64): what a successor parses the rest of the stream with */
-  kind: 'webm' | 'ogg';
+  /** the client's container headers: what a successor parses the rest of the stream with */
   init: string;
-  /** only when handed over: where the successor's parser goes on (base64; the open WebM Cluster's
-   *  head), and where the next media unit starts (s, ± within) if the client's bytes do continue */
+  /** only when handed over: where the successor's parser goes on (the open WebM Cluster's head),
+   *  and where the next media unit starts if the client's bytes do continue */
   cont?: string;
-  contExpect?: { at: number; within: number };
-  /** the client's timeline: current upstream session's 0, end of the last final delivered (s) */
-  offset: number;
-  finalUntil: number;
-  /** media seconds and bytes of client audio received so far */
-  mediaReceived: number;
-  audioBytes: number;
-  /** upstream segments used so far (the last one's index) and the last usage seq */
-  segment: number;
-  seq: number;
+  contExpect?: Continuation['expect'];
   /** only when handed over: the client-bound messages produced after its socket was closed */
   missed?: string[];
   updatedAt: number;

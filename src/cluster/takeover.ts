@@ -30,11 +30,11 @@ const PROBE_MS = 300;
 const SLOT_MARGIN_MS = 30_000;
 
 function toRecord(r: Pick<TakeoverDeps, 'replicas'>, info: SessionInfo, s: SessionSnapshot, state: RecordState, missed?: string[]): SessionRecord {
+  const { init, continuation, ...plain } = s;
   return {
-    v: 1, owner: r.replicas.id, ownerUrl: r.replicas.url, state, tenant: info.tenant, subject: info.subject, endpoint: info.endpoint,
-    interactionId: info.interactionId, environment: info.environment, sessionKey: info.sessionKey, config: s.config, accepted: s.accepted,
-    kind: s.kind, init: s.init.toString('base64'), cont: s.continuation?.bytes.toString('base64'), contExpect: s.continuation?.expect, offset: s.offset, finalUntil: s.finalUntil, mediaReceived: s.mediaReceived,
-    audioBytes: s.audioBytes, segment: s.segment, seq: s.seq, missed, updatedAt: Date.now(),
+    ...plain, v: 1, owner: r.replicas.id, ownerUrl: r.replicas.url, state, tenant: info.tenant, subject: info.subject, endpoint: info.endpoint,
+    interactionId: info.interactionId, environment: info.environment, sessionKey: info.sessionKey, init: init.toString('base64'),
+    cont: continuation?.bytes.toString('base64'), contExpect: continuation?.expect, missed, updatedAt: Date.now(),
   };
 }
 

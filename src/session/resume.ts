@@ -22,15 +22,19 @@ export const MAX_INIT_BYTES = 64 * 1024;
 /** What another replica needs to go on with a session (src/cluster keeps it in the session record).
  *  Times are seconds on the client's timeline. */
 export interface SessionSnapshot {
+  /** the client's validated config, and what the first CONFIG_ACCEPTED told it */
   config: unknown;
   accepted?: { sessionId?: unknown; configuration?: unknown };
   kind: 'webm' | 'ogg';
   /** the client's container headers (EBML + Segment + Info + Tracks; Ogg ID + comment pages) */
   init: Buffer;
+  /** the current upstream session's 0 and the end of the last final delivered */
   offset: number;
   finalUntil: number;
+  /** media seconds and bytes of client audio received so far */
   mediaReceived: number;
   audioBytes: number;
+  /** upstream segments used so far (the last one's index) and the last usage seq */
   segment: number;
   seq: number;
   /** only at a handover: what the successor's parser needs to go on mid-container (the open WebM
