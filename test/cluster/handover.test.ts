@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { startCluster, type Cluster } from '../support/cluster.js';
+import { finals, resendFrom, startCluster, type Cluster, type Final } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey, streamWithSdk } from '../support/sdk.js';
 import { delay, endpointPath, openClient, refusal, type TestClient } from '../support/stack.js';
@@ -18,9 +18,6 @@ const pieces = chromeChunks('webm-opus'); // ~9 s of live Chromium WebM/Opus, 0.
 const stream = Buffer.concat(pieces);
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
 
-type Final = { start: number; end: number; text: string };
-const finals = (messages: Array<Record<string, any>>): Final[] =>
-  messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => ({ start: m.data.start, end: m.data.end, text: m.data.text }));
 
 /** Every final once, in order, nothing lost: each starts where the one before ended (the successor
  *  goes on mid-Cluster where the owner stopped, and no piece was on the wire when the 1012 close left). */
@@ -100,11 +97,7 @@ describe('handover at drain between two gateway processes', () => {
     const accepted = await second.next('CONFIG_ACCEPTED', 35_000);
     assert.equal(accepted.resumed, true);
     assert.ok(accepted.audioBytes > 0 && accepted.audioBytes <= stream.length, `audioBytes ${accepted.audioBytes}`);
-    const rest = stream.subarray(accepted.audioBytes);
-    for (let at = 0; at < rest.length; at += 5000) {
-      second.send(rest.subarray(at, at + 5000));
-      await delay(100);
-    }
+    await resendFrom(second, stream, accepted.audioBytes);
     assert.equal((await refusal(url(1, await token(), tenant, newResumeKey()))).status, 429, 'still one slot, now held by the other replica');
     second.sendJson({ type: 'end' });
     await second.next('ended', 30_000);
@@ -210,11 +203,7 @@ describe('handover at drain between two gateway processes', () => {
     cluster.emulator.faults.stall = false;
     const accepted = await second.next('CONFIG_ACCEPTED', 30_000);
     assert.equal(accepted.resumed, true);
-    const rest = stream.subarray(accepted.audioBytes);
-    for (let at = 0; at < rest.length; at += 5000) {
-      second.send(rest.subarray(at, at + 5000));
-      await delay(100);
-    }
+    await resendFrom(second, stream, accepted.audioBytes);
     second.sendJson({ type: 'end' });
     await second.next('ended', 30_000);
     assert.equal(await exit, 0);
@@ -246,11 +235,7 @@ describe('handover at drain between two gateway processes', () => {
       cluster.emulator.faults.stall = false;
       const accepted = await second.next('CONFIG_ACCEPTED', 10_000);
       assert.equal(accepted.resumed, true);
-      const rest = stream.subarray(accepted.audioBytes);
-      for (let at = 0; at < rest.length; at += 5000) {
-        second.send(rest.subarray(at, at + 5000));
-        await delay(100);
-      }
+      await resendFrom(second, stream, accepted.audioBytes);
       second.sendJson({ type: 'end' });
       await second.next('ended', 30_000);
       const all = finals([...first.messages, ...second.messages]);

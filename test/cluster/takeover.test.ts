@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { recordKeyHash } from '../../src/cluster/index.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
-import { startCluster, type Cluster } from '../support/cluster.js';
+import { finals, resendFrom, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
 import { delay, endpointPath, openClient, refusal, startStack, type Stack } from '../support/stack.js';
@@ -20,9 +20,6 @@ const stream = Buffer.concat(pieces);
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
 const tenant = 'takeover';
 
-type Final = { start: number; end: number };
-const finals = (messages: Array<Record<string, any>>): Final[] =>
-  messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => ({ start: m.data.start, end: m.data.end }));
 
 async function metric(port: number, name: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
@@ -64,11 +61,7 @@ describe('takeover after the owner is SIGKILLed', () => {
     const accepted = await second.next('CONFIG_ACCEPTED');
     assert.equal(accepted.resumed, true);
     assert.ok(accepted.audioBytes > 0 && accepted.audioBytes <= stream.length);
-    const rest = stream.subarray(accepted.audioBytes);
-    for (let at = 0; at < rest.length; at += 5000) {
-      second.send(rest.subarray(at, at + 5000));
-      await delay(100);
-    }
+    await resendFrom(second, stream, accepted.audioBytes);
     second.sendJson({ type: 'end' });
     await second.next('ended', 30_000);
 

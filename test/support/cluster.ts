@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
 import { freePort } from './ports.js';
-import { delay } from './stack.js';
+import { delay, type TestClient } from './stack.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 /** Output kept per process (its last bytes), for failure messages. */
@@ -99,4 +99,19 @@ export async function startCluster(n: number, env: Record<string, string> = {}):
       await redis.stop();
     },
   };
+}
+
+export type Final = { start: number; end: number; text: string };
+
+/** The final transcripts among a client's messages, in order. */
+export const finals = (messages: Array<Record<string, any>>): Final[] =>
+  messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => ({ start: m.data.start, end: m.data.end, text: m.data.text }));
+
+/** A resumed client goes on from the `audioBytes` it was given: the rest of its stream, 5000 bytes every 100 ms. */
+export async function resendFrom(client: TestClient, stream: Buffer, audioBytes: number): Promise<void> {
+  const rest = stream.subarray(audioBytes);
+  for (let at = 0; at < rest.length; at += 5000) {
+    client.send(rest.subarray(at, at + 5000));
+    await delay(100);
+  }
 }
