@@ -85,8 +85,9 @@ const plans: Plan[] = [
   { name: 'direct, again last', start: async () => null },
 ];
 
-// BENCH_ONLY=gateway,nginx runs only the legs of those names (the direct legs always run).
-const only = process.env.BENCH_ONLY?.split(',');
+// BENCH_ONLY=gateway,nginx runs only the legs of those names (the direct legs always run); a
+// comma followed by a space is part of a name ("gateway, wss upstream").
+const only = process.env.BENCH_ONLY?.split(/,(?! )/);
 const chosen = only ? plans.filter((p) => p.name.startsWith('direct') || only.includes(p.name)) : plans;
 const began = Date.now();
 console.log(`load: ${load.sessions} sessions, ${load.workers} generator processes, ramp ${load.rampS} s, hold ${load.holdS} s, ` +
