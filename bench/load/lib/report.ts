@@ -103,9 +103,10 @@ export function report(legs: Leg[], load: Load, full: boolean, runSeconds: numbe
   const t = targets(rows);
   const md = markdown(rows, t, load, full);
   mkdirSync(results, { recursive: true });
-  writeFileSync(new URL('load.json', results), JSON.stringify({
+  const name = full ? 'load-full' : 'load'; // the quick and the full run each keep their latest
+  writeFileSync(new URL(`${name}.json`, results), JSON.stringify({
     bench: 'load/load', date: new Date().toISOString(), cores: availableParallelism(), mode: full ? 'full' : 'quick', load, runSeconds, peers: rows, targets: t,
   }, null, 2) + '\n');
-  writeFileSync(new URL('load.md', results), md);
+  writeFileSync(new URL(`${name}.md`, results), md);
   console.log(md + `(run took ${runSeconds.toFixed(0)} s)`);
 }
