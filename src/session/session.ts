@@ -19,8 +19,6 @@ export interface ClientSink {
   /** Bytes sent to the client and not yet taken by it. */
   backlog(): number;
   close(code: number, reason: string): void;
-  /** Runs `send`, whose sendText calls then leave in one write. Absent: each leaves alone. */
-  batch?(send: () => void): void;
 }
 
 /** Past this much unread output, interim transcripts are dropped (finals, facts, usage never are). */
@@ -447,7 +445,6 @@ export class Session {
         onReady: (data, reconnected) => this.guard(() => (reconnected ? this.onReconnected(data) : this.onConfigAccepted(data))),
         onLost: (errorId, details) => this.guard(() => this.dispatch({ type: 'upstream_dropped', errorId, details })),
         onFailed: (errorId, details) => this.guard(() => this.dispatch({ type: 'upstream_failed', errorId, details })),
-        batch: (send) => (this.clientOpen && this.client.batch ? this.client.batch(send) : send()),
       },
     });
     if (restore) this.link.restore(config, restore.segment, restore.finalUntil);
