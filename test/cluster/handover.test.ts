@@ -70,6 +70,20 @@ describe('handover at drain between two gateway processes', () => {
   const url = (i: number, token: string, tenant: string, key: string) =>
     `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}&token=${encodeURIComponent(`Bearer ${token}`)}`;
 
+  /** A resumable session on replica 0 that has streamed 12 pieces in real time and had a transcript back. */
+  const streamingOnOwner = async (tenant: string, key: string) => {
+    const token = () => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
+    const first = await openClient(url(0, await token(), tenant, key));
+    first.sendJson({ type: 'config', configuration });
+    await first.next('CONFIG_ACCEPTED');
+    for (const piece of pieces.slice(0, 12)) {
+      first.send(piece);
+      await delay(100);
+    }
+    await first.next('transcript', 10_000);
+    return { first, token };
+  };
+
   it('a hand-written client: closed 1012 "handed over", resumes on the other replica, resends from audioBytes; one session, two segments, one slot', async () => {
     const tenant = 'handover';
     const key = newResumeKey();
@@ -181,15 +195,7 @@ describe('handover at drain between two gateway processes', () => {
   it('a resume that arrives while the handover waits for the upstream is accepted at once (the SDK gives up after 4 s) and restored once it is done', async () => {
     const tenant = 'handover-slow';
     const key = newResumeKey();
-    const token = () => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
-    const first = await openClient(url(0, await token(), tenant, key));
-    first.sendJson({ type: 'config', configuration });
-    await first.next('CONFIG_ACCEPTED');
-    for (const piece of pieces.slice(0, 12)) {
-      first.send(piece);
-      await delay(100);
-    }
-    await first.next('transcript', 10_000);
+    const { first, token } = await streamingOnOwner(tenant, key);
     cluster.emulator.faults.stall = true; // the upstream's answer to the handover's `end` waits
     const exit = cluster.stop(0);
     assert.match((await first.closed).reason, /handed over/);
@@ -214,15 +220,7 @@ describe('handover at drain between two gateway processes', () => {
   it('an owner killed while it hands the session over (its termination grace ran out): the waiting resume takes the session over', async () => {
     const tenant = 'handover-killed';
     const key = newResumeKey();
-    const token = () => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
-    const first = await openClient(url(0, await token(), tenant, key));
-    first.sendJson({ type: 'config', configuration });
-    await first.next('CONFIG_ACCEPTED');
-    for (const piece of pieces.slice(0, 12)) {
-      first.send(piece);
-      await delay(100);
-    }
-    await first.next('transcript', 10_000);
+    const { first, token } = await streamingOnOwner(tenant, key);
     await delay(2200); // the record's refresh
     cluster.emulator.faults.stall = true; // the handover's `end` is never answered
     try {

@@ -56,10 +56,13 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 describe('against a ws server', () => {
   let wss: WebSocketServer;
   let port: number;
-  /** the server side of the next connection */
-  let next: Promise<WebSocket>;
-  const arm = () => {
-    next = new Promise((r) => wss.once('connection', r));
+  /** A connection from the client under test and the server's side of it, both open. */
+  const open = async (o: Partial<UpstreamOptions> = {}) => {
+    const next = new Promise<WebSocket>((r) => wss.once('connection', r));
+    const c = connect(port, o);
+    const server = await next;
+    await c.opened;
+    return { c, server };
   };
 
   beforeAll(async () => {
@@ -71,10 +74,7 @@ describe('against a ws server', () => {
 
   it('sends the path and query, and binary and text frames the server reads intact', async () => {
     const req = new Promise<string>((r) => wss.once('headers', (_h, request) => r(request.url!)));
-    arm();
-    const c = connect(port);
-    const server = await next;
-    await c.opened;
+    const { c, server } = await open();
     assert.equal(await req, `/transcribe?tenant-name=t&token=Bearer+${TOKEN}`);
     const got: Array<[Buffer, boolean]> = [];
     server.on('message', (data, isBinary) => got.push([data as Buffer, isBinary]));
@@ -95,10 +95,7 @@ describe('against a ws server', () => {
   });
 
   it('reassembles fragmented text and binary messages, with a ping between fragments', async () => {
-    arm();
-    const c = connect(port);
-    const server = await next;
-    await c.opened;
+    const { c, server } = await open();
     const pong = new Promise<Buffer>((r) => server.once('pong', r));
     server.send('{"type":"tran', { fin: false });
     server.ping('are you there');
@@ -119,10 +116,7 @@ describe('against a ws server', () => {
   });
 
   it('takes a message of exactly 4 MiB, in one frame or in fragments; one byte more is closed with 1009', async () => {
-    arm();
-    const c = connect(port);
-    const server = await next;
-    await c.opened;
+    const { c, server } = await open();
     server.send(Buffer.alloc(MAX, 7));
     server.send(Buffer.alloc(MAX / 2, 1), { fin: false });
     server.send(Buffer.alloc(MAX / 2, 2), { fin: true });
@@ -139,10 +133,7 @@ describe('against a ws server', () => {
   });
 
   it('empty fragments cost nothing; a message in more than 4,096 pieces is refused with 1009', async () => {
-    arm();
-    const c = connect(port);
-    const server = await next;
-    await c.opened;
+    const { c, server } = await open();
     server.send('a', { fin: false });
     for (let i = 0; i < 10_000; i++) server.send('', { fin: false });
     server.send('b', { fin: true });
@@ -155,10 +146,7 @@ describe('against a ws server', () => {
   });
 
   it("a server's close: its code and reason reach the session, and the server gets its close frame back", async () => {
-    arm();
-    const c = connect(port);
-    const server = await next;
-    await c.opened;
+    const { c, server } = await open();
     const echoed = new Promise<number>((r) => server.once('close', r));
     server.close(4001, 'going');
     assert.deepEqual(await c.ended, { close: { code: 4001, reason: 'going' } });
@@ -168,10 +156,7 @@ describe('against a ws server', () => {
   });
 
   it('pings after a quiet spell; a pong (or any frame) keeps it alive', async () => {
-    arm();
-    const c = connect(port, { liveness: { pingMs: 150, pongTimeoutMs: 200 } });
-    const server = await next;
-    await c.opened;
+    const { c, server } = await open({ liveness: { pingMs: 150, pongTimeoutMs: 200 } });
     let pings = 0;
     server.on('ping', () => pings++);
     await sleep(700);
