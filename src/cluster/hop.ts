@@ -52,6 +52,10 @@ const PAUSE_BACKLOG_BYTES = 64 * 1024;
 /** Client audio B could not pass to A yet; past it the client is sent to reconnect. */
 const MAX_HOP_BACKLOG_BYTES = 16 * 1024 * 1024;
 const HOP_PING_MS = 10_000;
+/** B confirms to A how many of A's messages it has passed to the client this often (and with each ping). */
+const CONFIRM_EVERY = 16;
+/** A keeps at most this much output B has not confirmed (above the client backlog bound, 1 MiB). */
+const MAX_UNCONFIRMED_BYTES = 2 * 1024 * 1024;
 const SEND_DROPPED = 2;
 const RECONNECT = CLOSE.serviceRestart;
 
@@ -78,6 +82,53 @@ export function verifyHop(secret: string, key: string, identityHeader: string, h
   const valid = typeof i.tenant === 'string' && isEndpoint(i.endpoint) && typeof i.notices === 'boolean' && typeof i.owner === 'string'
     && ['string', 'undefined'].includes(typeof i.subject) && ['string', 'undefined'].includes(typeof i.interactionId);
   return valid ? i : { refused: 'bad identity' };
+}
+
+/** B's delivery confirmations ride in its pings to A (a client's own frames cannot forge a ping on
+ * the hop: B answers the client's pings itself): `d<count>` so far, `e<count>` last, just before B
+ * closes the hop (the client left, or B gave it up): nothing after it reached the client. */
+const confirmation = (last: boolean, count: number) => `${last ? 'e' : 'd'}${count}`;
+
+/**
+ * A's side of the confirmations: the messages sent into the hop that B has not confirmed passing to
+ * the client. When the client leaves through the hop, B's last count says which of them were still
+ * in flight (between A and B, or held by B): those are what the client missed, kept for its next
+ * socket like everything after. Without B's last count (B died) nothing is known and nothing is kept,
+ * as for output in flight to a client socket that drops.
+ */
+export class HopOutbox {
+  private unconfirmed: Array<string | Buffer> = [];
+  private bytes = 0;
+  /** the count of messages sent before unconfirmed[0] */
+  private first = 0;
+  /** B's last count, when it came */
+  private last?: number;
+
+  sent(message: string | Buffer): void {
+    this.unconfirmed.push(message);
+    this.bytes += message.length;
+    if (this.bytes > MAX_UNCONFIRMED_BYTES) this.drop(this.first + 1);
+  }
+
+  /** A ping from B (hop-route.ts); other payloads are ignored. */
+  confirmed(payload: ArrayBuffer): void {
+    const m = /^([de])(\d{1,15})$/.exec(Buffer.from(payload).toString('latin1'));
+    if (!m) return;
+    if (m[1] === 'e') this.last = Number(m[2]);
+    this.drop(Number(m[2]));
+  }
+
+  /** What B did not pass to the client, once it said so last. */
+  undelivered(): Array<string | Buffer> {
+    return this.last === undefined ? [] : this.unconfirmed.splice(0);
+  }
+
+  private drop(upTo: number): void {
+    while (this.first < upTo && this.unconfirmed.length > 0) {
+      this.bytes -= this.unconfirmed.shift()!.length;
+      this.first++;
+    }
+  }
 }
 
 /** How the hop's handshake went: open, refused by the owner (status and body), or failed. */
@@ -168,6 +219,8 @@ export class HopRelay {
   /** set once: how the client is to be closed (held until its socket opens) */
   private ending?: { code: number; reason: string };
   private awaitingPong = false;
+  /** the owner's messages passed to the client (confirmed to the owner in pings) */
+  private delivered = 0;
   private readonly pinger: NodeJS.Timeout;
 
   constructor(private readonly hop: WebSocket, private readonly log: Logger) {
@@ -230,6 +283,7 @@ export class HopRelay {
     let result = 0;
     ws.cork(() => (result = ws.send(data, binary)));
     if (result === SEND_DROPPED) return this.end(CLOSE.clientTooSlow, 'client too slow: output is not being read');
+    if (++this.delivered % CONFIRM_EVERY === 0) this.confirm(false);
     if (ws.getBufferedAmount() > PAUSE_BACKLOG_BYTES) this.hop.pause();
   }
 
@@ -239,7 +293,11 @@ export class HopRelay {
     if (this.hop.isPaused) return void (this.awaitingPong = false);
     if (this.awaitingPong) return this.hop.terminate(); // its close sends the client to reconnect
     this.awaitingPong = true;
-    this.hop.ping();
+    this.confirm(false);
+  }
+
+  private confirm(last: boolean): void {
+    if (this.hop.readyState === WebSocket.OPEN) this.hop.ping(confirmation(last, this.delivered));
   }
 
   /** Ends both sides once: the hop (with the same code where ws can send it) and the client, now or when it opens. */
@@ -249,8 +307,10 @@ export class HopRelay {
     this.ending = { code, reason: short };
     clearInterval(this.pinger);
     metrics.hopSessions.dec();
-    if (this.hop.readyState === WebSocket.OPEN) this.hop.close(code === RECONNECT || code >= 3000 ? 1000 : code, short);
-    else if (this.hop.readyState === WebSocket.CONNECTING) this.hop.terminate();
+    if (this.hop.readyState === WebSocket.OPEN) {
+      this.confirm(true); // before the close: A reads them in this order
+      this.hop.close(code === RECONNECT || code >= 3000 ? 1000 : code, short);
+    } else if (this.hop.readyState === WebSocket.CONNECTING) this.hop.terminate();
     this.closeClient(code, short);
   }
 

@@ -7,7 +7,7 @@ import type { HopDeps } from './hop.js';
 import { createRecordStore, type RecordStore } from './records.js';
 import { createReplicas, defaultReplicaId, type Replicas } from './replicas.js';
 
-export { hopUpgrade, HopRelay, verifyHop, signHop, type ClientUpgrade, type HopDeps, type HopIdentity } from './hop.js';
+export { hopUpgrade, HopOutbox, HopRelay, verifyHop, signHop, type ClientUpgrade, type HopDeps, type HopIdentity } from './hop.js';
 export { createReplicas, type Replicas } from './replicas.js';
 export { createRecordStore, recordKeyHash, type RecordStore, type SessionRecord, type RecordState } from './records.js';
 export { awaitHandover, countTakeover, findResume, handOver, keepRecord, restoreOf, startJanitor, type ResumeRoute, type TakeoverDeps } from './takeover.js';

@@ -3,21 +3,23 @@
 // identity is checked, then it is a resume takeover like a local one (the same checks against the
 // session held here) and the socket behaves as the public one.
 import type uWS from 'uWebSockets.js';
-import { verifyHop } from '../cluster/index.js';
+import { HopOutbox, verifyHop } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { gatewayError } from '../protocol/errors.js';
 import { metrics } from '../telemetry/index.js';
 import { refuse } from './http.js';
-import { socketBehavior } from './sockets.js';
+import { guarded, socketBehavior } from './sockets.js';
 import type { ServerDeps, ServerState, SocketData } from './types.js';
 import { resumeRefusal } from './upgrade.js';
 
 export function addHopRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: ServerState): void {
   const secret = deps.cluster.hop.secret;
   if (!secret) return; // no route: a 404 like any unknown path
+  // The relaying replica's pings confirm what it passed on to the client.
+  const ping = guarded(deps.logger, 'ping', (ws, payload: ArrayBuffer) => ws.getUserData().hopOutbox?.confirmed(payload));
   app
-    .ws('/internal/hop/audio-bridge/v2/transcribe', { ...socketBehavior(deps, state, 'transcribe'), upgrade: hopGate(deps, state, 'transcribe', secret) })
-    .ws('/internal/hop/audio-bridge/v2/interactions/:id/streams', { ...socketBehavior(deps, state, 'streams'), upgrade: hopGate(deps, state, 'streams', secret) });
+    .ws('/internal/hop/audio-bridge/v2/transcribe', { ...socketBehavior(deps, state, 'transcribe'), upgrade: hopGate(deps, state, 'transcribe', secret), ping })
+    .ws('/internal/hop/audio-bridge/v2/interactions/:id/streams', { ...socketBehavior(deps, state, 'streams'), upgrade: hopGate(deps, state, 'streams', secret), ping });
 }
 
 function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint, secret: string) {
@@ -39,7 +41,7 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint, secre
     const refusal = resumeRefusal(held, identity, endpoint, interactionId);
     if (refusal) return refuse(res, refusal, 'resume_refused');
     metrics.hops.inc({ result: 'accepted' });
-    const data: SocketData = { info: held.info, resumeOf: held, holdsSlot: false, closed: false };
+    const data: SocketData = { info: held.info, resumeOf: held, holdsSlot: false, closed: false, hopOutbox: new HopOutbox() };
     res.upgrade(data, req.getHeader('sec-websocket-key'), '', req.getHeader('sec-websocket-extensions'), context);
   };
 }

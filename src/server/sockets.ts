@@ -21,7 +21,7 @@ const SEND_DROPPED = 2;
 let inCallback: Ws | undefined;
 
 /** A socket callback that throws ends that socket's session, never the process. */
-function guarded<A extends unknown[]>(log: Logger, where: string, fn: (ws: Ws, ...a: A) => void) {
+export function guarded<A extends unknown[]>(log: Logger, where: string, fn: (ws: Ws, ...a: A) => void) {
   return (ws: Ws, ...a: A) => {
     const outer = inCallback;
     inCallback = ws;
@@ -65,7 +65,13 @@ class ClientSocket implements ClientSink {
       this.ws.cork(this.sendPending);
       this.pending = '';
     }
-    return this.result !== SEND_DROPPED && this.ws.getBufferedAmount() <= MAX_CLIENT_BACKLOG_BYTES;
+    if (this.result === SEND_DROPPED) return false;
+    this.data.hopOutbox?.sent(text);
+    return this.ws.getBufferedAmount() <= MAX_CLIENT_BACKLOG_BYTES;
+  }
+
+  undelivered(): Array<string | Buffer> {
+    return this.data.hopOutbox?.undelivered() ?? [];
   }
 
   backlog(): number {

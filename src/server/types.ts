@@ -2,7 +2,7 @@
 // uWS keeps for each socket.
 import type uWS from 'uWebSockets.js';
 import type { Authenticator } from '../auth/index.js';
-import type { Cluster, HopRelay, SessionRecord } from '../cluster/index.js';
+import type { Cluster, HopOutbox, HopRelay, SessionRecord } from '../cluster/index.js';
 import type { DemoOptions } from '../demo/index.js';
 import type { ClientSink, Session, SessionDeps, SessionInfo } from '../session/index.js';
 import type { Logger } from '../telemetry/index.js';
@@ -45,6 +45,8 @@ export interface SocketData {
   sink?: ClientSink;
   /** a resume carried to the replica that holds the session: frames go through this relay */
   hop?: HopRelay;
+  /** the owner's end of a hop: what it sent that the relaying replica has not confirmed passing on */
+  hopOutbox?: HopOutbox;
   closed: boolean;
 }
 

@@ -19,6 +19,8 @@ export interface ClientSink {
   /** Bytes sent to the client and not yet taken by it. */
   backlog(): number;
   close(code: number, reason: string): void;
+  /** Once closed: what it took and its client is known not to have got (through the internal hop). */
+  undelivered(): Array<string | Buffer>;
 }
 
 /** Past this much unread output, interim transcripts are dropped (finals, facts, usage never are). */
@@ -349,6 +351,7 @@ export class Session {
       const mayResume = this.info.resumeKey !== undefined && !this.clientSlow && (phase === 'configured' || phase === 'reconnecting' || phase === 'ending');
       if (!mayResume) return this.dispatch({ type: 'client_closed' });
       this.missed = new MissedOutput();
+      for (const message of sink.undelivered()) this.keepForResume(message);
       this.log.info({ event: 'client_detached' }, 'client dropped; waiting for it to resume');
       this.dispatch({ type: 'client_detached' });
     });

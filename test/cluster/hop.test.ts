@@ -10,6 +10,7 @@ import { signHop, type HopIdentity } from '../../src/cluster/index.js';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { delay, openClient, refusal, type TestClient } from '../support/stack.js';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 const SECRET = randomBytes(32).toString('hex');
 const API = 'hop-usage-token';
@@ -60,10 +61,17 @@ const hopPath = '/internal/hop/audio-bridge/v2/transcribe';
 
 describe('the internal hop between two replicas', () => {
   let cluster: Cluster;
+  // Replica 0 is reached by the other one through a proxy: a test can slow the path back from it.
+  let toReplica0: TcpProxy;
   beforeAll(async () => {
-    cluster = await startCluster(2, { CLUSTER_SECRET: SECRET, PACE: '4', USAGE_API_TOKEN: API, RESUME_GRACE_SECONDS: '10', MAX_SESSIONS_PER_TENANT: '1' });
+    toReplica0 = await startTcpProxy(() => cluster.replicas[0].port);
+    const env = { CLUSTER_SECRET: SECRET, PACE: '4', USAGE_API_TOKEN: API, RESUME_GRACE_SECONDS: '10', MAX_SESSIONS_PER_TENANT: '1' };
+    cluster = await startCluster(2, env, (i) => (i === 0 ? { ADVERTISE_URL: `ws://127.0.0.1:${toReplica0.port}` } : {}));
   }, 60_000);
-  afterAll(() => cluster?.close());
+  afterAll(async () => {
+    await cluster?.close();
+    await toReplica0?.close();
+  });
 
   it('carries a resume that lands on the other replica to the session: every final once, one ledger session, one tenant slot', async () => {
     const key = newKey();
@@ -130,6 +138,33 @@ describe('the internal hop between two replicas', () => {
     second.ws.close(1000); // gone before the rest of the finals: they must be kept for the next socket
     await delay(3000);
     const { client: third } = await configured(await clientUrl(cluster, 0, key, tenant));
+    await third.next('ended', 20_000);
+    assertOneTimeline(finals(first, second, third), 7);
+  });
+
+  it('what the session sent into the hop as its client left, not yet passed on, waits for the next socket', async () => {
+    const key = newKey();
+    const tenant = 'hop-in-flight';
+    const { first } = await dropped(cluster, key, tenant, 8);
+    const { client: second, accepted } = await configured(await clientUrl(cluster, 1, key, tenant));
+    await delay(1000);
+    toReplica0.delayReplies(800); // from here, what the session sends is 800 ms on its way to the relay
+    try {
+      // Dictation goes on (4 KB every 100 ms, faster than real time): finals keep coming, each 800 ms
+      // on its way, when the client leaves mid-way.
+      for (let off = accepted.audioBytes, t = 0; t < 15; off += 4000, t++) {
+        second.send(whole.subarray(off, off + 4000));
+        await delay(100);
+      }
+      second.ws.close(1000);
+      await delay(1000);
+    } finally {
+      toReplica0.delayReplies(0);
+    }
+    const { client: third, accepted: resumed } = await configured(await clientUrl(cluster, 0, key, tenant));
+    assert.equal(resumed.resumed, true);
+    for (let off = resumed.audioBytes; off < whole.length; off += 16_000) third.send(whole.subarray(off, off + 16_000));
+    third.sendJson({ type: 'end' });
     await third.next('ended', 20_000);
     assertOneTimeline(finals(first, second, third), 7);
   });

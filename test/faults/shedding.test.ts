@@ -21,6 +21,7 @@ describe('a client falling behind', () => {
       sendText: (t) => (got.push(JSON.parse(String(t))), true),
       close: () => undefined,
       backlog,
+      undelivered: () => [],
     });
     text({ type: 'config', configuration: { primaryLanguage: 'en', interimResults: true, audioFormat: 'audio/ogg' } });
     while (!got.some((m) => m.type === 'CONFIG_ACCEPTED')) await new Promise((r) => setTimeout(r, 10));

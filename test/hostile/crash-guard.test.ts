@@ -32,6 +32,7 @@ describe('a callback that throws', () => {
       },
       close: (code, reason) => (closed = { code, reason }),
       backlog: () => 0,
+      undelivered: () => [],
     });
     text({ type: 'config', configuration: { primaryLanguage: 'en' } });
     await finished;

@@ -40,8 +40,9 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
-/** `env` is added to every replica's environment (REDIS_URL, UPSTREAM_URL and AUTH_URL are set here). */
-export async function startCluster(n: number, env: Record<string, string> = {}): Promise<Cluster> {
+/** `env` is added to every replica's environment (REDIS_URL, UPSTREAM_URL and AUTH_URL are set here),
+ * then `own(i)` to replica i's. */
+export async function startCluster(n: number, env: Record<string, string> = {}, own: (i: number) => Record<string, string> = () => ({})): Promise<Cluster> {
   const redis = await startRedis();
   const emulator = await startEmulator();
   const base = { UPSTREAM_URL: emulator.wsBase, AUTH_URL: emulator.authBase, REDIS_URL: redis.url, HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env };
@@ -59,7 +60,7 @@ export async function startCluster(n: number, env: Record<string, string> = {}):
     r.out = '';
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: root,
-      env: { ...process.env, ...base, PORT: String(r.port), REPLICA_ID: r.id, USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-j-')) },
+      env: { ...process.env, ...base, ...own(i), PORT: String(r.port), REPLICA_ID: r.id, USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-j-')) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     r.child = child;

@@ -1,7 +1,8 @@
 // Test support: a loopback TCP proxy in front of the gateway, so a test can drop the network under
 // a client (cutAll: every proxied connection reset at once, no close frame, as a Wi-Fi drop does)
 // while client and gateway keep running. It keeps the first bytes each client sent (bounded) so a
-// test can read the upgrade request and the WebSocket frames the client sent, in order.
+// test can read the upgrade request and the WebSocket frames the client sent, in order, and can hold
+// what the gateway sends back for a while (a slow path between two replicas), in order.
 import net from 'node:net';
 
 /** What one client sent through the proxy: its HTTP upgrade head and the first frames after it. */
@@ -19,17 +20,21 @@ export interface TcpProxy {
   connections: ProxiedConnection[];
   /** Resets every proxied connection on both sides (TCP RST); new connections are still proxied. */
   cutAll(): void;
+  /** From now on, gateway-to-client bytes arrive this much later (0: at once). */
+  delayReplies(ms: number): void;
   close(): Promise<void>;
 }
 
 const CAPTURE_BYTES = 512 * 1024;
 const HEAD_LIMIT = 16 * 1024;
 
-export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
+/** `targetPort` may be read at each connection (a gateway started after its proxy). */
+export async function startTcpProxy(targetPort: number | (() => number)): Promise<TcpProxy> {
+  let replyDelayMs = 0;
   const pairs = new Set<[net.Socket, net.Socket]>();
   const connections: ProxiedConnection[] = [];
   const server = net.createServer((client) => {
-    const upstream = net.connect(targetPort, '127.0.0.1');
+    const upstream = net.connect(typeof targetPort === 'number' ? targetPort : targetPort(), '127.0.0.1');
     const pair: [net.Socket, net.Socket] = [client, upstream];
     pairs.add(pair);
     const record: ProxiedConnection = { head: '', sent: Buffer.alloc(0) };
@@ -47,17 +52,20 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
       if (record.sent.length < CAPTURE_BYTES) record.sent = Buffer.concat([record.sent, d.subarray(0, CAPTURE_BYTES - record.sent.length)]);
     });
     client.pipe(upstream);
-    upstream.pipe(client);
+    upstream.on('data', (d: Buffer) => {
+      if (replyDelayMs === 0) return void client.write(d);
+      setTimeout(() => client.writable && client.write(d), replyDelayMs); // timers of one duration fire in order
+    });
+    upstream.on('end', () => setTimeout(() => client.end(), replyDelayMs));
     // One side gone: the other goes too, as it would behind a real network path.
     const drop = () => {
       pairs.delete(pair);
       client.destroy();
       upstream.destroy();
     };
-    for (const s of pair) {
-      s.on('error', drop);
-      s.on('close', drop);
-    }
+    for (const s of pair) s.on('error', drop);
+    client.on('close', drop);
+    upstream.on('close', () => setTimeout(drop, replyDelayMs)); // after what it sent before
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
@@ -69,6 +77,9 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
         upstream.resetAndDestroy();
       }
       pairs.clear();
+    },
+    delayReplies(ms) {
+      replyDelayMs = ms;
     },
     async close() {
       for (const [client, upstream] of pairs) {
