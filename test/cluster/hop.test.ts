@@ -66,7 +66,7 @@ describe('the internal hop between two replicas', () => {
   beforeAll(async () => {
     toReplica0 = await startTcpProxy(() => cluster.replicas[0].port);
     const env = { CLUSTER_SECRET: SECRET, PACE: '4', USAGE_API_TOKEN: API, RESUME_GRACE_SECONDS: '10', MAX_SESSIONS_PER_TENANT: '1' };
-    cluster = await startCluster(2, env, (i) => (i === 0 ? { ADVERTISE_URL: `ws://127.0.0.1:${toReplica0.port}` } : {}));
+    cluster = await startCluster(2, env, (i): Record<string, string> => (i === 0 ? { ADVERTISE_URL: `ws://127.0.0.1:${toReplica0.port}` } : {}));
   }, 60_000);
   afterAll(async () => {
     await cluster?.close();
