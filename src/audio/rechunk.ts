@@ -17,6 +17,19 @@ export interface RechunkerOptions {
   emit(frame: Frame, split: boolean, coalesced: boolean): void;
 }
 
+/** The parts as one buffer: a view when they lie end to end in memory (the units of one client
+ * message, the usual case: a browser piece is one WebM Cluster), else a copy. Same bytes either way;
+ * units are never written to after they are made. */
+function joined(parts: Buffer[], bytes: number): Buffer {
+  const first = parts[0];
+  let next = first.byteOffset + first.length;
+  for (let i = 1; i < parts.length; i++) {
+    if (parts[i].buffer !== first.buffer || parts[i].byteOffset !== next) return Buffer.concat(parts, bytes);
+    next += parts[i].length;
+  }
+  return Buffer.from(first.buffer, first.byteOffset, bytes);
+}
+
 export class Rechunker {
   private parts: Buffer[] = [];
   private units = 0;
@@ -116,7 +129,7 @@ export class Rechunker {
   private emitReady(): void {
     const parts = this.readyParts;
     if (!parts) return;
-    const bytes = parts.length === 1 ? parts[0] : Buffer.concat(parts, this.readyBytes);
+    const bytes = parts.length === 1 ? parts[0] : joined(parts, this.readyBytes);
     this.readyParts = undefined;
     this.readyBytes = 0;
     this.o.emit({ bytes, start: this.readyStart, end: this.readyEnd }, false, this.readyCoalesced);
@@ -137,7 +150,7 @@ export class Rechunker {
     this.emitReady();
     const pieces = this.parts.slice(0, n);
     if (inCut > 0) pieces.push(cut.subarray(0, inCut));
-    const head = pieces.length === 1 ? pieces[0] : Buffer.concat(pieces, max);
+    const head = pieces.length === 1 ? pieces[0] : joined(pieces, max);
     this.parts.splice(0, n + 1, cut.subarray(inCut));
     const start = this.start ?? this.cursor;
     const end = this.end ?? start;
