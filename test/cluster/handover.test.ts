@@ -70,13 +70,13 @@ describe('handover at drain between two gateway processes', () => {
   const url = (i: number, token: string, tenant: string, key: string) =>
     `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}&token=${encodeURIComponent(`Bearer ${token}`)}`;
 
-  /** A resumable session on replica 0 that has streamed 12 pieces in real time and had a transcript back. */
-  const streamingOnOwner = async (tenant: string, key: string) => {
+  /** A resumable session on replica 0 that has streamed `n` pieces in real time and had a transcript back. */
+  const streamingOnOwner = async (tenant: string, key: string, n = 12) => {
     const token = () => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
     const first = await openClient(url(0, await token(), tenant, key));
     first.sendJson({ type: 'config', configuration });
     await first.next('CONFIG_ACCEPTED');
-    for (const piece of pieces.slice(0, 12)) {
+    for (const piece of pieces.slice(0, n)) {
       first.send(piece);
       await delay(100);
     }
@@ -249,15 +249,7 @@ describe('handover at drain between two gateway processes', () => {
 
   it('a handed-over session nobody resumes is ended by the other replica after the grace: ledger closed, slot released', async () => {
     const tenant = 'handover-gone';
-    const token = () => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
-    const client = await openClient(url(0, await token(), tenant, newResumeKey()));
-    client.sendJson({ type: 'config', configuration });
-    await client.next('CONFIG_ACCEPTED');
-    for (const piece of pieces.slice(0, 10)) {
-      client.send(piece);
-      await delay(100);
-    }
-    await client.next('transcript', 10_000);
+    const { first: client, token } = await streamingOnOwner(tenant, newResumeKey(), 10);
     const exit = cluster.stop(0);
     assert.match((await client.closed).reason, /handed over/);
     assert.equal(await exit, 0);
