@@ -5,7 +5,7 @@
 // zero mask, no compression); system time is the same.
 // It does only what the upstream needs: no extensions, subprotocols, redirects or proxies. Frames out
 // are masked with a zero key (the XOR is then a no-op: skipped, the header still says masked) and
-// leave in one write each, header and payload together without copying the payload.
+// leave in one write each, header and payload together.
 import { isUtf8 } from 'node:buffer';
 import { createHash, randomBytes } from 'node:crypto';
 import { connect as netConnect, isIP, type Socket } from 'node:net';
@@ -30,6 +30,30 @@ const HEAD_END = Buffer.from('\r\n\r\n');
  * the gateway's busy main thread under load). What outlives the read is copied out of it. */
 const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
 const own = (b: Buffer) => (b.buffer === READ_BUFFER.buffer ? Buffer.from(b) : b);
+
+/** Binary frames up to this size are assembled here, header then payload, and leave in one write:
+ * copying a few KB costs less than Node's corked writev (an entry per part, an array, a request per
+ * frame). A write the kernel does not take at once still reads it: the next frame gets a new one. */
+const OUT_BYTES = 16 * 1024;
+let out = Buffer.allocUnsafeSlow(OUT_BYTES);
+
+const headerSize = (len: number) => (len < 126 ? 6 : len < 65536 ? 8 : 14);
+
+/** The header of a masked frame (mask key 0) at the start of `b`. */
+function writeHeader(b: Buffer, opcode: number, len: number): void {
+  const size = headerSize(len);
+  b[0] = 0x80 | opcode;
+  if (len < 126) b[1] = 0x80 | len;
+  else if (len < 65536) {
+    b[1] = 0x80 | 126;
+    b.writeUInt16BE(len, 2);
+  } else {
+    b[1] = 0x80 | 127;
+    b.writeUInt32BE(Math.floor(len / 2 ** 32), 2);
+    b.writeUInt32BE(len >>> 0, 6);
+  }
+  b.writeUInt32BE(0, size - 4);
+}
 
 /** Close codes a peer may send (RFC 6455 7.4). */
 const validCloseCode = (c: number) => (c >= 1000 && c <= 1014 && c !== 1004 && c !== 1005 && c !== 1006) || (c >= 3000 && c <= 4999);
@@ -106,26 +130,25 @@ export class UpstreamSocket implements UpstreamConnection {
   // ── sending ────────────────────────────────────────────────────────────────
   /** Header of a masked frame (mask key 0) for a payload of `len` bytes, with `extra` bytes of room after it. */
   #header(opcode: number, len: number, extra: number): Buffer {
-    const size = len < 126 ? 6 : len < 65536 ? 8 : 14;
-    const b = Buffer.allocUnsafe(size + extra);
-    b[0] = 0x80 | opcode;
-    if (len < 126) b[1] = 0x80 | len;
-    else if (len < 65536) {
-      b[1] = 0x80 | 126;
-      b.writeUInt16BE(len, 2);
-    } else {
-      b[1] = 0x80 | 127;
-      b.writeUInt32BE(Math.floor(len / 2 ** 32), 2);
-      b.writeUInt32BE(len >>> 0, 6);
-    }
-    b.writeUInt32BE(0, size - 4);
+    const b = Buffer.allocUnsafe(headerSize(len) + extra);
+    writeHeader(b, opcode, len);
     return b;
   }
 
+  /** Header and payload in one write: copied into the shared frame buffer when the socket has nothing
+   * queued (the usual case), else as two parts of one corked writev, the payload not copied. */
   #sendFrame(opcode: number, payload: Buffer): void {
+    const size = headerSize(payload.length), total = size + payload.length;
+    if (total <= OUT_BYTES && this.#socket.writableLength === 0) {
+      writeHeader(out, opcode, payload.length);
+      payload.copy(out, size);
+      this.#socket.write(out.subarray(0, total));
+      if (this.#socket.writableLength > 0) out = Buffer.allocUnsafeSlow(OUT_BYTES); // that write still reads it
+      return;
+    }
     const head = this.#header(opcode, payload.length, 0);
     if (payload.length === 0) return void this.#socket.write(head);
-    this.#socket.cork(); // one writev: header and payload in one segment, the payload not copied
+    this.#socket.cork(); // one writev: header and payload in one segment
     this.#socket.write(head);
     this.#socket.write(payload);
     this.#socket.uncork();

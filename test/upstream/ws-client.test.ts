@@ -94,6 +94,28 @@ describe('against a ws server', () => {
     assert.equal(c.conn.isOpen, false);
   });
 
+  it("a frame the kernel could not take at once is not overwritten by another connection's frames", async () => {
+    // Frames are assembled in one buffer all connections share; a write still pending must keep its bytes.
+    const a = await open();
+    const b = await open();
+    const gotA: Buffer[] = [];
+    const gotB: Buffer[] = [];
+    a.server.on('message', (d) => gotA.push(d as Buffer));
+    b.server.on('message', (d) => gotB.push(d as Buffer));
+    (a.server as unknown as { _socket: Socket })._socket.pause(); // A's server stops reading: A backs up
+    const frames = Array.from({ length: 2000 }, (_, i) => Buffer.alloc(8000, i % 251));
+    for (const f of frames) a.c.conn.send(f); // 16 MB: far more than the loopback buffers hold
+    for (let i = 0; i < 20; i++) b.c.conn.send(Buffer.alloc(8000, 0xfe));
+    (a.server as unknown as { _socket: Socket })._socket.resume();
+    for (let i = 0; i < 200 && gotA.length < frames.length; i++) await sleep(50);
+    assert.equal(gotA.length, frames.length);
+    assert.equal(gotA.findIndex((d, i) => !d.equals(frames[i])), -1, 'every frame of A arrives as it was sent');
+    assert.ok(gotB.length === 20 && gotB.every((d) => d.equals(Buffer.alloc(8000, 0xfe))));
+    a.c.conn.close();
+    b.c.conn.close();
+    await Promise.all([a.c.ended, b.c.ended]);
+  });
+
   it('reassembles fragmented text and binary messages, with a ping between fragments', async () => {
     const { c, server } = await open();
     const pong = new Promise<Buffer>((r) => server.once('pong', r));

@@ -32,10 +32,12 @@ function vintLength(first: number): number {
   return 0;
 }
 
-interface Vint { value: number; length: number; unknown: boolean }
+export interface Vint { value: number; length: number; unknown: boolean }
 
-/** An EBML variable-size integer; `keepMarker` for element ids. undefined: need more bytes. */
-export function readVint(b: Buffer, off: number, keepMarker: boolean): Vint | undefined {
+/** An EBML variable-size integer; `keepMarker` for element ids. undefined: need more bytes. `out`:
+ * an object of the caller's to write it into (the parsers read several per audio block: reusing
+ * one each saves an allocation per read on the hot path); read its fields before the next call. */
+export function readVint(b: Buffer, off: number, keepMarker: boolean, out?: Vint): Vint | undefined {
   if (off >= b.length) return undefined;
   const len = vintLength(b[off]);
   if (len === 0) throw new MalformedAudio('invalid EBML variable-size integer');
@@ -46,8 +48,17 @@ export function readVint(b: Buffer, off: number, keepMarker: boolean): Vint | un
     value = value * 256 + b[off + i];
     if (b[off + i] !== 0xff) allOnes = false;
   }
-  return { value, length: len, unknown: !keepMarker && allOnes };
+  const v = out ?? { value: 0, length: 0, unknown: false };
+  v.value = value;
+  v.length = len;
+  v.unknown = !keepMarker && allOnes;
+  return v;
 }
+
+/** Reused by the parser's step (an element's id and size) and block (its track number). */
+const STEP_ID: Vint = { value: 0, length: 0, unknown: false };
+const STEP_SIZE: Vint = { value: 0, length: 0, unknown: false };
+const BLOCK_TRACK: Vint = { value: 0, length: 0, unknown: false };
 
 /** Children of a master element's body: [id, data]. */
 export function* children(body: Buffer): Generator<[number, Buffer]> {
@@ -169,8 +180,8 @@ export class WebmParser implements ContainerParser {
   private step(): Unit | Unit[] | undefined {
     // An id (≤ 4 bytes) and a size (≤ 8) read in place.
     const b = this.q.contiguous(Math.min(this.q.length, 12)), at = this.q.start;
-    const id = readVint(b, at, true);
-    const size = id && readVint(b, at + id.length, false);
+    const id = readVint(b, at, true, STEP_ID);
+    const size = id && readVint(b, at + id.length, false, STEP_SIZE);
     if (id && id.length > 4) throw new MalformedAudio(`EBML element id of ${id.length} bytes at byte ${this.q.offset} (at most 4)`);
     if (!id || !size) { this.need = this.q.length + 1; return undefined; }
     const headLen = id.length + size.length;
@@ -188,7 +199,8 @@ export class WebmParser implements ContainerParser {
     if (this.q.length < total) { this.need = total; return undefined; }
     this.need = 1;
     const bytes = this.q.take(total);
-    const unit: Unit = { bytes, header: this.inHeader };
+    // Every field block() may set, set now: one object shape, no property store added per block.
+    const unit: Unit = { bytes, header: this.inHeader, start: undefined, end: undefined };
     switch (id.value) {
       case ID.SimpleBlock: this.block(bytes, headLen, undefined, unit); break; // the hot path: no view of the body
       case ID.EBML: this.ebmlHeader(bytes.subarray(headLen)); break;
@@ -248,7 +260,7 @@ export class WebmParser implements ContainerParser {
 
   /** A block whose body starts at `off` in `b` (and runs to its end). */
   private block(b: Buffer, off: number, durationTicks: number | undefined, unit: Unit): void {
-    const tn = readVint(b, off, false);
+    const tn = readVint(b, off, false, BLOCK_TRACK);
     if (!tn || b.length < off + tn.length + 3) throw new MalformedAudio(`WebM block of ${b.length - off} bytes is too short for its track number, timecode and flags`);
     if (tn.value !== this.track) return;
     const ticks = this.clusterTime + b.readInt16BE(off + tn.length);

@@ -17,6 +17,13 @@ export interface Group<C> {
  *  if that group was dropped over the bound); skip: never replayed (e.g. an index with byte positions). */
 export type Sorted<C> = { kind: 'init' } | { kind: 'open'; ctx: C } | { kind: 'join' } | { kind: 'skip' };
 
+/** The verdicts without a context, made once (sort runs for every unit that goes upstream). */
+export const SORTED = {
+  init: { kind: 'init' },
+  join: { kind: 'join' },
+  skip: { kind: 'skip' },
+} as const;
+
 export interface ReplayFormat<C> {
   /** `open` is the newest group, undefined when there is none or it was dropped. */
   sort(u: Unit, open: Group<C> | undefined): Sorted<C>;
@@ -38,8 +45,8 @@ export function otherFormat(): ReplayFormat<null> {
   const init: Buffer[] = [];
   return {
     sort(u, open) {
-      if (u.header) { init.push(u.bytes); initBytes += u.bytes.length; return { kind: 'init' }; }
-      return open && open.end === undefined ? { kind: 'join' } : { kind: 'open', ctx: null };
+      if (u.header) { init.push(u.bytes); initBytes += u.bytes.length; return SORTED.init; }
+      return open && open.end === undefined ? SORTED.join : { kind: 'open', ctx: null };
     },
     render(groups, lastEnd) {
       const media = groups.flatMap((g) => g.units);

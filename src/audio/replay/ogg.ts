@@ -4,7 +4,7 @@
 // the codec's rate (Opus: 48 kHz, pre-skip included), so the decoder's trimming stays right.
 import { readGranule } from '../containers/ogg.js';
 import { oggCrc32, PAGE_BOS, PAGE_CONTINUED } from '../transcode/ogg-page.js';
-import type { ReplayFormat } from './format.js';
+import { SORTED, type ReplayFormat } from './format.js';
 
 /** One logical stream of a chained file (the transcoder starts one after each client flush). */
 interface Chain {
@@ -70,16 +70,16 @@ export function oggFormat(): ReplayFormat<PageCtx> {
   return {
     sort(u) {
       const page = u.bytes, serial = page.readUInt32LE(14);
-      if (u.header) return header(page, serial) ? { kind: 'init' } : { kind: 'skip' };
+      if (u.header) return header(page, serial) ? SORTED.init : SORTED.skip;
       const c = latest();
-      if (!c || c.serial !== serial) return { kind: 'skip' }; // another multiplexed stream
+      if (!c || c.serial !== serial) return SORTED.skip; // another multiplexed stream
       if (u.start !== undefined) c.base ??= u.start;
       const prevGranule = c.lastGranule, seq = page.readUInt32LE(18);
       const granule = readGranule(page);
       if (granule >= 0) c.lastGranule = granule;
       c.nextSeq = seq + 1;
       if (!(page[5] & PAGE_CONTINUED)) return { kind: 'open', ctx: { chain: c, prevGranule, seq } };
-      return { kind: 'join' };
+      return SORTED.join;
     },
     render(groups, lastEnd) {
       const first = groups[0]?.ctx, c0 = first?.chain ?? latest();

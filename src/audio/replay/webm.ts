@@ -4,8 +4,8 @@
 // has its blocks moved back by that much too, so the replayed stream's first audio is at 0 whether the
 // upstream times it by the timestamps or by counting the audio.
 import type { Unit } from '../containers/unit.js';
-import { children, ID, readVint, uint } from '../containers/webm.js';
-import type { ReplayFormat } from './format.js';
+import { children, ID, readVint, uint, type Vint } from '../containers/webm.js';
+import { SORTED, type ReplayFormat } from './format.js';
 
 /** A Cluster's Timecode (ticks of the segment's timecode scale), once its Timecode unit came, and
  *  its first SimpleBlock's timecode (ticks relative to it). */
@@ -15,15 +15,20 @@ interface Cluster { ticks?: number; first?: number }
  *  (byte positions in them would be wrong in a replay). */
 const INIT = new Set([ID.EBML, ID.Segment, ID.Info, ID.Tracks]);
 
+/** Reused for the reads of every unit sorted (read at once, never held). */
+const READ: Vint = { value: 0, length: 0, unknown: false };
+
 function elementId(b: Buffer): number | undefined {
-  try { return readVint(b, 0, true)?.value; } catch { return undefined; }
+  try { return readVint(b, 0, true, READ)?.value; } catch { return undefined; }
 }
 
 /** Where a SimpleBlock's relative timecode (int16) is: after its id, size and track number. */
 function blockTimeAt(b: Buffer): number | undefined {
-  const size = readVint(b, 1, false);
-  const track = size && readVint(b, 1 + size.length, false);
-  const at = size && track ? 1 + size.length + track.length : b.length;
+  const size = readVint(b, 1, false, READ);
+  if (!size) return undefined;
+  const sizeLength = size.length;
+  const track = readVint(b, 1 + sizeLength, false, READ);
+  const at = track ? 1 + sizeLength + track.length : b.length;
   return at + 2 <= b.length ? at : undefined;
 }
 
@@ -79,7 +84,7 @@ export function webmFormat(): ReplayFormat<Cluster> {
     sort(u, open) {
       const id = elementId(u.bytes);
       if (u.header) {
-        if (id === undefined || !INIT.has(id)) return { kind: 'skip' };
+        if (id === undefined || !INIT.has(id)) return SORTED.skip;
         if (id === ID.Info) {
           const head = readVint(u.bytes, 4, false);
           for (const [cid, d] of children(u.bytes.subarray(4 + (head?.length ?? 0)))) if (cid === ID.TimecodeScale) nsPerTick = uint(d);
@@ -87,7 +92,7 @@ export function webmFormat(): ReplayFormat<Cluster> {
         const bytes = id === ID.Segment ? liveSegmentHead(u.bytes) : u.bytes;
         init.push(bytes);
         initBytes += bytes.length;
-        return { kind: 'init' };
+        return SORTED.init;
       }
       if (id === ID.Cluster) {
         sortedInto = {};
@@ -95,7 +100,7 @@ export function webmFormat(): ReplayFormat<Cluster> {
       }
       sortedInto = open?.ctx;
       // Level-1 ids have 4 bytes: Cues, Tags... after the clusters.
-      if (id === undefined || id > 0xffffff) return { kind: 'skip' };
+      if (id === undefined || id > 0xffffff) return SORTED.skip;
       if (id === ID.Timecode && open && open.ctx.ticks === undefined) {
         const size = readVint(u.bytes, 1, false);
         open.ctx.ticks = size ? uint(u.bytes.subarray(1 + size.length)) : 0;
@@ -104,7 +109,7 @@ export function webmFormat(): ReplayFormat<Cluster> {
         const at = blockTimeAt(u.bytes);
         open.ctx.first = at === undefined ? 0 : u.bytes.readInt16BE(at);
       }
-      return { kind: 'join' };
+      return SORTED.join;
     },
     render(groups, lastEnd) {
       const first = groups[0]?.ctx;
