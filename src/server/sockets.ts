@@ -54,33 +54,7 @@ class ClientSocket implements ClientSink {
     this.result = this.ws.send(this.pending, false);
   };
 
-  private batched: () => void = () => undefined;
-  private batchError: unknown;
-  /** Runs the batch as if in the socket's own callback: its sends go straight into the cork. */
-  private readonly runBatch = () => {
-    const outer = inCallback;
-    inCallback = this.ws;
-    try {
-      this.batched();
-    } catch (err) {
-      this.batchError = err; // thrown again outside uWS's cork, to the caller
-    } finally {
-      inCallback = outer;
-    }
-  };
-
   constructor(private readonly ws: Ws, private readonly data: SocketData) {}
-
-  batch(send: () => void): void {
-    if (this.data.closed || inCallback === this.ws) return send();
-    this.batched = send;
-    this.batchError = undefined;
-    this.ws.cork(this.runBatch);
-    this.batched = () => undefined;
-    const err = this.batchError;
-    this.batchError = undefined;
-    if (err !== undefined) throw err;
-  }
 
   sendText(text: string | Buffer): boolean {
     if (this.data.closed) return false;

@@ -21,8 +21,6 @@ export interface ClientSink {
   close(code: number, reason: string): void;
   /** Once closed: what it took and its client is known not to have got (through the internal hop). */
   undelivered(): Array<string | Buffer>;
-  /** Runs `send`, whose sendText calls then leave in one write. Absent: each leaves alone. */
-  batch?(send: () => void): void;
 }
 
 /** Past this much unread output, interim transcripts are dropped (finals, facts, usage never are). */
@@ -450,7 +448,6 @@ export class Session {
         onReady: (data, reconnected) => this.guard(() => (reconnected ? this.onReconnected(data) : this.onConfigAccepted(data))),
         onLost: (errorId, details) => this.guard(() => this.dispatch({ type: 'upstream_dropped', errorId, details })),
         onFailed: (errorId, details) => this.guard(() => this.dispatch({ type: 'upstream_failed', errorId, details })),
-        batch: (send) => (this.clientOpen && this.client.batch ? this.client.batch(send) : send()),
       },
     });
     if (restore) this.link.restore(config, restore.segment, restore.finalUntil);

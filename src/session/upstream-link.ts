@@ -31,8 +31,6 @@ export interface LinkHandlers {
   onLost(errorId: ErrorId, details: string): void;
   /** No upstream session could be had (first connection, or every reconnection attempt). */
   onFailed(errorId: ErrorId, details: string): void;
-  /** See UpstreamHandlers.batch. */
-  batch?(handle: () => void): void;
 }
 
 export interface LinkOptions {
@@ -180,7 +178,6 @@ export class UpstreamLink {
           },
           onClose: (code) => this.gone(conn, 'UPSTREAM_CLOSED', `the speech service closed the connection (code ${code})`),
           onError: (err) => this.gone(conn, 'UPSTREAM_UNAVAILABLE', err.message),
-          batch: this.o.handlers.batch,
         }, { connectTimeoutMs: this.o.connectTimeoutMs, liveness: this.o.liveness });
         this.conn = conn;
       },

@@ -25,7 +25,6 @@ const MAX_FRAGMENTS = 4096;
 const OP_CONT = 0, OP_TEXT = 1, OP_BINARY = 2, OP_CLOSE = 8, OP_PING = 9, OP_PONG = 10;
 const CONNECTING = 0, OPEN = 1, CLOSING = 2, CLOSED = 3;
 const HEAD_END = Buffer.from('\r\n\r\n');
-const EMPTY = Buffer.alloc(0);
 /** Every upstream socket reads into this one buffer (net's `onread`), and the bytes are handled at
  * once: no Buffer per read and no Readable-stream machinery per chunk (that machinery was a fifth of
  * the gateway's busy main thread under load). What outlives the read is copied out of it. */
@@ -73,8 +72,6 @@ export class UpstreamSocket implements UpstreamConnection {
   #timer?: NodeJS.Timeout;
   /** Received bytes not yet a whole frame (or, while connecting, a whole head); #need: bytes wanted. */
   #pending: Buffer[] = [];
-  /** The read being handled (held in a field so that #frames is one function per socket, not a closure per read). */
-  #chunk: Buffer = EMPTY;
   #pendingBytes = 0;
   #need = 0;
   /** A fragmented message: its opcode and pieces so far. */
@@ -189,15 +186,6 @@ export class UpstreamSocket implements UpstreamConnection {
       this.#pending = [];
       this.#pendingBytes = 0;
     }
-    this.#chunk = chunk;
-    if (this.h.batch && this.#state === OPEN) this.h.batch(this.#frames);
-    else this.#frames();
-  }
-
-  /** The whole frames in #chunk, handled; the rest kept for the next read. */
-  readonly #frames = (): void => {
-    const chunk = this.#chunk;
-    this.#chunk = EMPTY;
     let off = this.#state === CONNECTING ? this.#onHead(chunk) : 0;
     while (off < chunk.length && this.#state !== CLOSED) {
       const used = this.#frame(chunk, off);
@@ -208,7 +196,7 @@ export class UpstreamSocket implements UpstreamConnection {
       this.#pending.push(own(off === 0 ? chunk : chunk.subarray(off)));
       this.#pendingBytes = chunk.length - off;
     }
-  };
+  }
 
   /** The upgrade answer; returns where the frames start, or chunk.length to wait for more. */
   #onHead(chunk: Buffer): number {
