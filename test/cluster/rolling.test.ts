@@ -291,7 +291,7 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
   }
 
   async function usageTotal(): Promise<{ credits: number; sessions: number }> {
-    const from = new Date(Date.now() - 3_600_000).toISOString();
+    const from = new Date(Date.now() - 86_400_000).toISOString(); // a day back: hour buckets are chosen by their start, and a run may cross an hour
     const to = new Date(Date.now() + 3_600_000).toISOString();
     const res = await fetch(`http://127.0.0.1:${cluster.replicas[0].port}/v1/usage?tenant=${TENANT}&from=${from}&to=${to}&granularity=hour`, { headers: { authorization: `Bearer ${API_TOKEN}` } });
     return ((await res.json()) as { total: { credits: number; sessions: number } }).total;

@@ -131,7 +131,7 @@ describe('usage across two gateway processes and one Redis', () => {
     assert.equal(await bExit, 0, b.output().slice(-2000));
 
     // Let process a's journal replay finish, then ask the ops API.
-    const from = new Date(Date.now() - 3_600_000).toISOString();
+    const from = new Date(Date.now() - 86_400_000).toISOString(); // a day back: hour buckets are chosen by their start, and a run may cross an hour
     const to = new Date(Date.now() + 3_600_000).toISOString();
     for (const tenant of ['acme', 'globex']) {
       const expected = upstreamCredits(tenant);
