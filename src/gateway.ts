@@ -40,6 +40,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     allowedOrigins: config.allowedOrigins,
     allowFullAccessFromBrowsers: config.ALLOW_FULL_ACCESS_TOKENS_FROM_BROWSERS,
     jwksCooldownMs: config.JWKS_COOLDOWN_MS,
+    resumeGraceSeconds: config.RESUME_GRACE_SECONDS,
   });
   const credentials = createUpstreamCredentials({
     mode: config.UPSTREAM_AUTH,
@@ -72,6 +73,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     auth,
     usageApi: usage.api,
     maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
+    maxUnconfiguredPerSubject: config.MAX_UNCONFIGURED_PER_SUBJECT,
     clientIdleSeconds: config.CLIENT_IDLE_SECONDS,
     demo: emulator ? { tokenUrl: `${emulator.authBase}/realms/base/protocol/openid-connect/token` } : undefined,
     credentials,

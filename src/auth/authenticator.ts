@@ -19,6 +19,7 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
   const authUrl = trimSlash(o.authUrl);
   const originAllowed = originChecker(o.allowedOrigins);
   const clockTolerance = o.clockToleranceSeconds ?? 30;
+  const resumeGrace = o.resumeGraceSeconds ?? 30;
   const jwks = new JwksCache({
     authUrl,
     cooldownMs: o.jwksCooldownMs ?? 30_000,
@@ -60,6 +61,9 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
     } catch (err) {
       const verified = opts.allowExpired ? expiredButVerified(err) : undefined;
       if (verified === undefined) return verifyRefusal(err, tenant);
+      if (expiredTooLongAgo(verified, now() / 1000, resumeGrace + clockTolerance)) {
+        return refuse('TOKEN_EXPIRED', 'token_expired', 'token expired too long ago to resume a session with; fetch a new one');
+      }
       payload = verified;
       expired = true;
     }
@@ -141,6 +145,19 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
 function expiredButVerified(err: unknown): JWTPayload | undefined {
   if (!(err instanceof errors.JWTExpired) || err.claim !== 'exp') return undefined;
   return typeof err.payload.sub === 'string' && err.payload.sub !== '' ? err.payload : undefined;
+}
+
+/**
+ * A session a client resumes began before its token expired and waits for the client at most the
+ * resume grace, so a token that expired more than the grace plus its own lifetime (exp - iat) ago
+ * cannot be that client's: whoever holds it is not coming back to a waiting session. A token
+ * whose lifetime is unknown (no iat, or iat not before exp) gets the grace only. `slackSeconds`:
+ * the grace plus the clock tolerance.
+ */
+function expiredTooLongAgo(p: JWTPayload, nowSeconds: number, slackSeconds: number): boolean {
+  const exp = p.exp as number;
+  const lifetime = typeof p.iat === 'number' && p.iat < exp ? exp - p.iat : 0;
+  return nowSeconds - exp > slackSeconds + lifetime;
 }
 
 function verifyRefusal(err: unknown, tenant: string): Refusal {

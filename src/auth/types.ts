@@ -52,8 +52,9 @@ export type AuthDecision =
       via: 'query' | 'header' | 'protocol';
       /**
        * Only with `allowExpired`: the token has expired but everything else about it verified, and it
-       * has a subject. Good for nothing but resuming a session of the same tenant, subject and endpoint
-       * within its grace period; otherwise refuse it as TOKEN_EXPIRED.
+       * has a subject, and it expired at most the resume grace plus its lifetime ago. Good for nothing
+       * but resuming a session of the same tenant, subject and endpoint within its grace period;
+       * otherwise refuse it as TOKEN_EXPIRED.
        */
       expired?: true;
     }
@@ -72,6 +73,8 @@ export interface AuthOptions {
   allowFullAccessFromBrowsers: boolean;
   /** Default 30. */
   clockToleranceSeconds?: number;
+  /** RESUME_GRACE_SECONDS (default 30): how long past its lifetime an expired token may still resume. */
+  resumeGraceSeconds?: number;
   /** Min time between JWKS refetches on an unknown kid, default 30000. */
   jwksCooldownMs?: number;
   /** JWKS kept at most this long before a refetch, default 600000 (drops revoked keys). */

@@ -19,7 +19,8 @@ export interface TestAuthServer {
   addKey(realm: string, alg?: string): Promise<SigningKey>;
   /** Replaces the realm's JWKS with exactly these keys. */
   setKeys(realm: string, keys: SigningKey[]): void;
-  sign(realm: string, key: SigningKey, claims: JWTPayload, opts?: { expiresIn?: number; iss?: string; nbf?: number }): Promise<string>;
+  /** `expiresIn` and `issuedAt` are seconds from now (`issuedAt` NaN: no iat claim). */
+  sign(realm: string, key: SigningKey, claims: JWTPayload, opts?: { expiresIn?: number; issuedAt?: number; iss?: string; nbf?: number }): Promise<string>;
   /** client-credentials: client id → secret for a realm; token lifetime in seconds. */
   addClient(realm: string, clientId: string, secret: string): void;
   tokenLifetimeSeconds: number;
@@ -55,8 +56,8 @@ export async function startAuthServer(): Promise<TestAuthServer> {
       const jwt = new SignJWT({ ...claims })
         .setProtectedHeader({ alg: key.alg, kid: key.kid, typ: 'JWT' })
         .setIssuer(opts.iss ?? `${state.url}/realms/${realm}`)
-        .setIssuedAt(nowS)
         .setExpirationTime(nowS + (opts.expiresIn ?? 300));
+      if (!Number.isNaN(opts.issuedAt)) jwt.setIssuedAt(nowS + (opts.issuedAt ?? 0));
       if (opts.nbf !== undefined) jwt.setNotBefore(opts.nbf);
       return jwt.sign(key.privateKey);
     },

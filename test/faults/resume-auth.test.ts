@@ -11,7 +11,7 @@ import { startAuthServer, type SigningKey, type TestAuthServer } from '../auth/a
 
 let srv: TestAuthServer;
 let acme: SigningKey;
-const EXPIRED = { expiresIn: -120 }; // beyond the 30 s clock tolerance
+const EXPIRED = { issuedAt: -420, expiresIn: -120 }; // a 5-minute token, expired beyond the 30 s clock tolerance
 
 beforeAll(async () => {
   srv = await startAuthServer();
