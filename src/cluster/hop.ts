@@ -2,7 +2,8 @@
 // to A over one WebSocket, B → A's `/internal/hop/<endpoint path>?resume=<key>`, and B relays frames
 // both ways unchanged. B has authenticated the client; A trusts the identity B sends only with a MAC
 // of the replicas' shared secret (CLUSTER_SECRET) over a fresh timestamp, the key and that identity,
-// and then runs the same resume checks as for a local client. Without the secret there is no hop.
+// once (hop-signatures.ts), and then runs the same resume checks as for a local client. Without the
+// secret there is no hop.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
 import WebSocket from 'ws';
@@ -12,6 +13,7 @@ import { refuse, sendJson } from '../server/http.js';
 import type { SocketData, Ws } from '../server/types.js';
 import { CLOSE, type SessionInfo } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
+import type { UsedSignatures } from './hop-signatures.js';
 
 /** What B verified about the client, as A checks it against the session it holds. */
 export interface HopIdentity {
@@ -27,6 +29,8 @@ export interface HopIdentity {
 export interface HopDeps {
   /** CLUSTER_SECRET; unset: no hop (a resume for another live replica's session is refused 503) */
   secret?: string;
+  /** the signatures this replica (or its REPLICA_ID) accepted: each is good once */
+  used: UsedSignatures;
   logger: Logger;
 }
 
@@ -52,6 +56,8 @@ const PAUSE_BACKLOG_BYTES = 64 * 1024;
 /** Client audio B could not pass to A yet; past it the client is sent to reconnect. */
 const MAX_HOP_BACKLOG_BYTES = 16 * 1024 * 1024;
 const HOP_PING_MS = 10_000;
+/** B's last signing time: two hops it signs in one millisecond still get different signatures. */
+let lastSignedAt = 0;
 /** B confirms to A how many of A's messages it has passed to the client this often (and with each ping). */
 const CONFIRM_EVERY = 16;
 /** A keeps at most this much output B has not confirmed (above the client backlog bound, 1 MiB). */
@@ -82,6 +88,13 @@ export function verifyHop(secret: string, key: string, identityHeader: string, h
   const valid = typeof i.tenant === 'string' && isEndpoint(i.endpoint) && typeof i.notices === 'boolean' && typeof i.owner === 'string'
     && ['string', 'undefined'].includes(typeof i.subject) && ['string', 'undefined'].includes(typeof i.interactionId);
   return valid ? i : { refused: 'bad identity' };
+}
+
+/** A's check of a hop: verifyHop, and a signature not used before (a replay is refused as a bad one). */
+export async function acceptHop(deps: HopDeps, key: string, identityHeader: string, hopHeader: string): Promise<HopIdentity | { refused: string }> {
+  const verdict = verifyHop(deps.secret!, key, identityHeader, hopHeader);
+  if ('refused' in verdict) return verdict;
+  return (await deps.used.firstUse(hopHeader.slice(hopHeader.indexOf('.') + 1))) ? verdict : { refused: 'signature already used' };
 }
 
 /** B's delivery confirmations ride in its pings to A (a client's own frames cannot forge a ping on
@@ -137,7 +150,8 @@ type Opened = { open: true } | { status: number; body: string } | { failed: stri
 function hopSocket(ownerUrl: string, key: string, identity: HopIdentity, secret: string): WebSocket {
   const url = new URL(hopPath(identity), ownerUrl);
   url.searchParams.set('resume', key);
-  return new WebSocket(url, { headers: signHop(secret, key, identity), perMessageDeflate: false, handshakeTimeout: HOP_OPEN_TIMEOUT_MS, maxPayload: MAX_FRAME_BYTES });
+  lastSignedAt = Math.max(Date.now(), lastSignedAt + 1);
+  return new WebSocket(url, { headers: signHop(secret, key, identity, lastSignedAt), perMessageDeflate: false, handshakeTimeout: HOP_OPEN_TIMEOUT_MS, maxPayload: MAX_FRAME_BYTES });
 }
 
 function handshake(ws: WebSocket): Promise<Opened> {
@@ -191,7 +205,7 @@ export async function hopUpgrade(up: ClientUpgrade, owner: { id: string; url: st
   metrics.hops.inc({ result: failure ? 'failed' : 'opened' });
   if (failure) log.warn({ event: 'hop_failed', cause: failure }, 'the hop to the session\'s replica failed; the client is asked to reconnect');
   else log.info({ event: 'hop_opened', openMs: Math.round(performance.now() - started) }, 'resume carried to the session\'s replica');
-  const data: SocketData = { info, holdsSlot: false, closed: false, hop: relay };
+  const data: SocketData = { info, closed: false, hop: relay };
   up.res.upgrade(data, up.secKey, up.protocol, up.secExtensions, up.context);
 }
 

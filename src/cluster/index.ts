@@ -4,10 +4,11 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../telemetry/index.js';
 import type { HopDeps } from './hop.js';
+import { createUsedSignatures } from './hop-signatures.js';
 import { createRecordStore, type RecordStore } from './records.js';
 import { createReplicas, defaultReplicaId, type Replicas } from './replicas.js';
 
-export { hopUpgrade, HopOutbox, HopRelay, verifyHop, signHop, type ClientUpgrade, type HopDeps, type HopIdentity } from './hop.js';
+export { acceptHop, hopUpgrade, HopOutbox, HopRelay, verifyHop, signHop, type ClientUpgrade, type HopDeps, type HopIdentity } from './hop.js';
 export { createReplicas, type Replicas } from './replicas.js';
 export { createRecordStore, recordKeyHash, type RecordStore, type SessionRecord, type RecordState } from './records.js';
 export { awaitHandover, countTakeover, findResume, handOver, keepRecord, restoreOf, startJanitor, type ResumeRoute, type TakeoverDeps } from './takeover.js';
@@ -40,7 +41,7 @@ export async function createCluster(o: ClusterOptions): Promise<Cluster> {
   return {
     replicas,
     records: createRecordStore({ redis, graceSeconds: o.graceSeconds }),
-    hop: { secret: o.secret, logger: o.logger },
+    hop: { secret: o.secret, used: createUsedSignatures(redis), logger: o.logger },
     start: (port) => replicas.start(o.advertiseUrl ?? `ws://127.0.0.1:${port}`),
     async close() {
       await replicas.close();

@@ -1,47 +1,54 @@
 // The owner's end of the internal hop: `/internal/hop/<socket path>?resume=<key>`, only with
 // CLUSTER_SECRET. Another replica that authenticated a resuming client carries it here; its signed
-// identity is checked, then it is a resume takeover like a local one (the same checks against the
+// identity is checked (a signature is good once), then it is a resume takeover like a local one (the same checks against the
 // session held here) and the socket behaves as the public one.
 import type uWS from 'uWebSockets.js';
-import { HopOutbox, verifyHop } from '../cluster/index.js';
+import { acceptHop, HopOutbox } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { gatewayError } from '../protocol/errors.js';
 import { metrics } from '../telemetry/index.js';
-import { refuse } from './http.js';
+import { asyncHttp, refuse } from './http.js';
 import { guarded, socketBehavior } from './sockets.js';
 import type { ServerDeps, ServerState, SocketData } from './types.js';
 import { resumeRefusal } from './upgrade.js';
 
 export function addHopRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: ServerState): void {
-  const secret = deps.cluster.hop.secret;
-  if (!secret) return; // no route: a 404 like any unknown path
+  if (!deps.cluster.hop.secret) return; // no route: a 404 like any unknown path
   // The relaying replica's pings confirm what it passed on to the client.
   const ping = guarded(deps.logger, 'ping', (ws, payload: ArrayBuffer) => ws.getUserData().hopOutbox?.confirmed(payload));
   app
-    .ws('/internal/hop/audio-bridge/v2/transcribe', { ...socketBehavior(deps, state, 'transcribe'), upgrade: hopGate(deps, state, 'transcribe', secret), ping })
-    .ws('/internal/hop/audio-bridge/v2/interactions/:id/streams', { ...socketBehavior(deps, state, 'streams'), upgrade: hopGate(deps, state, 'streams', secret), ping });
+    .ws('/internal/hop/audio-bridge/v2/transcribe', { ...socketBehavior(deps, state, 'transcribe'), upgrade: hopGate(deps, state, 'transcribe'), ping })
+    .ws('/internal/hop/audio-bridge/v2/interactions/:id/streams', { ...socketBehavior(deps, state, 'streams'), upgrade: hopGate(deps, state, 'streams'), ping });
 }
 
-function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint, secret: string) {
+function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
   return (res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_socket_context_t) => {
+    // Everything needed from `req` is read now: it is not valid after an await.
     const key = new URLSearchParams(req.getQuery() ?? '').get('resume') ?? '';
     const interactionId = endpoint === 'streams' ? req.getParameter(0) : undefined;
-    const identity = verifyHop(secret, key, req.getHeader('x-sgw-identity'), req.getHeader('x-sgw-hop'));
-    if ('refused' in identity || identity.endpoint !== endpoint || identity.interactionId !== interactionId) {
-      metrics.hops.inc({ result: 'forbidden' });
-      deps.logger.warn({ event: 'hop_refused', reason: 'refused' in identity ? identity.refused : 'path differs' }, 'internal hop refused');
-      return refuse(res, gatewayError('HOP_FORBIDDEN', 'internal route: a valid signature of the replicas\' secret is required'), 'hop_forbidden');
-    }
-    const held = state.resumable.get(key);
-    // Not the owner the hop was meant for (a new process at its address) or no such session here: the
-    // sending replica takes the session over from its record.
-    if (!held || identity.owner !== deps.cluster.replicas.id) {
-      return refuse(res, gatewayError('HOP_NOT_OWNER', 'this replica does not hold the session; take it over from its record'), 'hop_not_owner');
-    }
-    const refusal = resumeRefusal(held, identity, endpoint, interactionId);
-    if (refusal) return refuse(res, refusal, 'resume_refused');
-    metrics.hops.inc({ result: 'accepted' });
-    const data: SocketData = { info: held.info, resumeOf: held, holdsSlot: false, closed: false, hopOutbox: new HopOutbox() };
-    res.upgrade(data, req.getHeader('sec-websocket-key'), '', req.getHeader('sec-websocket-extensions'), context);
+    const identityHeader = req.getHeader('x-sgw-identity');
+    const hopHeader = req.getHeader('x-sgw-hop');
+    const secKey = req.getHeader('sec-websocket-key');
+    const secExtensions = req.getHeader('sec-websocket-extensions');
+    asyncHttp(deps.logger, res, async (aborted) => {
+      const identity = await acceptHop(deps.cluster.hop, key, identityHeader, hopHeader);
+      if (aborted()) return;
+      if ('refused' in identity || identity.endpoint !== endpoint || identity.interactionId !== interactionId) {
+        metrics.hops.inc({ result: 'forbidden' });
+        deps.logger.warn({ event: 'hop_refused', reason: 'refused' in identity ? identity.refused : 'path differs' }, 'internal hop refused');
+        return refuse(res, gatewayError('HOP_FORBIDDEN', 'internal route: a valid signature of the replicas\' secret, used once, is required'), 'hop_forbidden');
+      }
+      const held = state.resumable.get(key);
+      // Not the owner the hop was meant for (a new process at its address) or no such session here: the
+      // sending replica takes the session over from its record.
+      if (!held || identity.owner !== deps.cluster.replicas.id) {
+        return refuse(res, gatewayError('HOP_NOT_OWNER', 'this replica does not hold the session; take it over from its record'), 'hop_not_owner');
+      }
+      const refusal = resumeRefusal(held, identity, endpoint, interactionId);
+      if (refusal) return refuse(res, refusal, 'resume_refused');
+      metrics.hops.inc({ result: 'accepted' });
+      const data: SocketData = { info: held.info, resumeOf: held, holdsSlot: false, closed: false, hopOutbox: new HopOutbox() };
+      res.upgrade(data, secKey, '', secExtensions, context);
+    });
   };
 }
