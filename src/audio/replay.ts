@@ -1,6 +1,7 @@
 // The audio a new upstream session needs after the old one was lost: the container's
-// initialization data and the media no final transcript covers yet, from a container boundary,
-// with container timestamps rewritten so the replayed stream starts at 0.
+// initialization data and the media no final transcript covers yet, from the Opus packet that holds
+// the last final's end (WebM, Ogg; other containers: from a container boundary), with container
+// timestamps rewritten so the replayed stream starts at 0.
 //
 // Limits: MP3, FLAC and MP4 ('other') are replayed as they are (no timestamps rewritten; offset is
 // the first kept unit's start). Opus decoders drop the pre-skip (~6.5 ms) at the start of the replay.
@@ -21,11 +22,16 @@ export interface ReplayBuffer {
    *  the groups that end at or before it (whole Clusters, pages, units). The newest group stays:
    *  more of it may still come, and a replay needs its boundary. */
   release(seconds: number): void;
-  /** What a new upstream session gets: initialization data, then the kept audio from a container
-   *  boundary, with container timestamps rewritten so the replayed stream starts at 0; `offset` is
-   *  the media time (seconds, original stream time) that the new stream's 0 corresponds to. The
-   *  first frame holds the whole initialization data; frames are cut at unit boundaries. */
+  /** What a new upstream session gets: initialization data, then the kept audio from the packet
+   *  holding the released time (WebM, Ogg/Opus; else from a container boundary), with container
+   *  timestamps rewritten so the replayed stream starts at 0; `offset` is the media time (seconds,
+   *  original stream time) that the new stream's 0 corresponds to. The first frame holds the whole
+   *  initialization data; frames are cut at unit boundaries. */
   replay(): { frames: Buffer[]; offset: number; bytes: number };
+  /** Where the client's stream could be taken up again with nothing the finals lack missing: the
+   *  parser-input offset of the oldest kept group (a Cluster, a page), and the media seconds from
+   *  its start to the newest media. Undefined when the parser did not say where it starts. */
+  resumePoint(): { at: number; behind: number } | undefined;
   /** Bytes held (bounded by maxBytes: past it the oldest media is dropped and counted in `droppedBytes`). */
   readonly bufferedBytes: number;
   readonly droppedBytes: number;
@@ -57,6 +63,8 @@ class Buffered<C> implements ReplayBuffer {
   private open: Group<C> | undefined; // the newest group, while more of it may come
   private mediaBytes = 0;
   private lastEnd = 0;
+  /** the latest released time: a replay starts at the packet that holds it */
+  private cut = -Infinity;
   droppedBytes = 0;
 
   constructor(private format: ReplayFormat<C>, private o: ReplayOptions) {}
@@ -68,7 +76,7 @@ class Buffered<C> implements ReplayBuffer {
     const s = this.format.sort(unit, this.open);
     if (s.kind === 'init') this.format.forget(this.groups[0]); // chained Ogg: headers no group needs
     if (s.kind === 'open') {
-      this.open = { units: [], bytes: 0, ctx: s.ctx };
+      this.open = { units: [], bytes: 0, ctx: s.ctx, at: unit.at };
       this.groups.push(this.open);
     }
     if (s.kind === 'open' || s.kind === 'join') {
@@ -80,13 +88,20 @@ class Buffered<C> implements ReplayBuffer {
   }
 
   release(seconds: number): void {
+    this.cut = Math.max(this.cut, seconds);
     while (this.groups.length > 1 && (this.groups[0].end ?? -Infinity) <= seconds) this.drop(false);
   }
 
   replay(): { frames: Buffer[]; offset: number; bytes: number } {
-    const r = this.format.render(this.groups, this.lastEnd);
+    const r = this.format.render(this.groups, this.lastEnd, this.cut);
     const out = frames(r.init, r.media, this.o.maxFrameBytes ?? 64000);
     return { frames: out, offset: r.offset, bytes: out.reduce((n, f) => n + f.length, 0) };
+  }
+
+  resumePoint(): { at: number; behind: number } | undefined {
+    const g = this.groups[0];
+    if (g?.at === undefined) return undefined;
+    return { at: g.at, behind: Math.max(0, this.lastEnd - (g.start ?? this.lastEnd)) };
   }
 
   private keep(g: Group<C>, u: Unit): void {

@@ -6,8 +6,12 @@
 // while no upstream session is ready, in their order.
 import type { ReplayBuffer, ReplayKind, Unit } from '../audio/index.js';
 import { createTimeline, upstreamMessageType, type Endpoint, type ErrorId, type Timeline } from '../protocol/index.js';
+import { errorMessage } from '../protocol/errors.js';
 import { metrics, type Logger } from '../telemetry/index.js';
-import { connectUpstream, type UpstreamConnection, type UpstreamLiveness, type UpstreamTarget } from '../upstream/index.js';
+import { connectUpstream, UpstreamError, type UpstreamConnection, type UpstreamLiveness, type UpstreamTarget } from '../upstream/index.js';
+
+/** A client's words for an upstream socket that failed for a cause only the log gets. */
+const FAILED = 'the connection to the speech service failed';
 
 /** The upstream protocol's frame limit: replayed audio is cut to it too. */
 const MAX_FRAME_BYTES = 64_000;
@@ -177,20 +181,22 @@ export class UpstreamLink {
             if (conn === this.conn && !isBinary) this.onMessage(data);
           },
           onClose: (code) => this.gone(conn, 'UPSTREAM_CLOSED', `the speech service closed the connection (code ${code})`),
-          onError: (err) => this.gone(conn, 'UPSTREAM_UNAVAILABLE', err.message),
+          onError: (err) => this.gone(conn, 'UPSTREAM_UNAVAILABLE', err instanceof UpstreamError ? err.told : FAILED, err.message),
         }, { connectTimeoutMs: this.o.connectTimeoutMs, liveness: this.o.liveness });
         this.conn = conn;
       },
-      (err: Error) => this.gone(undefined, 'UPSTREAM_UNAVAILABLE', `could not obtain upstream credentials: ${err.message}`),
+      (err: Error) => this.gone(undefined, 'UPSTREAM_UNAVAILABLE', 'the gateway could not obtain credentials for the speech service', `upstream credentials: ${err.message}`),
     );
   }
 
-  private gone(conn: UpstreamConnection | undefined, errorId: ErrorId, details: string): void {
+  /** `details` is what the client may be told; `cause` (an address, a network or credentials error) only the log. */
+  private gone(conn: UpstreamConnection | undefined, errorId: ErrorId, details: string, cause = details): void {
     if (this.closed || (conn && conn !== this.conn)) return; // an old connection's last word
     this.conn = undefined;
     const wasReady = this.ready;
     this.ready = false;
     this.lastLoss = { errorId, details };
+    this.o.log.warn({ event: 'upstream_lost', errorId, cause, wasReady, reconnecting: this.lostAt > 0 }, 'upstream connection lost or not made');
     if (this.lostAt > 0 && !wasReady) return this.retry(); // a reconnection attempt failed
     if (!wasReady) return this.o.handlers.onFailed(errorId, details); // the first connection failed
     this.o.handlers.onLost(errorId, details);
@@ -207,15 +213,24 @@ export class UpstreamLink {
       this.conn = undefined;
       return this.retry();
     }
-    const mapped = this.timeline.map(type ?? '', data);
+    if (type === undefined) return this.unreadable(data);
+    const mapped = this.timeline.map(type, data);
     if (this.replay && type === 'transcript') this.replay.release(this.timeline.finalUntil);
     if (mapped) this.o.handlers.onMessage(type, mapped);
+  }
+
+  /** Text that is not a JSON message with a `type`: not passed on; the client gets the catalogue's error. */
+  private unreadable(data: Buffer): void {
+    this.o.log.warn({ event: 'upstream_message_invalid', bytes: data.length }, 'the speech service sent text that is not a JSON message; not relayed');
+    const error = errorMessage('UPSTREAM_MESSAGE_INVALID', 'the speech service sent a message that is not JSON; it was not passed on');
+    this.o.handlers.onMessage('error', Buffer.from(JSON.stringify(error)));
   }
 
   private accepted(data: Buffer): void {
     const reconnected = this.lostAt > 0;
     if (reconnected) {
       this.segment++;
+      this.replay?.release(this.timeline.finalUntil); // a restored session's replay starts at its client's last final
       const replay = this.replay?.replay() ?? { frames: [], offset: this.timeline.finalUntil, bytes: 0 };
       this.timeline.offset = replay.offset;
       for (const frame of replay.frames) {

@@ -40,6 +40,7 @@ export class OggParser implements ContainerParser {
     let bodyLen = 0;
     for (const l of lacing) bodyLen += l;
     if (this.q.length < 27 + nseg + bodyLen) return undefined;
+    const at = this.q.offset;
     const bytes = this.q.take(27 + nseg + bodyLen);
     const serial = bytes.readUInt32LE(14);
     if ((bytes[5] & 0x02) && this.serial !== undefined && this.headerPackets <= 0) {
@@ -63,7 +64,7 @@ export class OggParser implements ContainerParser {
       this.headerPackets -= count;
     }
     const granule = readGranule(bytes);
-    const unit: Unit = { bytes, header: wasHeader };
+    const unit: Unit = { bytes, header: wasHeader, at };
     if (!wasHeader && granule >= 0 && this.info?.sampleRate) {
       const rate = this.info.codec === 'opus' ? 48000 : this.info.sampleRate;
       const end = this.base + Math.max(0, granule - (this.info.preSkip ?? 0)) / rate;

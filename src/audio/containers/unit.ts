@@ -11,6 +11,9 @@ export interface Unit {
   end?: number;
   /** Codec payload inside the unit, for the transcoder (PCM bytes or whole Opus packets). */
   payload?: Buffer[];
+  /** Where the unit starts in the parser's input (bytes): set on a WebM Cluster's head and an Ogg
+   *  page, where a stream may be taken up again. */
+  at?: number;
 }
 
 export interface TrackInfo {

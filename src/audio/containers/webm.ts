@@ -22,7 +22,7 @@ const TOP_LEVEL = new Set([0x1c53bb6b, 0x1254c367, 0x114d9b74]);
 const MAX_RESYNC_ELEMENT = 1 << 20;
 
 /** A Cluster's id and an unknown size (a continuation's Cluster head; its end is not known). */
-const LIVE_CLUSTER = Buffer.from([0x1f, 0x43, 0xb6, 0x75, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
+export const LIVE_CLUSTER = Buffer.from([0x1f, 0x43, 0xb6, 0x75, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]);
 
 /** Elements entered rather than read whole (they may be live, with unknown size). */
 const DESCEND = new Set([ID.Segment, ID.Cluster]);
@@ -192,7 +192,8 @@ export class WebmParser implements ContainerParser {
         this.expect = undefined; // its blocks are timed by its own Timecode
       }
       this.need = 1;
-      return { bytes: this.q.take(headLen), header: this.inHeader };
+      const at = id.value === ID.Cluster ? this.q.offset : undefined;
+      return { bytes: this.q.take(headLen), header: this.inHeader, at };
     }
     if (size.unknown) throw new MalformedAudio(`EBML element 0x${id.value.toString(16)} at byte ${this.q.offset} has an unknown size (only a Segment or Cluster may)`);
     const total = headLen + size.value;

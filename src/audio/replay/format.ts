@@ -10,6 +10,8 @@ export interface Group<C> {
   /** Media time (original stream time) the group's units cover, once one carries media. */
   start?: number;
   end?: number;
+  /** Where its first unit starts in the parser's input, when the parser says (Unit.at). */
+  at?: number;
   ctx: C;
 }
 
@@ -29,8 +31,9 @@ export interface ReplayFormat<C> {
   sort(u: Unit, open: Group<C> | undefined): Sorted<C>;
   /** The init data, then the groups rewritten to start at 0 (`media`, which may hold a later
    *  chain's headers); also sets how later units are rewritten. `lastEnd`: end of the latest media
-   *  seen, the offset when no group is kept. */
-  render(groups: Group<C>[], lastEnd: number): { init: Buffer[]; media: Buffer[]; offset: number };
+   *  seen, the offset when no group is kept. `cut`: the end of the last final (stream time); a
+   *  container that can (Opus in WebM or Ogg) starts the first group at the packet holding it. */
+  render(groups: Group<C>[], lastEnd: number, cut: number): { init: Buffer[]; media: Buffer[]; offset: number };
   /** A unit added after the last render, as the stream that render started goes on. */
   rewrite(u: Unit): Unit;
   /** Init data no kept group needs any more may go (an older chained Ogg stream's headers). */

@@ -1,15 +1,20 @@
 // WebM replay: EBML header, Segment head (size made unknown: the replay is shorter), Info and Tracks,
-// then whole Clusters with their Timecode lowered by the offset, in the same number of bytes. A first
-// Cluster whose first block is not at its Timecode (a takeover's continuation, taken up mid-Cluster)
-// has its blocks moved back by that much too, so the replayed stream's first audio is at 0 whether the
-// upstream times it by the timestamps or by counting the audio.
+// then the first kept Cluster from the block that holds the end of the last final (a Cluster head of
+// unknown size and a Timecode of 0 made for it, its blocks moved back by that block's time), then
+// whole Clusters with their Timecode lowered by the offset, in the same number of bytes. The replayed
+// stream's first audio is at 0 whether the upstream times it by the timestamps or by counting the
+// audio, and nothing before the packet that holds the cut is sent again.
 import type { Unit } from '../containers/unit.js';
-import { children, ID, readVint, uint, type Vint } from '../containers/webm.js';
-import { SORTED, type ReplayFormat } from './format.js';
+import { children, ID, LIVE_CLUSTER, readVint, uint, type Vint } from '../containers/webm.js';
+import { SORTED, type Group, type ReplayFormat } from './format.js';
 
-/** A Cluster's Timecode (ticks of the segment's timecode scale), once its Timecode unit came, and
- *  its first SimpleBlock's timecode (ticks relative to it). */
-interface Cluster { ticks?: number; first?: number }
+/** A Cluster's Timecode (ticks of the segment's timecode scale), once its Timecode unit came. */
+interface Cluster { ticks?: number }
+
+/** The made Cluster's Timecode: 0, one byte. */
+const ZERO_TIMECODE = Buffer.from([ID.Timecode, 0x81, 0x00]);
+/** A block that starts this little after the cut (timestamps are rounded to ticks) still holds it. */
+const CUT_SLACK = 1e-6;
 
 /** Level-1 elements that make the initialization data; SeekHead, Cues, Void, Tags... are left out
  *  (byte positions in them would be wrong in a replay). */
@@ -22,17 +27,25 @@ function elementId(b: Buffer): number | undefined {
   try { return readVint(b, 0, true, READ)?.value; } catch { return undefined; }
 }
 
-/** Where a SimpleBlock's relative timecode (int16) is: after its id, size and track number. */
+/** Where a block's relative timecode (int16) is: a SimpleBlock's after its id, size and track
+ *  number; a BlockGroup's in its Block (its first child). undefined: no block. */
 function blockTimeAt(b: Buffer): number | undefined {
-  const size = readVint(b, 1, false, READ);
+  let off = 0;
+  if (b[0] === ID.BlockGroup) {
+    const group = readVint(b, 1, false, READ);
+    if (!group) return undefined;
+    off = 1 + group.length;
+    if (b[off] !== ID.Block) return undefined;
+  } else if (b[0] !== ID.SimpleBlock) return undefined;
+  const size = readVint(b, off + 1, false, READ);
   if (!size) return undefined;
-  const sizeLength = size.length;
-  const track = readVint(b, 1 + sizeLength, false, READ);
-  const at = track ? 1 + sizeLength + track.length : b.length;
+  const sizeEnd = off + 1 + size.length;
+  const track = readVint(b, sizeEnd, false, READ);
+  const at = track ? sizeEnd + track.length : b.length;
   return at + 2 <= b.length ? at : undefined;
 }
 
-/** A SimpleBlock with its relative timecode lowered by `ticks`, in the same bytes. */
+/** A block with its relative timecode lowered by `ticks`, in the same bytes. */
 function shiftBlock(b: Buffer, ticks: number): Buffer {
   const at = blockTimeAt(b);
   if (at === undefined) return b;
@@ -62,6 +75,20 @@ function shiftTimecode(b: Buffer, shift: number): Buffer {
   return out;
 }
 
+/** The block of `g` (a Cluster whose Timecode came) that holds `cutTicks`: the last one starting at
+ *  or before it, else its first; its index in g.units and its relative timecode. */
+function blockAt(g: Group<Cluster>, cutTicks: number): { index: number; rel: number } | undefined {
+  let found: { index: number; rel: number } | undefined;
+  for (let i = 0; i < g.units.length; i++) {
+    const b = g.units[i], at = blockTimeAt(b);
+    if (at === undefined) continue;
+    const rel = b.readInt16BE(at);
+    if (found && g.ctx.ticks! + rel > cutTicks) break;
+    found = { index: i, rel };
+  }
+  return found;
+}
+
 export function webmFormat(): ReplayFormat<Cluster> {
   const init: Buffer[] = [];
   let initBytes = 0;
@@ -73,7 +100,7 @@ export function webmFormat(): ReplayFormat<Cluster> {
   const lowered = (b: Buffer, ctx: Cluster | undefined): Buffer => {
     const id = elementId(b);
     if (id === ID.Timecode && shift !== 0) return shiftTimecode(b, shift);
-    return id === ID.SimpleBlock && lead && ctx === lead.ctx ? shiftBlock(b, lead.ticks) : b;
+    return (id === ID.SimpleBlock || id === ID.BlockGroup) && lead && ctx === lead.ctx ? shiftBlock(b, lead.ticks) : b;
   };
   const rewrite = (u: Unit): Unit => {
     const bytes = u.header ? u.bytes : lowered(u.bytes, sortedInto);
@@ -105,18 +132,16 @@ export function webmFormat(): ReplayFormat<Cluster> {
         const size = readVint(u.bytes, 1, false);
         open.ctx.ticks = size ? uint(u.bytes.subarray(1 + size.length)) : 0;
       }
-      if (id === ID.SimpleBlock && open && open.ctx.first === undefined) {
-        const at = blockTimeAt(u.bytes);
-        open.ctx.first = at === undefined ? 0 : u.bytes.readInt16BE(at);
-      }
       return SORTED.join;
     },
-    render(groups, lastEnd) {
-      const first = groups[0]?.ctx;
-      const ahead = first?.ticks !== undefined && (first.first ?? 0) > 0 ? first.first! : 0;
-      lead = ahead > 0 ? { ctx: first!, ticks: ahead } : undefined;
-      shift = first?.ticks !== undefined ? first.ticks + ahead : Math.round((lastEnd * 1e9) / nsPerTick);
+    render(groups, lastEnd, cut) {
+      const g0 = groups[0], first = g0?.ctx;
+      const from = first?.ticks !== undefined ? blockAt(g0, (cut * 1e9) / nsPerTick + (CUT_SLACK * 1e9) / nsPerTick) : undefined;
+      lead = from && from.rel !== 0 ? { ctx: first!, ticks: from.rel } : undefined;
+      shift = first?.ticks !== undefined ? first.ticks + (from?.rel ?? 0) : Math.round((lastEnd * 1e9) / nsPerTick);
       const media = groups.flatMap((g) => g.units.map((b) => lowered(b, g.ctx)));
+      // The first Cluster from that block on, under a head made for it (its size, if known, no longer holds).
+      if (from) media.splice(0, from.index, LIVE_CLUSTER, ZERO_TIMECODE);
       return { init, media, offset: (shift * nsPerTick) / 1e9 };
     },
     rewrite,
