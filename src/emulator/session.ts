@@ -179,7 +179,7 @@ export class UpstreamSession {
     if (this.factsMode) this.emitFact();
     this.send({ type: 'flushed' });
     const total = credits(this.record.mediaSeconds, this.deps.creditsPerSecond);
-    this.send({ type: 'delta_usage', credits: Math.round((total - this.deltaCredited) * 10_000) / 10_000 });
+    this.send({ type: 'delta_usage', credits: this.deps.faults.usageCredits ?? Math.round((total - this.deltaCredited) * 10_000) / 10_000 });
     this.deltaCredited = total;
   }
 
@@ -193,7 +193,7 @@ export class UpstreamSession {
       this.emitRemainder();
       if (this.factsMode) this.emitFact();
     }
-    this.send({ type: 'usage', credits: credits(this.record.mediaSeconds, this.deps.creditsPerSecond) });
+    this.send({ type: 'usage', credits: this.deps.faults.usageCredits ?? credits(this.record.mediaSeconds, this.deps.creditsPerSecond) });
     this.send({ type: this.record.endpoint === 'transcribe' ? 'ended' : 'ENDED' });
     this.closeAfterQueue(1000);
   }

@@ -65,6 +65,8 @@ export interface FaultSwitches {
    * end), and every new session right after its upgrade while it stays set. null: off.
    */
   goingAway: number | null;
+  /** Every delta_usage and usage reports this credits figure (an upstream reporting nonsense). null: off. */
+  usageCredits: number | null;
 }
 
 export interface EmulatorSession {
@@ -127,5 +129,6 @@ export function defaultFaults(): FaultSwitches {
     padTranscriptBytes: 0,
     halfOpen: false,
     goingAway: null,
+    usageCredits: null,
   };
 }

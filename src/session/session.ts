@@ -466,7 +466,7 @@ export class Session {
   private upstreamMessage(type: string | undefined, data: Buffer): void {
     if (this.handover && (type === 'ended' || type === 'ENDED')) return this.handedOverNow();
     // This upstream session's final usage is the ledger's; the client's session goes on elsewhere.
-    if (this.handover && type === 'usage') return this.recordUsage(type, data);
+    if (this.handover && type === 'usage') return void this.recordUsage(type, data);
     switch (type) {
       case 'CONFIG_DENIED':
       case 'CONFIG_REJECTED':
@@ -478,8 +478,7 @@ export class Session {
         return this.dispatch({ type: 'upstream_config_status', status: type, data });
       case 'delta_usage':
       case 'usage':
-        this.recordUsage(type, data);
-        return this.relay(data);
+        return this.relay(this.recordUsage(type, data));
       case 'ended':
       case 'ENDED':
         this.clearTimer('upstream_answer');
@@ -570,20 +569,29 @@ export class Session {
     }
   }
 
-  private recordUsage(kind: 'delta_usage' | 'usage', data: Buffer): void {
-    let credits: unknown;
+  /**
+   * Records the upstream's figure and returns what the client is sent: the message as it came, or,
+   * when the ledger refused its figure (out of range, not a number), the same message with a figure
+   * the ledger holds: 0 for a delta, the session's provisional sum for a final. The client still gets
+   * its delta_usage after `flushed` and its usage before `ended`.
+   */
+  private recordUsage(kind: 'delta_usage' | 'usage', data: Buffer): Buffer {
+    let message: unknown;
     try {
-      credits = (JSON.parse(data.toString('utf8')) as { credits?: unknown }).credits;
+      message = JSON.parse(data.toString('utf8'));
     } catch {
-      credits = undefined;
+      message = undefined;
     }
-    if (typeof credits !== 'number' || !Number.isFinite(credits)) {
-      this.log.warn({ event: 'usage_unreadable', kind }, 'usage message without a numeric credits field');
-      return;
+    const fields = typeof message === 'object' && message !== null && !Array.isArray(message) ? (message as Record<string, unknown>) : {};
+    const credits = typeof fields.credits === 'number' ? fields.credits : Number.NaN;
+    const final = kind === 'usage';
+    const at = Date.now();
+    if (this.deps.ledger.recordUsage({ sessionKey: this.key, seq: ++this.usageSeq, seg: this.link?.segment ?? 0, kind: final ? 'final' : 'delta', credits, at })) {
+      if (final) this.finalCredits = credits;
+      else this.deltaCredits += credits;
+      return data;
     }
-    if (kind === 'usage') this.finalCredits = credits;
-    else this.deltaCredits += credits;
-    this.deps.ledger.recordUsage({ sessionKey: this.key, seq: ++this.usageSeq, seg: this.link?.segment ?? 0, kind: kind === 'usage' ? 'final' : 'delta', credits, at: Date.now() });
+    return Buffer.from(JSON.stringify({ ...fields, type: kind, credits: final ? this.finalCredits ?? this.deltaCredits : 0 }));
   }
 
   // ── the machine and its effects ────────────────────────────────────────────

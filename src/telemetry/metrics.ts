@@ -60,6 +60,11 @@ export const metrics = {
     labelNames: ['result'], registers,
   }),
   refusals: new Counter<'reason'>({ name: 'speech_gateway_refusals_total', help: 'Connections refused, by reason', labelNames: ['reason'], registers }),
+  usageRefused: new Counter<'reason'>({
+    name: 'speech_gateway_usage_refused_total',
+    help: 'Upstream credit figures counted nowhere (the session is estimated): out_of_range (below 0 or above the per-message bound), unreadable (no numeric credits), overflow (a total would pass 2^53 micro-credits)',
+    labelNames: ['reason'], registers,
+  }),
   journalDepth: new Gauge({ name: 'speech_gateway_usage_journal_depth', help: 'Usage events waiting in the on-disk journal for Redis', registers }),
   journalDropped: new Counter({
     name: 'speech_gateway_usage_journal_dropped_total', help: 'Usage events refused because the on-disk journal was full', registers,

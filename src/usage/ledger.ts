@@ -5,7 +5,7 @@
 import { logger, metrics } from '../telemetry/index.js';
 import type { Journal } from './journal.js';
 import {
-  StoreUnavailable, segmentOf, toMediaMs, toMicro, type LedgerEvent, type Outcome,
+  MAX_CREDITS_PER_MESSAGE, StoreUnavailable, creditsInRange, segmentOf, toMediaMs, toMicro, type LedgerEvent, type Outcome,
   type SessionStart, type UsageStore,
 } from './model.js';
 
@@ -13,8 +13,12 @@ export interface UsageLedger {
   sessionStarted(s: SessionStart): void;
   /** `seg`: which of the session's upstream sessions (0, 1, 2, … in turn; default 0). */
   setUpstreamSessionId(sessionKey: string, upstreamSessionId: string, seg?: number): void;
-  /** `seq` is unique per gateway session across its segments; a replayed seq is counted once. */
-  recordUsage(e: UsageRecord): void;
+  /**
+   * `seq` is unique per gateway session across its segments; a replayed seq is counted once.
+   * False when the figure was refused (below 0, above MAX_CREDITS_PER_MESSAGE, or not a number):
+   * it is counted nowhere and the session's usage is marked estimated.
+   */
+  recordUsage(e: UsageRecord): boolean;
   sessionEnded(e: { sessionKey: string; outcome: Outcome; mediaSeconds: number; endedAt: number }): void;
   flush(): Promise<void>;
   close(): Promise<void>;
@@ -67,15 +71,30 @@ export class Ledger implements UsageLedger {
     });
   }
 
-  recordUsage(e: UsageRecord): void {
+  recordUsage(e: UsageRecord): boolean {
+    let accepted = false;
     this.guard(() => {
       const seg = segmentOf(e);
-      if (!Number.isFinite(e.credits) || !Number.isInteger(e.seq) || seg === null) {
-        logger.warn({ sessionKey: e.sessionKey, seq: e.seq, seg: e.seg }, 'usage event with invalid credits, seq or segment ignored');
+      if (!Number.isInteger(e.seq) || seg === null) {
+        logger.warn({ sessionKey: e.sessionKey, seq: e.seq, seg: e.seg }, 'usage event with invalid seq or segment ignored');
         return;
       }
+      if (!creditsInRange(e.credits)) return this.refuse(e);
       this.push({ t: 'usage', k: e.sessionKey, seq: e.seq, seg, kind: e.kind, micro: toMicro(e.credits), at: e.at });
+      accepted = true;
     });
+    return accepted;
+  }
+
+  /** A figure no total may count: logged and counted, and the session marked estimated. */
+  private refuse(e: UsageRecord): void {
+    const reason = typeof e.credits === 'number' && !Number.isNaN(e.credits) ? 'out_of_range' : 'unreadable';
+    metrics.usageRefused.inc({ reason });
+    logger.warn(
+      { event: 'usage_refused', reason, sessionKey: e.sessionKey, seq: e.seq, kind: e.kind, credits: e.credits, max: MAX_CREDITS_PER_MESSAGE },
+      'upstream usage figure refused; the session\'s usage is estimated',
+    );
+    this.push({ t: 'refused', k: e.sessionKey, at: e.at });
   }
 
   sessionEnded(e: { sessionKey: string; outcome: Outcome; mediaSeconds: number; endedAt: number }): void {

@@ -6,24 +6,42 @@
 // Segment n (the session's n-th upstream session) keeps 'usid', 'final' and 'dsum' with the
 // suffix ':n'; segment 0 has none, so hashes written before segments existed read as segment 0,
 // and 'nseg' (absent: 1) bounds the segments to add up.
+// Every script checks all its arguments, and that every total it would touch stays an integer
+// in 0..MAX_TOTAL (exact in a double), before its first write: an event is applied whole or not
+// at all. A malformed event is an error reply; a credit figure or total out of range is refused
+// (-1) and writes only the 'refused' mark, which makes the session's usage estimated.
 // Every credit figure is an integer (micro-credits); string.format('%d') keeps Lua from
 // printing large numbers in exponent form.
-import { MAX_SEGMENTS } from './model.js';
+import { MAX_MICRO_PER_MESSAGE, MAX_SEGMENTS, MAX_TOTAL } from './model.js';
 
 const prelude = `
 local MAX_SEGMENTS = ${MAX_SEGMENTS}
+local MAX = ${MAX_TOTAL}
+local MAX_MESSAGE = ${MAX_MICRO_PER_MESSAGE}
 local P = ARGV[1]
-local now = tonumber(ARGV[2])
-local retention = tonumber(ARGV[3])
 local sk = KEYS[1]
 local function fmt(n) return string.format('%d', n) end
+-- An integer in lo..hi from an argument, or nil (also for nan, inf and fractions).
+local function int(s, lo, hi)
+  local n = tonumber(s)
+  if not n or n ~= math.floor(n) or n < lo or n > hi then return nil end
+  return n
+end
+local now = int(ARGV[2], 0, MAX)
+local retention = int(ARGV[3], 1, MAX)
+if not now or not retention then return redis.error_reply('ERR bad clock or retention') end
 local GRAINS = { { 'h', 3600000 }, { 'd', 86400000 } }
+
+local function bucketStart(start, g) return start - math.fmod(start, g[2]) end
+local function bucketKey(tenant, endpoint, start, g)
+  return P .. 'b:' .. tenant .. ':' .. endpoint .. ':' .. g[1] .. ':' .. fmt(bucketStart(start, g))
+end
 
 local function bump(tenant, endpoint, start, field, delta)
   if delta == 0 then return end
   for _, g in ipairs(GRAINS) do
-    local bstart = start - math.fmod(start, g[2])
-    local bkey = P .. 'b:' .. tenant .. ':' .. endpoint .. ':' .. g[1] .. ':' .. fmt(bstart)
+    local bstart = bucketStart(start, g)
+    local bkey = bucketKey(tenant, endpoint, start, g)
     redis.call('HINCRBY', bkey, field, fmt(delta))
     redis.call('PEXPIREAT', bkey, fmt(bstart + retention))
     local ikey = P .. 'bi:' .. tenant .. ':' .. endpoint .. ':' .. g[1]
@@ -38,22 +56,48 @@ local function field(name, seg)
   return name .. ':' .. fmt(seg)
 end
 
--- The event's segment, noted in 'nseg'; nil when out of range (the event is refused).
-local function segment(arg)
-  local seg = tonumber(arg)
-  if not seg or seg < 0 or seg >= MAX_SEGMENTS or seg ~= math.floor(seg) then return nil end
-  if seg + 1 > tonumber(redis.call('HGET', sk, 'nseg') or '1') then redis.call('HSET', sk, 'nseg', fmt(seg + 1)) end
-  return seg
+local function nsegs() return tonumber(redis.call('HGET', sk, 'nseg') or '1') end
+
+-- Notes a (valid) segment in 'nseg'.
+local function noteSegment(seg)
+  if seg + 1 > nsegs() then redis.call('HSET', sk, 'nseg', fmt(seg + 1)) end
 end
 
--- Sum over segments of (final ?? sum of deltas).
-local function credits()
+-- Sum over segments of (final ?? sum of deltas); segment oseg counts oval instead when given.
+local function credits(oseg, oval)
+  local n = nsegs()
+  if oseg and oseg + 1 > n then n = oseg + 1 end
   local sum = 0
-  for seg = 0, tonumber(redis.call('HGET', sk, 'nseg') or '1') - 1 do
-    local v = redis.call('HMGET', sk, field('final', seg), field('dsum', seg))
-    sum = sum + tonumber(v[1] or v[2] or '0')
+  for seg = 0, n - 1 do
+    if seg == oseg then
+      sum = sum + oval
+    else
+      local v = redis.call('HMGET', sk, field('final', seg), field('dsum', seg))
+      sum = sum + tonumber(v[1] or v[2] or '0')
+    end
   end
   return sum
+end
+
+-- Would every total stay in 0..MAX once reconcile() ran, with segment oseg at oval, the
+-- session's media at media, and (a start) st = { tenant, endpoint, start }? Reads only.
+local function fits(oseg, oval, media, st)
+  local v = redis.call('HMGET', sk, 'tenant', 'endpoint', 'start', 'counted', 'mediaMs', 'mediaCounted')
+  local target = credits(oseg, oval)
+  if target > MAX then return false end
+  local tenant, endpoint, start, dSessions = v[1], v[2], tonumber(v[3]), 0
+  if st then tenant, endpoint, start, dSessions = st[1], st[2], st[3], 1 end
+  if not tenant or not start then return true end -- no buckets yet: the start checks them
+  local dMicro, dMedia = target - tonumber(v[4] or '0'), 0
+  if not v[6] then dMedia = tonumber(media or v[5] or '0') end
+  for _, g in ipairs(GRAINS) do
+    local b = redis.call('HMGET', bucketKey(tenant, endpoint, start, g), 'micro', 'mediaMs', 'sessions')
+    for i, d in ipairs({ dMicro, dMedia, dSessions }) do
+      local n = tonumber(b[i] or '0') + d
+      if n < 0 or n > MAX then return false end
+    end
+  end
+  return true
 end
 
 -- Brings the buckets in line with the session: its credits, and media once ended.
@@ -78,13 +122,22 @@ local function keepFor()
   if start then redis.call('PEXPIREAT', sk, fmt(tonumber(start) + retention))
   else redis.call('PEXPIRE', sk, fmt(retention)) end
 end
+
+-- The event does not fit: nothing of it is written, only the mark that makes the session estimated.
+local function refuse()
+  redis.call('HSET', sk, 'refused', '1')
+  keepFor()
+  return -1
+end
 `;
 
 /** ARGV[4..8]: sessionKey, tenant, endpoint, start, interactionId ('' = none). */
 export const START = prelude + `
-if redis.call('HSETNX', sk, 'started', '1') == 0 then return 0 end
-local key, tenant, endpoint, start, iid = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7]), ARGV[8]
-redis.call('HSET', sk, 'sessionKey', key, 'tenant', tenant, 'endpoint', endpoint, 'start', fmt(start))
+if redis.call('HEXISTS', sk, 'started') == 1 then return 0 end
+local key, tenant, endpoint, start, iid = ARGV[4], ARGV[5], ARGV[6], int(ARGV[7], 0, MAX), ARGV[8]
+if key == '' or tenant == '' or endpoint == '' or not start then return redis.error_reply('ERR bad start event') end
+if not fits(nil, nil, nil, { tenant, endpoint, start }) then return refuse() end
+redis.call('HSET', sk, 'started', '1', 'sessionKey', key, 'tenant', tenant, 'endpoint', endpoint, 'start', fmt(start))
 if iid ~= '' then redis.call('HSET', sk, 'iid', iid) end
 keepFor()
 redis.call('SADD', P .. 'tenants', tenant)
@@ -101,8 +154,9 @@ const outOfRange = `return redis.error_reply('ERR segment out of range: ' .. str
 
 /** ARGV[4..5]: segment, upstream session id. */
 export const UPSTREAM = prelude + `
-local seg = segment(ARGV[4])
+local seg = int(ARGV[4], 0, MAX_SEGMENTS - 1)
 if not seg then ${outOfRange} end
+noteSegment(seg)
 redis.call('HSET', sk, field('usid', seg), ARGV[5])
 keepFor()
 return 1
@@ -110,13 +164,27 @@ return 1
 
 /** ARGV[4..7]: segment, seq, kind ('delta'|'final'), micro-credits. */
 export const USAGE = prelude + `
-local seg = segment(ARGV[4])
+local seg, seq, kind = int(ARGV[4], 0, MAX_SEGMENTS - 1), int(ARGV[5], -MAX, MAX), ARGV[6]
 if not seg then ${outOfRange} end
-if redis.call('HSETNX', sk, 's:' .. ARGV[5], '1') == 0 then return 0 end
-if ARGV[6] == 'final' then
-  redis.call('HSET', sk, field('final', seg), ARGV[7])
+if not seq or (kind ~= 'delta' and kind ~= 'final') then return redis.error_reply('ERR bad usage event') end
+local marker = 's:' .. fmt(seq)
+if redis.call('HEXISTS', sk, marker) == 1 then return 0 end
+local micro = int(ARGV[7], 0, MAX_MESSAGE)
+if not micro then return refuse() end
+local v = redis.call('HMGET', sk, field('final', seg), field('dsum', seg))
+local dsum = tonumber(v[2] or '0')
+local value = micro
+if kind == 'delta' then
+  dsum = dsum + micro
+  value = tonumber(v[1] or dsum)
+end
+if dsum > MAX or not fits(seg, value) then return refuse() end
+noteSegment(seg)
+redis.call('HSET', sk, marker, '1')
+if kind == 'final' then
+  redis.call('HSET', sk, field('final', seg), fmt(micro))
 else
-  redis.call('HINCRBY', sk, field('dsum', seg), ARGV[7])
+  redis.call('HSET', sk, field('dsum', seg), fmt(dsum))
 end
 keepFor()
 reconcile()
@@ -125,10 +193,19 @@ return 1
 
 /** ARGV[4..6]: outcome, mediaMs, endedAt. */
 export const END = prelude + `
-if redis.call('HSETNX', sk, 'ended', '1') == 0 then return 0 end
-redis.call('HSET', sk, 'outcome', ARGV[4], 'mediaMs', ARGV[5], 'end', ARGV[6])
+if redis.call('HEXISTS', sk, 'ended') == 1 then return 0 end
+local outcome, mediaMs, at = ARGV[4], int(ARGV[5], 0, MAX), int(ARGV[6], 0, MAX)
+if outcome == '' or not mediaMs or not at then return redis.error_reply('ERR bad end event') end
+if not fits(nil, nil, mediaMs) then return refuse() end
+redis.call('HSET', sk, 'ended', '1', 'outcome', outcome, 'mediaMs', fmt(mediaMs), 'end', fmt(at))
 keepFor()
 reconcile()
+return 1
+`;
+
+/** A credit figure of the session was refused before reaching the store: its usage is estimated. */
+export const REFUSED = prelude + `
+refuse()
 return 1
 `;
 

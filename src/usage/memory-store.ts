@@ -1,9 +1,12 @@
 // The usage store without Redis: the same semantics as the Lua scripts in lua.ts, in process
-// memory (single replica, lost on restart). Kept line-for-line parallel to those scripts.
+// memory (single replica, lost on restart). Kept line-for-line parallel to those scripts,
+// including their checks: every total stays an integer in 0..MAX_TOTAL, an event is applied whole
+// or not at all, and a figure that does not fit only marks the session refused (estimated).
 import type { Endpoint } from '../protocol/endpoint.js';
+import { logger } from '../telemetry/index.js';
 import {
-  DAY_MS, HOUR_MS, segmentOf, sessionFigures, type BucketRow, type Granularity, type LedgerEvent, type Outcome,
-  type SessionCursor, type SessionPage, type SessionRow, type UsageStore,
+  DAY_MS, HOUR_MS, MAX_MICRO_PER_MESSAGE, MAX_TOTAL, refusedByStore, segmentOf, sessionFigures, storable,
+  type BucketRow, type Granularity, type LedgerEvent, type Outcome, type SessionCursor, type SessionPage, type SessionRow, type UsageStore,
 } from './model.js';
 
 interface Segment { usid?: string; dsum: number; final?: number }
@@ -11,8 +14,11 @@ interface Segment { usid?: string; dsum: number; final?: number }
 interface Session {
   sessionKey: string; tenant?: string; endpoint?: Endpoint; start?: number; iid?: string;
   started: boolean; ended: boolean; seqs: Set<number>; segs: Map<number, Segment>; counted: number;
-  end?: number; outcome?: Outcome; mediaMs?: number; mediaCounted: boolean;
+  end?: number; outcome?: Outcome; mediaMs?: number; mediaCounted: boolean; refused: boolean;
 }
+
+/** What applying one event did: applied (or a replay), refused (figures out of range), or invalid (malformed). */
+type Applied = 'ok' | 'refused' | 'invalid';
 
 const GRAINS: [Granularity, number][] = [['hour', HOUR_MS], ['day', DAY_MS]];
 
@@ -25,41 +31,88 @@ export class MemoryUsageStore implements UsageStore {
   constructor(private readonly retentionMs: number, private readonly now: () => number) {}
 
   async apply(events: LedgerEvent[]): Promise<void> {
-    for (const e of events) this.applyOne(e);
+    for (const e of events) {
+      const result = this.applyOne(e);
+      if (result === 'refused') {
+        this.session(e.k).refused = true;
+        refusedByStore(e);
+      } else if (result === 'invalid') {
+        logger.error({ event: e }, 'usage event malformed; dropped');
+      }
+    }
     this.prune();
   }
 
   private session(k: string): Session {
     let s = this.sessionsByKey.get(k);
     if (!s) {
-      s = { sessionKey: k, started: false, ended: false, seqs: new Set(), segs: new Map(), counted: 0, mediaCounted: false };
+      s = { sessionKey: k, started: false, ended: false, seqs: new Set(), segs: new Map(), counted: 0, mediaCounted: false, refused: false };
       this.sessionsByKey.set(k, s);
     }
     return s;
   }
 
-  private applyOne(e: LedgerEvent): void {
+  private applyOne(e: LedgerEvent): Applied {
     const s = this.session(e.k);
     if (e.t === 'start') {
-      if (s.started) return;
+      if (s.started) return 'ok';
+      if (!e.k || !e.tenant || !e.endpoint || !storable(e.at)) return 'invalid';
+      if (!this.fits(s, { st: { tenant: e.tenant, endpoint: e.endpoint, start: e.at } })) return 'refused';
       Object.assign(s, { started: true, tenant: e.tenant, endpoint: e.endpoint, start: e.at, iid: e.iid });
       this.tenantSet.add(e.tenant);
       this.bump(s, 'sessions', 1);
     } else if (e.t === 'upstream') {
-      const seg = segment(s, e);
-      if (seg) seg.usid = e.usid;
+      const i = segmentOf(e);
+      if (i === null) return 'invalid';
+      segment(s, i).usid = e.usid;
     } else if (e.t === 'usage') {
-      if (s.seqs.has(e.seq)) return;
-      const seg = segment(s, e);
-      if (!seg) return;
-      s.seqs.add(e.seq);
-      if (e.kind === 'final') seg.final = e.micro;
-      else seg.dsum += e.micro;
-    } else {
-      if (s.ended) return;
+      return this.usage(s, e);
+    } else if (e.t === 'end') {
+      if (s.ended) return 'ok';
+      if (!e.outcome || !storable(e.mediaMs) || !storable(e.at)) return 'invalid';
+      if (!this.fits(s, { media: e.mediaMs })) return 'refused';
       Object.assign(s, { ended: true, outcome: e.outcome, mediaMs: e.mediaMs, end: e.at });
+    } else {
+      s.refused = true; // a figure the ledger refused: the session is estimated
+      return 'ok';
     }
     this.reconcile(s);
+    return 'ok';
+  }
+
+  private usage(s: Session, e: Extract<LedgerEvent, { t: 'usage' }>): Applied {
+    const i = segmentOf(e);
+    if (i === null || !Number.isSafeInteger(e.seq) || (e.kind !== 'delta' && e.kind !== 'final')) return 'invalid';
+    if (s.seqs.has(e.seq)) return 'ok';
+    if (!storable(e.micro, MAX_MICRO_PER_MESSAGE)) return 'refused';
+    const old = s.segs.get(i);
+    const dsum = (old?.dsum ?? 0) + (e.kind === 'delta' ? e.micro : 0);
+    const value = e.kind === 'final' ? e.micro : old?.final ?? dsum;
+    if (dsum > MAX_TOTAL || !this.fits(s, { seg: i, value })) return 'refused';
+    s.seqs.add(e.seq);
+    const seg = segment(s, i);
+    if (e.kind === 'final') seg.final = e.micro;
+    else seg.dsum = dsum;
+    this.reconcile(s);
+    return 'ok';
+  }
+
+  /**
+   * Would every total stay in 0..MAX_TOTAL once reconciled, with segment `seg` at `value`, the
+   * session's media at `media`, and (a start) `st`? As fits() in lua.ts.
+   */
+  private fits(s: Session, o: { seg?: number; value?: number; media?: number; st?: { tenant: string; endpoint: Endpoint; start: number } }): boolean {
+    const target = credits(s, o.seg, o.value);
+    if (target > MAX_TOTAL) return false;
+    const [tenant, endpoint, start, dSessions] = o.st ? [o.st.tenant, o.st.endpoint, o.st.start, 1] : [s.tenant, s.endpoint, s.start, 0];
+    if (tenant === undefined || endpoint === undefined || start === undefined) return true; // no buckets yet
+    const dMedia = s.mediaCounted ? 0 : o.media ?? s.mediaMs ?? 0;
+    for (const [g, ms] of GRAINS) {
+      const row = this.buckets_.get(`${tenant}\0${endpoint}\0${g}`)?.get(start - (start % ms));
+      const after = [(row?.micro ?? 0) + target - s.counted, (row?.mediaMs ?? 0) + dMedia, (row?.sessions ?? 0) + dSessions];
+      if (after.some((n) => n < 0 || n > MAX_TOTAL)) return false;
+    }
+    return true;
   }
 
   private reconcile(s: Session): void {
@@ -134,19 +187,17 @@ export class MemoryUsageStore implements UsageStore {
   }
 }
 
-/** The event's segment, created on first use; undefined (event refused) when out of range, as in lua.ts. */
-function segment(s: Session, e: { seg?: number }): Segment | undefined {
-  const i = segmentOf(e);
-  if (i === null) return undefined;
+/** Segment i of the session (a valid index), created on first use. */
+function segment(s: Session, i: number): Segment {
   let seg = s.segs.get(i);
   if (!seg) s.segs.set(i, (seg = { dsum: 0 }));
   return seg;
 }
 
-/** Σ over segments of (final ?? sum of deltas). */
-function credits(s: Session): number {
-  let sum = 0;
-  for (const seg of s.segs.values()) sum += seg.final ?? seg.dsum;
+/** Σ over segments of (final ?? sum of deltas); segment `oseg` counts `oval` instead when given. */
+function credits(s: Session, oseg?: number, oval?: number): number {
+  let sum = oseg !== undefined && !s.segs.has(oseg) ? oval ?? 0 : 0;
+  for (const [i, seg] of s.segs) sum += i === oseg ? oval ?? 0 : seg.final ?? seg.dsum;
   return sum;
 }
 
@@ -157,6 +208,6 @@ function toRow(s: Session): SessionRow {
   return {
     sessionKey: s.sessionKey, tenant: s.tenant!, endpoint: s.endpoint!, interactionId: s.iid ?? null,
     start: s.start!, end: s.end ?? null, outcome: s.outcome ?? null, mediaMs: s.mediaMs ?? null,
-    ...sessionFigures(segments),
+    ...sessionFigures(segments, s.refused),
   };
 }

@@ -1,6 +1,7 @@
 // Shared vocabulary of the usage ledger: public types, the events that flow from the ledger to
 // a store (and through the on-disk journal), stored records, and exact-number conversions.
 import type { Endpoint } from '../protocol/endpoint.js';
+import { logger, metrics } from '../telemetry/index.js';
 
 /** How a session ended: what really happened, e.g. `upstream_timeout` even when the client had asked to end. */
 export type Outcome =
@@ -15,7 +16,9 @@ export type LedgerEvent =
   | { t: 'start'; k: string; tenant: string; endpoint: Endpoint; iid?: string; at: number }
   | { t: 'upstream'; k: string; usid: string; seg?: number }
   | { t: 'usage'; k: string; seq: number; seg?: number; kind: 'delta' | 'final'; micro: number; at: number }
-  | { t: 'end'; k: string; outcome: Outcome; mediaMs: number; at: number };
+  | { t: 'end'; k: string; outcome: Outcome; mediaMs: number; at: number }
+  /** A credit figure of the session was refused: its usage is estimated from then on. */
+  | { t: 'refused'; k: string; at: number };
 
 /** A bucket as stored: integers only (micro-credits, milliseconds of media). */
 export interface BucketRow { start: number; micro: number; sessions: number; mediaMs: number }
@@ -44,13 +47,14 @@ export interface SessionRow {
 
 /**
  * The session's figures from its segments (in segment order): credits are their sum, estimated
- * when any lacks its final figure or none exists, and the upstream id is the first one known.
+ * when any lacks its final figure, none exists, or a figure was refused, and the upstream id is
+ * the first one known.
  */
-export function sessionFigures(segments: SegmentRow[]): Pick<SessionRow, 'upstreamSessionId' | 'micro' | 'estimated' | 'segments'> {
+export function sessionFigures(segments: SegmentRow[], refused = false): Pick<SessionRow, 'upstreamSessionId' | 'micro' | 'estimated' | 'segments'> {
   return {
     upstreamSessionId: segments.find((s) => s.upstreamSessionId !== null)?.upstreamSessionId ?? null,
     micro: segments.reduce((sum, s) => sum + s.micro, 0),
-    estimated: segments.length === 0 || segments.some((s) => s.estimated),
+    estimated: refused || segments.length === 0 || segments.some((s) => s.estimated),
     segments,
   };
 }
@@ -64,6 +68,26 @@ export const DAY_MS = 86_400_000;
 export const granularityMs = (g: Granularity): number => (g === 'hour' ? HOUR_MS : DAY_MS);
 /** Buckets are UTC-aligned; a session's bucket is the one holding its start time. */
 export const bucketStart = (t: number, g: Granularity): number => t - (t % granularityMs(g));
+
+/**
+ * The largest credit figure one upstream usage message may carry. A figure below 0, above it, or
+ * not a number is refused: no total counts it and the session's usage is marked estimated.
+ */
+export const MAX_CREDITS_PER_MESSAGE = 1_000_000;
+export const MAX_MICRO_PER_MESSAGE = MAX_CREDITS_PER_MESSAGE * 1_000_000;
+/** Every stored total (micro-credits, milliseconds, counts) stays an exact integer in a double. */
+export const MAX_TOTAL = Number.MAX_SAFE_INTEGER;
+
+export const creditsInRange = (credits: unknown): credits is number =>
+  typeof credits === 'number' && credits >= 0 && credits <= MAX_CREDITS_PER_MESSAGE;
+/** An integer a store may hold: 0 ≤ n ≤ max. */
+export const storable = (n: unknown, max = MAX_TOTAL): n is number => Number.isInteger(n) && (n as number) >= 0 && (n as number) <= max;
+
+/** A store refused an event whose figures would not fit (a total past 2^53, a figure out of range). */
+export function refusedByStore(e: LedgerEvent | undefined): void {
+  metrics.usageRefused.inc({ reason: 'overflow' });
+  logger.warn({ event: 'usage_refused', reason: 'overflow', sessionKey: e?.k, type: e?.t }, 'usage event refused: a total would leave the exact range; the session is estimated');
+}
 
 // Credits are floats on the wire; sums of floats drift, so the ledger adds integer micro-credits.
 export const toMicro = (credits: number): number => Math.round(credits * 1e6);

@@ -6,12 +6,15 @@ import { logger } from '../telemetry/index.js';
 import type { Endpoint } from '../protocol/endpoint.js';
 import * as lua from './lua.js';
 import {
-  StoreUnavailable, sessionFigures, type BucketRow, type SegmentRow, type Granularity, type LedgerEvent, type Outcome,
+  StoreUnavailable, refusedByStore, sessionFigures, type BucketRow, type SegmentRow, type Granularity, type LedgerEvent, type Outcome,
   type SessionCursor, type SessionPage, type SessionRow, type UsageStore,
 } from './model.js';
 
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
-interface Scripts { usageStart: ScriptFn; usageUpstream: ScriptFn; usageUsage: ScriptFn; usageEnd: ScriptFn; leaseAcquire: ScriptFn; leaseRenew: ScriptFn }
+interface Scripts {
+  usageStart: ScriptFn; usageUpstream: ScriptFn; usageUsage: ScriptFn; usageEnd: ScriptFn; usageRefused: ScriptFn;
+  leaseAcquire: ScriptFn; leaseRenew: ScriptFn;
+}
 export type ScriptedRedis = Redis & Scripts;
 type ScriptedPipeline = ChainableCommander & { [K in keyof Scripts]: (...args: (string | number)[]) => ScriptedPipeline };
 
@@ -30,6 +33,7 @@ export function createRedisClient(url: string): ScriptedRedis {
   redis.defineCommand('usageUpstream', { numberOfKeys: 1, lua: lua.UPSTREAM });
   redis.defineCommand('usageUsage', { numberOfKeys: 1, lua: lua.USAGE });
   redis.defineCommand('usageEnd', { numberOfKeys: 1, lua: lua.END });
+  redis.defineCommand('usageRefused', { numberOfKeys: 1, lua: lua.REFUSED });
   redis.defineCommand('leaseAcquire', { numberOfKeys: 1, lua: lua.LEASE_ACQUIRE });
   redis.defineCommand('leaseRenew', { numberOfKeys: 1, lua: lua.LEASE_RENEW });
   return redis as ScriptedRedis;
@@ -63,7 +67,8 @@ export class RedisUsageStore implements UsageStore {
       if (e.t === 'start') p.usageStart(sk, ...base, e.k, e.tenant, e.endpoint, e.at, e.iid ?? '');
       else if (e.t === 'upstream') p.usageUpstream(sk, ...base, e.seg ?? 0, e.usid);
       else if (e.t === 'usage') p.usageUsage(sk, ...base, e.seg ?? 0, e.seq, e.kind, e.micro);
-      else p.usageEnd(sk, ...base, e.outcome, e.mediaMs, e.at);
+      else if (e.t === 'end') p.usageEnd(sk, ...base, e.outcome, e.mediaMs, e.at);
+      else p.usageRefused(sk, ...base);
     }
     let results: [Error | null, unknown][] | null;
     try {
@@ -71,7 +76,8 @@ export class RedisUsageStore implements UsageStore {
     } catch (err) {
       throw new StoreUnavailable((err as Error).message);
     }
-    (results ?? []).forEach(([err], i) => {
+    (results ?? []).forEach(([err, result], i) => {
+      if (result === -1) return refusedByStore(events[i]);
       if (!err) return;
       if (isOutage(err)) throw new StoreUnavailable(err.message);
       // A script refusing an event is a bug, not an outage: journaling it would replay it forever.
@@ -172,6 +178,6 @@ function rowFromHash(h: Record<string, string>): SessionRow | null {
     end: h.end !== undefined ? Number(h.end) : null,
     outcome: (h.outcome as Outcome | undefined) ?? null,
     mediaMs: h.mediaMs !== undefined ? Number(h.mediaMs) : null,
-    ...sessionFigures(segmentsFromHash(h)),
+    ...sessionFigures(segmentsFromHash(h), h.refused === '1'),
   };
 }
