@@ -20,6 +20,13 @@ const url = (...schemes: string[]) => {
   return z.string().refine((v) => URL.canParse(v) && schemes.includes(new URL(v).protocol.slice(0, -1)), message);
 };
 
+/** "*", or origins as browsers send them (scheme, host, optional port): an entry without its scheme never matches one. */
+function originList(v: string): boolean {
+  if (v.trim() === '*') return true;
+  return v.split(',').map((s) => s.trim().replace(/\/+$/, '')).filter(Boolean).every((o) =>
+    URL.canParse(o) && ['http:', 'https:'].includes(new URL(o).protocol) && new URL(o).host !== '');
+}
+
 const schema = z
   .object({
     PORT: port(8080),
@@ -33,7 +40,8 @@ const schema = z
     UPSTREAM_CREDENTIALS_FILE: z.string().optional(),
     /** client-credentials mode: the same JSON inline (environment from a Secret). */
     UPSTREAM_CREDENTIALS: z.string().optional(),
-    USAGE_API_TOKEN: z.string().optional(),
+    /** Compared with the bearer of `Authorization: Bearer <token>`, which has no whitespace: one with any would never match. */
+    USAGE_API_TOKEN: z.string().regex(/^\S+$/, 'must contain no whitespace (a trailing newline from a file?)').optional(),
     LOG_LEVEL: oneOf(LOG_LEVELS).default('info'),
     CONFIG_TIMEOUT_MS: int(100, 600_000, 10_000),
     /** The upstream ends /streams connections at 2 hours whatever we set. */
@@ -42,6 +50,8 @@ const schema = z
     /** Below real time a live client's audio only piles up; far above it is for tests. */
     PACE: number(false, 1, 1000, 1.0),
     MAX_SESSIONS_PER_TENANT: int(0, 1_000_000, 0), // 0 = no cap
+    /** Open sockets without an accepted config, per token subject and replica (0 = no bound). */
+    MAX_UNCONFIGURED_PER_SUBJECT: int(0, 1_000_000, 10),
     RESUME_GRACE_SECONDS: int(0, 3600, 30),
     DRAIN_SECONDS: int(0, 3600, 30),
     /** How long the upstream has to answer `end` (remaining output, usage, end message). */
@@ -59,7 +69,7 @@ const schema = z
     /** Per-session bound on audio kept to replay to a new upstream session (what no final transcript covers yet). */
     REPLAY_BUFFER_BYTES: int(64_000, 1 << 30, 8 * 1024 * 1024),
     /** Comma-separated origins; unset: only same-origin browsers (and clients sending no Origin). "*" allows any. */
-    ALLOWED_ORIGINS: z.string().optional(),
+    ALLOWED_ORIGINS: z.string().refine(originList, 'must be * or comma-separated origins with their scheme (https://app.example.org)').optional(),
     /** Allow full-access (non limited-scope) tokens from requests that carry an Origin header. */
     ALLOW_FULL_ACCESS_TOKENS_FROM_BROWSERS: bool.default('false'),
     /** Minimum time between JWKS refetches triggered by an unknown key id (rate limit). */

@@ -177,6 +177,7 @@ export class UpstreamSession {
     if (!this.acceptedSent) this.violation('flush before CONFIG_ACCEPTED');
     this.emitRemainder();
     if (this.factsMode) this.emitFact();
+    if (this.deps.faults.textOnFlush !== null) this.send(this.deps.faults.textOnFlush);
     this.send({ type: 'flushed' });
     const total = credits(this.record.mediaSeconds, this.deps.creditsPerSecond);
     this.send({ type: 'delta_usage', credits: this.deps.faults.usageCredits ?? Math.round((total - this.deltaCredited) * 10_000) / 10_000 });
@@ -291,7 +292,7 @@ export class UpstreamSession {
       await this.whileStalled();
       if (this.record.closed) return;
       this.record.sent.push(msg);
-      this.ws.send(JSON.stringify(msg));
+      this.ws.send(typeof msg === 'string' ? msg : JSON.stringify(msg)); // a string: raw text (textOnFlush)
       afterSend?.();
     });
   }

@@ -65,6 +65,8 @@ export interface FaultSwitches {
    * end), and every new session right after its upgrade while it stays set. null: off.
    */
   goingAway: number | null;
+  /** Each flush is also answered with this text frame, before `flushed` (an upstream sending text that is not JSON). null: off. */
+  textOnFlush: string | null;
   /** Every delta_usage and usage reports this credits figure (an upstream reporting nonsense). null: off. */
   usageCredits: number | null;
 }
@@ -129,6 +131,7 @@ export function defaultFaults(): FaultSwitches {
     padTranscriptBytes: 0,
     halfOpen: false,
     goingAway: null,
+    textOnFlush: null,
     usageCredits: null,
   };
 }

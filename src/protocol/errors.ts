@@ -8,6 +8,7 @@ export const ERRORS = {
   UNKNOWN_MESSAGE_TYPE: { status: 400, title: 'Unknown message type' },
   AUDIO_BEFORE_CONFIG: { status: 409, title: 'Audio sent before CONFIG_ACCEPTED' },
   MESSAGE_AFTER_END: { status: 409, title: 'Message after end' },
+  TOO_MANY_FLUSHES: { status: 429, title: 'Too many flushes waiting for an answer' },
   // audio
   AUDIO_UNRECOGNIZED: { status: 415, title: 'Audio is not in a recognised format' },
   AUDIO_FORMAT_MISMATCH: { status: 415, title: 'Audio does not match the declared audioFormat' },
@@ -17,6 +18,8 @@ export const ERRORS = {
   UPSTREAM_UNAVAILABLE: { status: 502, title: 'Speech service unavailable' },
   UPSTREAM_CLOSED: { status: 502, title: 'Speech service closed the session' },
   UPSTREAM_TIMEOUT: { status: 504, title: 'Speech service did not answer in time' },
+  UPSTREAM_UNSTABLE: { status: 502, title: 'Speech service connection kept failing' },
+  UPSTREAM_MESSAGE_INVALID: { status: 502, title: 'Speech service sent a message that is not JSON' },
   // gateway lifecycle
   GATEWAY_SHUTTING_DOWN: { status: 503, title: 'Gateway is shutting down' },
   // HTTP refusals at the upgrade (auth, routing, limits)
@@ -26,6 +29,7 @@ export const ERRORS = {
   RESUME_UNAVAILABLE: { status: 503, title: 'Session is live on another replica that cannot be reached' },
   HOP_FORBIDDEN: { status: 403, title: 'Internal hop without a valid signature' },
   HOP_NOT_OWNER: { status: 409, title: 'Internal hop to a replica that does not hold the session' },
+  RESUME_KEY_IN_USE: { status: 409, title: 'Another connection is opening a session with this resume key' },
   INVALID_RESUME_KEY: { status: 400, title: 'Resume key must be 22-128 characters of A-Z a-z 0-9 _ -' },
   TOKEN_MISSING: { status: 401, title: 'Missing token' },
   TOKEN_INVALID: { status: 401, title: 'Invalid token' },
@@ -38,6 +42,7 @@ export const ERRORS = {
   FULL_ACCESS_TOKEN_IN_BROWSER: { status: 403, title: 'Full-access tokens may not be used from a browser' },
   ORIGIN_NOT_ALLOWED: { status: 403, title: 'Origin not allowed' },
   TENANT_SESSION_LIMIT: { status: 429, title: 'Too many concurrent sessions for this tenant' },
+  UNCONFIGURED_LIMIT: { status: 429, title: 'Too many sockets without a config for this token' },
   UNAUTHORIZED: { status: 401, title: 'Unauthorized' },
   // ops HTTP API (usage)
   BAD_REQUEST: { status: 400, title: 'Bad request' },

@@ -2,7 +2,7 @@
 // JSON.parse when it safely can: this runs on every upstream message, and most are relayed as bytes
 // without being parsed. Hand-written because no library answers "first key only" questions about JSON.
 
-const QUOTE = 0x22, BACKSLASH = 0x5c, COLON = 0x3a, OPEN_BRACE = 0x7b;
+const QUOTE = 0x22, BACKSLASH = 0x5c, COLON = 0x3a, OPEN_BRACE = 0x7b, CLOSE_BRACE = 0x7d;
 /** The letters of "type"; as \u00XX escapes their hex digits are all decimal. */
 const TYPE_LETTERS = [0x74, 0x79, 0x70, 0x65];
 
@@ -52,6 +52,10 @@ function fastPath(b: Buffer): string | null {
   for (let c = b[end]; c !== QUOTE; c = b[++end]) {
     if (c === BACKSLASH || c === undefined) return null; // escapes in the value, or no end: JSON.parse decides
   }
+  // A message cut short is not JSON (the session does not pass it on): JSON.parse decides.
+  let last = b.length - 1;
+  while (b[last] === 0x20 || b[last] === 0x0a || b[last] === 0x0d || b[last] === 0x09) last--;
+  if (b[last] !== CLOSE_BRACE) return null;
   // JSON.parse keeps the LAST duplicate key, so any later key that may spell "type" sends us to the slow path
   // (one pass in JS: cheaper than calls into Buffer.indexOf for messages of a few hundred bytes).
   for (let q = end + 1; q < b.length; q++) {

@@ -47,7 +47,7 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
       const refusal = resumeRefusal(held, identity, endpoint, interactionId);
       if (refusal) return refuse(res, refusal, 'resume_refused');
       metrics.hops.inc({ result: 'accepted' });
-      const data: SocketData = { info: held.info, resumeOf: held, holdsSlot: false, closed: false, hopOutbox: new HopOutbox() };
+      const data: SocketData = { info: held.info, resumeOf: held, closed: false, hopOutbox: new HopOutbox() };
       res.upgrade(data, secKey, '', secExtensions, context);
     });
   };

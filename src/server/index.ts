@@ -9,6 +9,7 @@ import { addHopRoutes } from './hop-route.js';
 import { addRoutes } from './routes.js';
 import { socketBehavior } from './sockets.js';
 import type { ServerDeps, ServerState } from './types.js';
+import { UnconfiguredSockets } from './unconfigured.js';
 
 export type { ServerDeps } from './types.js';
 
@@ -26,7 +27,7 @@ export function isNativeUws(): boolean {
 }
 
 export function startServer(deps: ServerDeps): Promise<GatewayServer> {
-  const state: ServerState = { sessions: new Set(), draining: false, resumable: new Map() };
+  const state: ServerState = { sessions: new Set(), draining: false, resumable: new Map(), claiming: new Set(), unconfigured: new UnconfiguredSockets(deps.maxUnconfiguredPerSubject) };
   const app = uWS.App()
     .ws('/audio-bridge/v2/transcribe', socketBehavior(deps, state, 'transcribe'))
     .ws('/audio-bridge/v2/interactions/:id/streams', socketBehavior(deps, state, 'streams'));

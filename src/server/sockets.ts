@@ -85,9 +85,16 @@ class ClientSocket implements ClientSink {
   }
 }
 
+/** The socket no longer counts as unconfigured: its session's config was accepted, or it closed. */
+function countedOut(state: ServerState, data: SocketData): void {
+  if (data.unconfigured === undefined) return;
+  state.unconfigured.release(data.unconfigured);
+  data.unconfigured = undefined;
+}
+
 /** A socket opened while the gateway drains is closed at once with 1012, so its client retries elsewhere. */
-function sendAway(deps: ServerDeps, ws: Ws, data: SocketData): void {
-  if (data.holdsSlot) void deps.limiter.release(data.info.tenant, data.info.sessionKey);
+function sendAway(state: ServerState, ws: Ws, data: SocketData): void {
+  countedOut(state, data);
   metrics.refusals.inc({ reason: 'draining' });
   data.closed = true;
   ws.end(CLOSE.serviceRestart, 'gateway restarting; reconnect');
@@ -172,12 +179,13 @@ export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: E
     upgrade: upgradeGate(deps, state, endpoint),
     open: guarded(log, 'open', (ws) => {
       const data = ws.getUserData();
-      if (state.draining) return sendAway(deps, ws, data);
+      if (state.draining) return sendAway(state, ws, data);
       if (data.hop) return data.hop.attach(ws);
       data.sink = new ClientSocket(ws, data);
       if (data.resumeOf) return takeOver(ws, data, state);
       if (data.awaiting) return void awaitRestore(deps, state, ws, data);
       data.session = data.restore ? restored(deps, data) : new Session(deps, data.info, data.sink);
+      data.session.onConfigured = () => countedOut(state, data);
       track(deps, state, data.session);
     }),
     // Not through guarded(): no rest-arguments array per frame.
@@ -203,6 +211,7 @@ export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: E
       const data = ws.getUserData();
       data.hop?.clientClosed(code, reason);
       data.closed = true;
+      countedOut(state, data);
       if (data.sink) data.session?.onClientClosed(data.sink);
     }),
   };

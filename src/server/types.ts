@@ -7,6 +7,7 @@ import type { DemoOptions } from '../demo/index.js';
 import type { ClientSink, Session, SessionDeps, SessionInfo } from '../session/index.js';
 import type { Logger } from '../telemetry/index.js';
 import type { UsageApi } from '../usage/index.js';
+import type { UnconfiguredSockets } from './unconfigured.js';
 
 export interface ServerDeps extends SessionDeps {
   /** session records, replica liveness, the internal hop */
@@ -16,6 +17,8 @@ export interface ServerDeps extends SessionDeps {
   auth: Authenticator;
   usageApi: UsageApi;
   maxSessionsPerTenant: number;
+  /** sockets open without an accepted config, per token subject (0: no bound) */
+  maxUnconfiguredPerSubject: number;
   /** uWS idleTimeout: a client silent this long (a ping went unanswered) is closed */
   clientIdleSeconds: number;
   logger: Logger;
@@ -29,13 +32,19 @@ export interface ServerState {
   draining: boolean;
   /** sessions opened with `resume=<key>`, by key, until they finish */
   readonly resumable: Map<string, Session>;
+  /** resume keys of new sessions whose sockets are being accepted here (resume-claim.ts) */
+  readonly claiming: Set<string>;
+  /** sockets without an accepted config, per token subject */
+  readonly unconfigured: UnconfiguredSockets;
 }
 
 export interface SocketData {
   info: SessionInfo;
-  /** the tenant limiter's slot was taken for this socket (not for one accepted during the drain) */
-  holdsSlot: boolean;
+  /** counted in the server's unconfigured sockets under this key until its config is accepted */
+  unconfigured?: string;
   session?: Session;
+  /** the new session's resume key, claimed for it at the upgrade (resume-claim.ts) */
+  claim?: string;
   /** a resume: the session this socket takes over */
   resumeOf?: Session;
   /** a resume of a session taken over from another replica's record (claimed for this replica) */

@@ -1,7 +1,9 @@
-// The WebSocket upgrade is the gate: route → auth → tenant limit. Every refusal is an HTTP status
-// with a short JSON body, before any socket is accepted. During the drain a request that passes
-// auth is still accepted (sockets.ts closes it with 1012): the vendor SDK stops retrying for good
-// after one failed handshake, so a refusal here would lose the client instead of moving it.
+// The WebSocket upgrade is the gate: route → auth → limits. Every refusal is an HTTP status
+// with a short JSON body, before any socket is accepted. A new socket takes no tenant slot (its
+// session takes one when its config arrives); it counts among its token's unconfigured sockets.
+// During the drain a request that passes auth is still accepted (sockets.ts closes it with 1012):
+// the vendor SDK stops retrying for good after one failed handshake, so a refusal here would lose
+// the client instead of moving it.
 import { randomUUID } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
 import { isResumeKey, type AuthDecision, type UpgradeRequest } from '../auth/index.js';
@@ -11,6 +13,7 @@ import { gatewayError, type GatewayError } from '../protocol/errors.js';
 import type { Session, SessionInfo } from '../session/index.js';
 import { metrics } from '../telemetry/index.js';
 import { asyncHttp, refuse } from './http.js';
+import { UnconfiguredSockets } from './unconfigured.js';
 import type { ServerDeps, ServerState, SocketData } from './types.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -54,17 +57,30 @@ async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: Sessio
       return resumeElsewhere(deps, up, info, found.owner.id);
     case 'wait': {
       // Accepted now (the vendor SDK gives up on a handshake not done in 4 s); the socket waits for the handover.
-      const data: SocketData = { info, awaiting: { frames: [], bytes: 0 }, holdsSlot: false, closed: false };
+      const data: SocketData = { info, awaiting: { frames: [], bytes: 0 }, closed: false };
       up.res.upgrade(data, up.secKey, up.protocol, up.secExtensions, up.context);
       return true;
     }
     case 'restore': {
       const r = found.record;
-      const data: SocketData = { info: { ...info, sessionKey: r.sessionKey, environment: r.environment }, restore: { record: r, from: found.from }, holdsSlot: false, closed: false };
+      const data: SocketData = { info: { ...info, sessionKey: r.sessionKey, environment: r.environment }, restore: { record: r, from: found.from }, closed: false };
       up.res.upgrade(data, up.secKey, up.protocol, up.secExtensions, up.context);
       return true;
     }
   }
+}
+
+/** A new session's socket: refused while the tenant's configured sessions fill its cap (the binding
+ * check is at config time), or while its token has its bound of sockets without a config. Else it is
+ * counted among those (undefined returned); the caller gives the count back if it does not upgrade. */
+async function newSocketRefusal(deps: ServerDeps, state: ServerState, tenant: string, unconfigured: string): Promise<{ error: GatewayError; reason: string } | undefined> {
+  if (!state.draining && (await deps.limiter.atCap(tenant))) {
+    return { error: gatewayError('TENANT_SESSION_LIMIT', `tenant "${tenant}" already has ${deps.maxSessionsPerTenant} concurrent sessions`), reason: 'tenant_limit' };
+  }
+  // Counted after the await: the check and the count are one step, however many upgrades are in flight.
+  if (state.unconfigured.take(unconfigured)) return undefined;
+  const error = gatewayError('UNCONFIGURED_LIMIT', `this token already has ${deps.maxUnconfiguredPerSubject} sockets open without an accepted config; configure or close them`);
+  return { error, reason: 'unconfigured_limit' };
 }
 
 export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint): UpgradeHandler {
@@ -108,24 +124,19 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       if (held || decision.expired) {
         const refusal = resumeRefusal(held, decision, endpoint, interactionId);
         if (refusal) return refuse(res, refusal, 'resume_refused');
-        const data: SocketData = { info: held!.info, resumeOf: held, holdsSlot: false, closed: false };
+        const data: SocketData = { info: held!.info, resumeOf: held, closed: false };
         return res.upgrade(data, secKey, protocol, secExtensions, context);
       }
-      const sessionKey = randomUUID();
-      const holdsSlot = !state.draining;
-      if (holdsSlot && !(await deps.limiter.acquire(decision.tenant, sessionKey))) {
-        if (!aborted()) {
-          refuse(res, gatewayError('TENANT_SESSION_LIMIT', `tenant "${decision.tenant}" already has ${deps.maxSessionsPerTenant} concurrent sessions`), 'tenant_limit');
-        }
-        return;
-      }
-      if (aborted()) return void (holdsSlot && deps.limiter.release(decision.tenant, sessionKey));
+      const unconfigured = UnconfiguredSockets.keyOf(decision.tenant, decision.subject);
+      const refusal = await newSocketRefusal(deps, state, decision.tenant, unconfigured);
+      if (aborted()) return void (!refusal && state.unconfigured.release(unconfigured));
+      if (refusal) return refuse(res, refusal.error, refusal.reason);
       const data: SocketData = {
         info: {
-          sessionKey, endpoint, tenant: decision.tenant, interactionId, environment: query.get('environment') ?? undefined,
+          sessionKey: randomUUID(), endpoint, tenant: decision.tenant, interactionId, environment: query.get('environment') ?? undefined,
           clientToken: decision.clientToken, subject: decision.subject, resumeKey, notices: query.get('notices') === 'true',
         },
-        holdsSlot,
+        unconfigured,
         closed: false,
       };
       // Not inside res.cork: in this uWS build, cork() after an asynchronous upgrade can misread the

@@ -45,6 +45,7 @@ export type SessionEvent =
   | { type: 'resume_grace' } // the detached client did not come back in time
   | { type: 'client_caught_up' } // the resumed client was sent everything it missed
   | { type: 'config_deadline' }
+  | { type: 'slot_refused'; details: string } // the config came with the tenant at its cap (MAX_SESSIONS_PER_TENANT)
   | { type: 'time_limit' }
   | { type: 'shutdown' }
   | { type: 'drain_deadline' } // shutdown took too long: finish now, usage as it stands
@@ -76,6 +77,7 @@ export const CLOSE = {
   normal: 1000,
   serviceRestart: 1012, // the gateway drains: reconnect, to another instance
   internal: 1011,
+  tryAgainLater: 1013, // the tenant is at its session cap
   badGateway: 1014,
   configTimeout: 4008,
   configDenied: 4400,
@@ -143,6 +145,11 @@ export function transition(s: SessionState, e: SessionEvent): Result {
         type: 'send_client',
         message: serverMessages.configStatus(configTimeoutType(s.endpoint)),
       });
+
+    case 'slot_refused':
+      // Nothing was opened upstream: the config is refused as the upgrade would have been.
+      if (s.phase !== 'connecting') return { state: s, effects: [] };
+      return withFirst(finish(s, 'config_denied', { code: CLOSE.tryAgainLater, reason: 'tenant session limit' }), error('TENANT_SESSION_LIMIT', e.details));
 
     case 'time_limit':
       if (s.phase === 'configured') return beginEnding(s, 'time_limit');

@@ -3,13 +3,15 @@
 // and metrics. Decisions live in machine.ts; this file only carries them out.
 import { createAudioPipeline, createReplayBuffer, planAudio, type AudioPipeline, type AudioPlan } from '../audio/index.js';
 import type { UpstreamCredentials } from '../auth/index.js';
-import { MAX_CLIENT_TEXT_BYTES, oversizedText, parseClientMessage, serverMessages, validateConfig, type Endpoint } from '../protocol/index.js';
+import { errorMessage, MAX_CLIENT_TEXT_BYTES, oversizedText, parseClientMessage, serverMessages, validateConfig, type Endpoint } from '../protocol/index.js';
 import { metrics, tenantLabel, type Logger } from '../telemetry/index.js';
 import type { UpstreamLiveness, UpstreamTarget } from '../upstream/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
+import { FlushGate, MAX_UNANSWERED_FLUSHES } from './flushes.js';
 import { AudioInbox } from './inbox.js';
 import { HANDED_OVER_REASON, HANDOVER_CLOSE_WAIT_MS, MAX_INIT_BYTES, MissedOutput, sameConfig, type Restore, type SessionSnapshot } from './resume.js';
 import { UpstreamLink, type ReconnectPolicy } from './upstream-link.js';
+import { SessionCredits } from './usage-figures.js';
 import { CLOSE, forwardsAudio, initialState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
 
 /** What the server hands a session to talk to its client socket. */
@@ -38,6 +40,12 @@ function isInterimOnly(data: Buffer): boolean {
 }
 
 type Control = { type: 'flush' | 'end' };
+
+/** Held audio pieces smaller than this are joined: a client alternating tiny audio and text frames
+ * cannot make the held queue one object per byte. */
+const JOIN_BELOW_BYTES = 1024;
+/** The held queue yields to the event loop after this many pieces, so no client stalls the process. */
+const YIELD_EVERY = 256;
 
 // The per-message latency histogram's two children, taken once (no labels looked up per message).
 const CLIENT_TO_UPSTREAM = metrics.forwardLatency.labels('client_to_upstream');
@@ -99,6 +107,16 @@ export class Session {
   private ordered: Array<Buffer | Control> = [];
   private orderedBytes = 0;
   private ordering = false;
+  /** client flushes coalesced: at most one pending upstream, each still answered */
+  private readonly flushes = new FlushGate({
+    sendUpstream: () => this.sendControlAfterDrain({ type: 'flush' }),
+    answer: () => {
+      this.sendClient('{"type":"flushed"}');
+      this.sendClient('{"type":"delta_usage","credits":0}');
+    },
+    refuse: () => this.sendClient(JSON.stringify(errorMessage('TOO_MANY_FLUSHES',
+      `${MAX_UNANSWERED_FLUSHES} flushes are waiting for the speech service's answer; flushes are refused until it comes`))),
+  });
   private readonly inbox = new AudioInbox((audio) => this.onClientAudio(audio));
   private clientSlow = false;
   /** while a resumable client is away: what it misses */
@@ -117,6 +135,12 @@ export class Session {
   private oldestUnsentAudioAt?: number;
   private finalCredits?: number;
   private deltaCredits = 0;
+  /** the session's usage over every upstream session and replica: what its client is told */
+  private credits = new SessionCredits();
+  /** the parser's input byte n is the client's byte n + clientBytesBase, from clientBytesFrom on (a
+   *  restored parser reads the record's headers and continuation first) */
+  private clientBytesBase = 0;
+  private clientBytesFrom = 0;
   private readonly log: Logger;
   /** the client's container headers as they went upstream (another replica parses the rest with them) */
   private init: Buffer[] = [];
@@ -134,10 +158,17 @@ export class Session {
   leaving = false;
   /** the session left this process for another replica (its ledger session and slot go on there) */
   handedOver = false;
+  /** another replica took this session over: its ledger session and slot are not this process's to end */
+  private disowned = false;
   /** a final transcript reached the client (the session record notes how far the client has finals) */
   onFinal?: () => void;
   private finalNoted = 0;
   onFinished?: (s: Session) => void;
+  /** The config was accepted: the server stops counting the socket as unconfigured. */
+  onConfigured?: () => void;
+  /** A session for the ledger and speech_gateway_active_sessions: from CONFIG_ACCEPTED (or restored
+   *  here); a socket that never got there is neither billed nor counted. */
+  private live = false;
 
   /** With `restore`: a session taken over from another replica (its ledger session goes on). */
   constructor(
@@ -151,8 +182,6 @@ export class Session {
     this.log = deps.logger.child({ session: this.key, tenant: info.tenant, endpoint: info.endpoint, interaction: info.interactionId });
     this.timer('config_deadline', deps.settings.configTimeoutMs, { type: 'config_deadline' });
     if (info.endpoint === 'streams') this.timer('time_limit', deps.settings.streamMaxSeconds * 1000, { type: 'time_limit' });
-    if (!restore) deps.ledger.sessionStarted({ sessionKey: this.key, tenant: info.tenant, endpoint: info.endpoint, interactionId: info.interactionId, startedAt: this.startedAt });
-    metrics.activeSessions.inc({ endpoint: info.endpoint, tenant: tenantLabel(info.tenant) });
     this.log.info({ event: 'session_start', restored: restore !== undefined }, 'session started');
     if (restore) this.restoreFrom(restore);
   }
@@ -166,10 +195,15 @@ export class Session {
     const verdict = this.checkConfig(r.config);
     if (!verdict.ok) throw new Error(`restored config refused: ${verdict.reason}`);
     this.clearTimer('config_deadline');
+    this.becomeLive(true);
     this.accepted = r.accepted;
     this.usageSeq = r.seq;
-    this.audioBytesIn = r.audioBytes;
-    this.mediaBefore = r.mediaReceived;
+    const resume = r.crash ? r.resume : undefined; // the client resends from there: nothing the finals lack is lost
+    this.audioBytesIn = resume?.audioBytes ?? r.audioBytes;
+    this.mediaBefore = resume?.mediaReceived ?? r.mediaReceived;
+    this.credits = new SessionCredits(r.credits, r.segment);
+    this.clientBytesFrom = this.audioBytesIn;
+    this.clientBytesBase = this.audioBytesIn - r.init.length - (r.continuation?.bytes.length ?? 0);
     this.finalNoted = r.finalUntil;
     this.missed = new MissedOutput();
     for (const m of r.missed) this.missed.push(m);
@@ -193,7 +227,18 @@ export class Session {
       config: this.clientConfig, accepted: this.accepted, kind, init: Buffer.concat(this.init),
       offset: this.link.offset, finalUntil: this.link.finalUntil, audioBytes: this.audioBytesIn,
       mediaReceived: this.mediaBefore + (this.pipeline?.stats.mediaSecondsIn ?? 0), segment: this.link.segment, seq: this.usageSeq,
+      credits: this.credits.soFar, resume: this.resumePoint(),
     };
+  }
+
+  /** See SessionSnapshot.resume: where the replay's oldest Cluster or page starts in the client's stream. */
+  private resumePoint(): SessionSnapshot['resume'] {
+    const p = this.link?.resumePoint();
+    if (!p) return undefined;
+    const audioBytes = this.clientBytesBase + p.at;
+    if (audioBytes < this.clientBytesFrom || audioBytes > this.audioBytesIn) return undefined;
+    const media = this.mediaBefore + (this.pipeline?.stats.mediaSecondsIn ?? 0);
+    return { audioBytes, mediaReceived: Math.max(this.mediaBefore, media - p.behind) };
   }
 
   /** The drain hands the session to whichever replica its client reconnects to: the client is closed
@@ -242,19 +287,39 @@ export class Session {
     done({ ...snapshot, missed });
   }
 
-  /** Another replica took this session over (its record names that replica: a resume reached it while
-   * this one was taken for dead). The session leaves quietly: its ledger session and slot are the new owner's. */
-  disown(): void {
-    if (this.over) return;
-    this.log.warn({ event: 'session_disowned' }, 'another replica took this session over; leaving it');
+  /** This session's record names another owner. `sameSession`: another replica took this session
+   * over (a resume reached it while this one was taken for dead): its client is closed (4409) and its
+   * upstream session ended (`end`: its usage final, recorded), as at a handover; its ledger session and
+   * slot are the new owner's. Else another session claimed its key (the claim here had lapsed): this
+   * session ends whole, its client told why (RESUME_KEY_IN_USE). */
+  disown(sameSession: boolean): void {
+    if (this.over || this.disowned) return;
+    this.log.warn({ event: 'session_disowned', sameSession }, sameSession ? 'another replica took this session over; leaving it' : 'another session claimed this session\'s resume key; ending it');
+    this.leaving = true; // its record is not this process's to write any more
+    if (!sameSession) return this.lostKey();
+    this.disowned = true;
     if (this.clientOpen) {
       this.clientOpen = false;
       this.client.close(CLOSE.replaced, 'taken over by another gateway replica');
     }
-    this.handover?.(undefined);
-    this.handover = undefined;
     void this.deps.limiter.handOff(this.info.tenant, this.key, 0); // renewed by the new owner now
-    this.leave();
+    const { phase } = this.state;
+    if (phase !== 'configured' && phase !== 'reconnecting' && phase !== 'ending') return this.leave();
+    this.handover ??= () => undefined; // the upstream's `ended` takes it out of this process (handedOverNow)
+    this.missed ??= new MissedOutput(); // its output has no client here any more
+    this.endForHandover();
+  }
+
+  /** The resume key is another session's now: the client is told, the session ends (usage final). */
+  private lostKey(): void {
+    if (this.clientOpen) {
+      this.sendNow(JSON.stringify(errorMessage('RESUME_KEY_IN_USE', 'another session took this resume key; this session has ended: open a new one with a new key')));
+      this.clientOpen = false;
+      this.client.close(CLOSE.replaced, 'resume key taken by another session');
+    }
+    this.handover?.(undefined); // a handover under way: the session ends here instead
+    this.handover = undefined;
+    this.dispatch({ type: 'client_closed' });
   }
 
   /** Out of this process without ending the ledger session or releasing the slot. */
@@ -269,7 +334,7 @@ export class Session {
     this.timers.clear();
     this.link?.close();
     this.pipeline?.close();
-    metrics.activeSessions.dec({ endpoint: this.info.endpoint, tenant: tenantLabel(this.info.tenant) });
+    if (this.live) metrics.activeSessions.dec({ endpoint: this.info.endpoint, tenant: tenantLabel(this.info.tenant) });
     this.onFinished?.(this);
   }
 
@@ -458,6 +523,7 @@ export class Session {
   private onUpstreamMessage(type: string | undefined, data: Buffer): void {
     try {
       this.upstreamMessage(type, data);
+      if (!this.over) this.flushes.relayed(type);
     } catch (err) {
       this.crash(err);
     }
@@ -478,7 +544,7 @@ export class Session {
         return this.dispatch({ type: 'upstream_config_status', status: type, data });
       case 'delta_usage':
       case 'usage':
-        return this.relay(this.recordUsage(type, data));
+        return this.relay(this.usageForClient(type, this.recordUsage(type, data)));
       case 'ended':
       case 'ENDED':
         this.clearTimer('upstream_answer');
@@ -501,6 +567,7 @@ export class Session {
   private onConfigAccepted(data: Buffer): void {
     this.clearTimer('upstream_answer');
     metrics.configLatency.observe({ endpoint: this.info.endpoint }, (Date.now() - this.configReceivedAt) / 1000);
+    this.becomeLive(false);
     this.recordUpstreamSession(data);
     this.startPipeline();
     this.dispatch({ type: 'upstream_config_status', status: 'CONFIG_ACCEPTED', data });
@@ -512,6 +579,27 @@ export class Session {
     this.pipeline?.discardQueued(); // the replay carried what was waiting to be paced out
     if (this.info.notices) this.sendClient(JSON.stringify(serverMessages.notice('UPSTREAM_RECONNECTED', 'the speech service connection was replaced; nothing was lost')));
     this.dispatch({ type: 'upstream_reconnected' });
+  }
+
+  /** The ledger session starts now (a restored one goes on from the replica it started on). */
+  private becomeLive(restored: boolean): void {
+    this.live = true;
+    const { tenant, endpoint, interactionId } = this.info;
+    if (!restored) this.deps.ledger.sessionStarted({ sessionKey: this.key, tenant, endpoint, interactionId, startedAt: Date.now() });
+    metrics.activeSessions.inc({ endpoint, tenant: tenantLabel(tenant) });
+    this.onConfigured?.();
+  }
+
+  /** The tenant's slot is taken once the config is valid, before any upstream session opens: a
+   *  config over the cap is refused and costs no upstream session. */
+  private openWithSlot(config: unknown): void {
+    const { tenant } = this.info;
+    this.deps.limiter.acquire(tenant, this.key).then((ok) => this.guard(() => {
+      if (this.over) return void this.deps.limiter.release(tenant, this.key); // ended while it waited
+      if (ok) return this.openUpstream(config);
+      metrics.refusals.inc({ reason: 'tenant_limit' });
+      this.dispatch({ type: 'slot_refused', details: `tenant "${tenant}" already has MAX_SESSIONS_PER_TENANT concurrent sessions; end one or retry later` });
+    }), (err: unknown) => this.crash(err));
   }
 
   private recordUpstreamSession(data: Buffer): void {
@@ -589,9 +677,22 @@ export class Session {
     if (this.deps.ledger.recordUsage({ sessionKey: this.key, seq: ++this.usageSeq, seg: this.link?.segment ?? 0, kind: final ? 'final' : 'delta', credits, at })) {
       if (final) this.finalCredits = credits;
       else this.deltaCredits += credits;
+      this.credits.add(this.link?.segment ?? 0, final ? 'final' : 'delta', credits);
       return data;
     }
     return Buffer.from(JSON.stringify({ ...fields, type: kind, credits: final ? this.finalCredits ?? this.deltaCredits : 0 }));
+  }
+
+  /** A usage message as the client gets it: the session's figures over every upstream session. */
+  private usageForClient(kind: 'delta_usage' | 'usage', data: Buffer): Buffer {
+    let fields: unknown;
+    try {
+      fields = JSON.parse(data.toString('utf8'));
+    } catch {
+      fields = undefined; // the figures alone
+    }
+    const rest = typeof fields === 'object' && fields !== null && !Array.isArray(fields) ? fields : {};
+    return Buffer.from(JSON.stringify({ ...rest, type: kind, credits: this.credits.forClient(kind) }));
   }
 
   // ── the machine and its effects ────────────────────────────────────────────
@@ -614,12 +715,13 @@ export class Session {
         }
         return;
       case 'open_upstream':
-        return this.openUpstream(e.config);
+        return this.openWithSlot(e.config);
       case 'forward_audio':
         return this.forwardAudio(e.audio);
       case 'flush_upstream':
-        return this.sendControlAfterDrain({ type: 'flush' });
+        return this.flushes.ask();
       case 'end_upstream':
+        this.flushes.beforeEnd();
         return this.sendControlAfterDrain({ type: 'end' });
       case 'close_upstream':
         this.dropAudio();
@@ -681,9 +783,12 @@ export class Session {
 
   private forwardAudio(audio: Buffer): void {
     this.oldestUnsentAudioAt ??= performance.now();
+    this.flushes.audio();
     if (!this.ordering) return this.pipeline?.push(audio);
-    this.ordered.push(audio);
     this.orderedBytes += audio.length;
+    const last = this.ordered.at(-1);
+    if (Buffer.isBuffer(last) && last.length < JOIN_BELOW_BYTES) this.ordered[this.ordered.length - 1] = Buffer.concat([last, audio]);
+    else this.ordered.push(audio);
   }
 
   /** flush/end keep their place in the stream: audio before them goes first, audio after waits
@@ -698,7 +803,8 @@ export class Session {
   private async sendInOrder(): Promise<void> {
     this.ordering = true;
     try {
-      while (this.ordered.length > 0 && !this.over) {
+      for (let n = 1; this.ordered.length > 0 && !this.over; n++) {
+        if (n % YIELD_EVERY === 0) await new Promise(setImmediate);
         const item = this.ordered.shift()!;
         if (Buffer.isBuffer(item)) {
           this.orderedBytes -= item.length;
@@ -755,10 +861,10 @@ export class Session {
     const mediaSeconds = this.mediaBefore + (stats?.mediaSecondsIn ?? 0);
     this.handover?.(undefined);
     this.handover = undefined;
-    this.deps.ledger.sessionEnded({ sessionKey: this.key, outcome, mediaSeconds, endedAt: Date.now() });
-    void this.deps.limiter.release(this.info.tenant, this.key);
+    if (this.live && !this.disowned) this.deps.ledger.sessionEnded({ sessionKey: this.key, outcome, mediaSeconds, endedAt: Date.now() });
+    if (!this.disowned) void this.deps.limiter.release(this.info.tenant, this.key);
     const tenant = tenantLabel(this.info.tenant);
-    metrics.activeSessions.dec({ endpoint: this.info.endpoint, tenant });
+    if (this.live) metrics.activeSessions.dec({ endpoint: this.info.endpoint, tenant });
     metrics.sessionsTotal.inc({ endpoint: this.info.endpoint, outcome });
     const credits = this.finalCredits ?? this.deltaCredits;
     if (credits > 0) metrics.credits.inc({ tenant, endpoint: this.info.endpoint }, credits);

@@ -14,7 +14,10 @@ const slowBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 export const metrics = {
   activeSessions: new Gauge<'endpoint' | 'tenant'>({
-    name: 'speech_gateway_active_sessions', help: 'Sessions currently open', labelNames: ['endpoint', 'tenant'], registers,
+    name: 'speech_gateway_active_sessions', help: 'Sessions open with an accepted config', labelNames: ['endpoint', 'tenant'], registers,
+  }),
+  unconfiguredSockets: new Gauge({
+    name: 'speech_gateway_unconfigured_sockets', help: 'Client sockets open without an accepted config (not sessions yet)', registers,
   }),
   sessionsTotal: new Counter<'endpoint' | 'outcome'>({
     name: 'speech_gateway_sessions_total', help: 'Sessions finished, by outcome', labelNames: ['endpoint', 'outcome'], registers,

@@ -3,6 +3,8 @@
 import type { Endpoint } from '../protocol/index.js';
 import { UpstreamSocket } from './ws-client.js';
 
+export { UpstreamError } from './ws-client.js';
+
 /** The upstream sends transcripts, facts and status messages; anything larger is a fault (close 1009). */
 const MAX_UPSTREAM_MESSAGE_BYTES = 4 * 1024 * 1024;
 

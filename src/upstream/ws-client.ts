@@ -58,6 +58,14 @@ function writeHeader(b: Buffer, opcode: number, len: number): void {
 /** Close codes a peer may send (RFC 6455 7.4). */
 const validCloseCode = (c: number) => (c >= 1000 && c <= 1014 && c !== 1004 && c !== 1005 && c !== 1006) || (c >= 3000 && c <= 4999);
 
+/** An upstream socket's failure: `message` is its cause, for the log (it may name an internal address
+ * or the network's error); `told` is what a client may read. */
+export class UpstreamError extends Error {
+  constructor(message: string, readonly told: string) {
+    super(message);
+  }
+}
+
 export class UpstreamSocket implements UpstreamConnection {
   #state = CONNECTING;
   readonly #socket: Socket;
@@ -334,7 +342,8 @@ export class UpstreamSocket implements UpstreamConnection {
     if (this.#reported) return;
     this.#reported = true;
     metrics.upstreamFailures.inc({ cause });
-    this.h.onError(new Error(message));
+    // A dead peer's message is the gateway's own words (no pong in N s); any other cause stays in the log.
+    this.h.onError(new UpstreamError(message, cause === 'dead' ? message : 'the connection to the speech service failed'));
   }
 
   #onSocketClose(): void {

@@ -8,7 +8,11 @@ import { logger } from '../telemetry/index.js';
 import type { ScriptedRedis } from './redis-store.js';
 
 export interface SessionLimiter {
+  /** Taken when a session's config arrives (not at its socket's open); false: the tenant is at its cap. */
   acquire(tenant: string, sessionKey: string): Promise<boolean>;
+  /** The tenant's sessions fill the cap now: a new socket can be refused before its upgrade. Takes
+   *  nothing: acquire() at config time is what holds the cap. */
+  atCap(tenant: string): Promise<boolean>;
   release(tenant: string, sessionKey: string): Promise<void>;
   /** A session taken over from another replica keeps the slot it holds (no cap check): renewed here from now on. */
   adopt(tenant: string, sessionKey: string): Promise<void>;
@@ -31,6 +35,10 @@ export class MemoryLimiter implements SessionLimiter {
     if (s.size >= this.max) return false;
     s.add(sessionKey);
     return true;
+  }
+
+  async atCap(tenant: string): Promise<boolean> {
+    return this.max > 0 && (this.held.get(tenant)?.size ?? 0) >= this.max;
   }
 
   async release(tenant: string, sessionKey: string): Promise<void> {
@@ -106,6 +114,14 @@ export class RedisLimiter implements SessionLimiter {
       }
       return ok;
     }
+  }
+
+  async atCap(tenant: string): Promise<boolean> {
+    if (this.max <= 0) return false;
+    if (this.redis.status !== 'ready') return this.local.atCap(tenant);
+    // Leases carry Redis's clock; this replica's is close enough for an early answer that acquire() settles.
+    const live = await this.redis.zcount(this.key(tenant), Date.now(), '+inf').catch(() => 0);
+    return live >= this.max;
   }
 
   async release(tenant: string, sessionKey: string): Promise<void> {

@@ -116,8 +116,10 @@ describe('usage across two gateway processes and one Redis', () => {
     await Promise.all([dictate(a, 'acme'), dictate(b, 'acme')]);
     await redis.restart();
 
-    // Phase 3: the tenant cap (3) holds across both processes.
+    // Phase 3: the tenant cap (3) holds across both processes; configured sessions hold it (sockets without a config do not).
     const held = await Promise.all([connect(a, 'capped'), connect(b, 'capped'), connect(a, 'capped')]);
+    for (const c of held) c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' } });
+    await Promise.all(held.map((c) => c.next('CONFIG_ACCEPTED')));
     const over = await refusal(`ws://127.0.0.1:${b.port}/audio-bridge/v2/transcribe?tenant-name=capped&token=${encodeURIComponent(`Bearer ${await emulator.issueToken({ tenant: 'capped', scope: 'openid transcribe' })}`)}`);
     assert.equal(over.status, 429);
     assert.equal(over.body.error.id, 'TENANT_SESSION_LIMIT');

@@ -75,10 +75,8 @@ test('agrees with JSON.parse on every upstream message shape', () => {
 });
 
 test('agrees with JSON.parse on tricky inputs', () => {
-  for (const t of tricky) {
-    if (reference(t) === undefined && t.startsWith('{"type":"transcript"') && !t.endsWith('}')) continue; // invalid JSON: no promise
-    assert.equal(upstreamMessageType(t), reference(t), t);
-  }
+  // Text cut short after a JSON-looking start too: it has no type (the session does not relay it).
+  for (const t of [...tricky, '{"type":"transcript","data":{"text":"cut', '{"type":"usage" and then prose']) assert.equal(upstreamMessageType(t), reference(t), t);
   assert.equal(upstreamMessageType('{"type":"first","\\u0074ype":"second"}'), 'second');
   assert.equal(upstreamMessageType('{"data":{"type":"nested"},"type":"top"}'), 'top');
   assert.equal(upstreamMessageType('{"type":"a\\"b","x":1}'), 'a"b');

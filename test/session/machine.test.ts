@@ -47,6 +47,17 @@ describe('session machine (spec 3.3)', () => {
     assert.equal((effects.find((e) => e.type === 'close_client') as { code: number }).code, CLOSE.configDenied);
   });
 
+  it('a valid config with the tenant at its cap: TENANT_SESSION_LIMIT, close 1013, no upstream; once connected it changes nothing', () => {
+    const { state, effects } = run(initialState('transcribe'), okConfig, { type: 'slot_refused', details: 'at the cap' });
+    assert.equal(state.phase, 'closed');
+    assert.deepEqual(sent(effects).map((m) => m.error?.id), ['TENANT_SESSION_LIMIT']);
+    assert.deepEqual(effects.find((e) => e.type === 'close_client'), { type: 'close_client', code: 1013, reason: 'tenant session limit' });
+    assert.ok(!types(effects).includes('open_upstream'));
+    const later = run(initialState('transcribe'), okConfig, accepted, { type: 'slot_refused', details: 'late' });
+    assert.equal(later.state.phase, 'configured');
+    assert.deepEqual(later.effects, []);
+  });
+
   it('unsupported audioFormat → CONFIG_REJECTED', () => {
     const { state, effects } = run(initialState('transcribe'), {
       type: 'client_message',

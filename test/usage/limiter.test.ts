@@ -35,6 +35,20 @@ describe('session limiter across replicas (redis)', () => {
     await Promise.all([a.close(), b.close()]);
   });
 
+  test('atCap answers from the leases of every replica and takes nothing', async () => {
+    const prefix = uniquePrefix();
+    const [a, b] = await Promise.all([make(prefix, 2), make(prefix, 2)]);
+    assert.equal(await b.limiter.atCap('acme'), false);
+    assert.equal(await a.limiter.acquire('acme', 'c1'), true);
+    for (let i = 0; i < 5; i++) assert.equal(await b.limiter.atCap('acme'), false, 'asking takes no slot');
+    assert.equal(await a.limiter.acquire('acme', 'c2'), true);
+    assert.equal(await b.limiter.atCap('acme'), true, 'two leases on the other replica fill the cap');
+    assert.equal(await b.limiter.atCap('other'), false);
+    await a.limiter.release('acme', 'c1');
+    assert.equal(await b.limiter.atCap('acme'), false);
+    await Promise.all([a.close(), b.close()]);
+  });
+
   test('closing an instance releases its slots', async () => {
     const prefix = uniquePrefix();
     const [a, b] = await Promise.all([make(prefix, 1), make(prefix, 1)]);
@@ -92,11 +106,15 @@ describe('session limiter (in process)', () => {
     assert.equal(await u.limiter.acquire('acme', 'a'), true);
     assert.equal(await u.limiter.acquire('acme', 'b'), false);
     assert.equal(await u.limiter.acquire('beta', 'c'), true);
+    assert.equal(await u.limiter.atCap('acme'), true);
+    assert.equal(await u.limiter.atCap('beta'), true);
     await u.limiter.release('acme', 'a');
+    assert.equal(await u.limiter.atCap('acme'), false, 'a released slot is free again');
     assert.equal(await u.limiter.acquire('acme', 'b'), true);
     await u.close();
     const free = await createUsage({ journalDir: tempDir(), retentionDays: 1, maxSessionsPerTenant: 0 });
     for (let i = 0; i < 50; i++) assert.equal(await free.limiter.acquire('acme', `s${i}`), true);
+    assert.equal(await free.limiter.atCap('acme'), false);
     await free.close();
   });
 });
