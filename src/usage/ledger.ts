@@ -177,8 +177,9 @@ export class Ledger implements UsageLedger {
       refused = batch.length;
     }
     if (refused > 0) {
+      // Exactly the events not in the journal: a partly failed write keeps and counts the whole records it wrote.
       metrics.journalDropped.inc(refused);
-      logger.error({ refused }, 'usage journal full; newest events refused');
+      logger.error({ refused }, 'usage journal full or not writable; newest events refused');
     }
     metrics.journalDepth.set(this.journal.depth);
   }

@@ -103,7 +103,8 @@ test('a full journal refuses the newest events and keeps the oldest', async () =
   for (let seq = 1; seq <= 5; seq++) u.ledger.recordUsage({ sessionKey: 'f1', seq, kind: 'delta', credits: 1, at: T0 });
   await u.ledger.flush();
   assert.equal(u.ledger.journalDepth, 3);
-  const seqs = readFileSync(join(dir, 'usage-journal.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l).seq);
+  // Each line is the event's JSON, a tab and its checksum.
+  const seqs = readFileSync(join(dir, 'usage-journal.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l.split('\t')[0]).seq);
   assert.deepEqual(seqs, [1, 2, 3]);
   await u.close();
   await redis.restart();
