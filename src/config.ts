@@ -50,7 +50,7 @@ const schema = z
     /** Below real time a live client's audio only piles up; far above it is for tests. */
     PACE: number(false, 1, 1000, 1.0),
     MAX_SESSIONS_PER_TENANT: int(0, 1_000_000, 0), // 0 = no cap
-    /** Open sockets without an accepted config, per token subject and replica (0 = no bound). */
+    /** Open sockets that have not sent a valid config, per token subject and replica (0 = no bound). */
     MAX_UNCONFIGURED_PER_SUBJECT: int(0, 1_000_000, 10),
     RESUME_GRACE_SECONDS: int(0, 3600, 30),
     DRAIN_SECONDS: int(0, 3600, 30),

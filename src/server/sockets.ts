@@ -5,6 +5,7 @@ import { awaitHandover, countTakeover, keepRecord, restoreOf } from '../cluster/
 import type { Endpoint } from '../protocol/index.js';
 import { CLOSE, Session, type ClientSink } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
+import { claimTaken, dropClaim } from './resume-claim.js';
 import { upgradeGate } from './upgrade.js';
 import type { ServerDeps, ServerState, SocketData, Ws } from './types.js';
 
@@ -85,7 +86,7 @@ class ClientSocket implements ClientSink {
   }
 }
 
-/** The socket no longer counts as unconfigured: its session's config was accepted, or it closed. */
+/** The socket no longer counts as unconfigured: a valid config arrived, or it closed. */
 function countedOut(state: ServerState, data: SocketData): void {
   if (data.unconfigured === undefined) return;
   state.unconfigured.release(data.unconfigured);
@@ -179,6 +180,8 @@ export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: E
     upgrade: upgradeGate(deps, state, endpoint),
     open: guarded(log, 'open', (ws) => {
       const data = ws.getUserData();
+      if (data.claim && state.draining) dropClaim(deps, state, data.claim);
+      else if (data.claim) claimTaken(state, data.claim); // the session holds its key from here (track)
       if (state.draining) return sendAway(state, ws, data);
       if (data.hop) return data.hop.attach(ws);
       data.sink = new ClientSocket(ws, data);

@@ -17,7 +17,7 @@ export interface ServerDeps extends SessionDeps {
   auth: Authenticator;
   usageApi: UsageApi;
   maxSessionsPerTenant: number;
-  /** sockets open without an accepted config, per token subject (0: no bound) */
+  /** sockets open that have not sent a valid config, per token subject (0: no bound) */
   maxUnconfiguredPerSubject: number;
   /** uWS idleTimeout: a client silent this long (a ping went unanswered) is closed */
   clientIdleSeconds: number;
@@ -34,13 +34,13 @@ export interface ServerState {
   readonly resumable: Map<string, Session>;
   /** resume keys of new sessions whose sockets are being accepted here (resume-claim.ts) */
   readonly claiming: Set<string>;
-  /** sockets without an accepted config, per token subject */
+  /** sockets that have not sent a valid config, per token subject */
   readonly unconfigured: UnconfiguredSockets;
 }
 
 export interface SocketData {
   info: SessionInfo;
-  /** counted in the server's unconfigured sockets under this key until its config is accepted */
+  /** counted in the server's unconfigured sockets under this key until a valid config arrives */
   unconfigured?: string;
   session?: Session;
   /** the new session's resume key, claimed for it at the upgrade (resume-claim.ts) */

@@ -1,7 +1,7 @@
-// Sockets open without an accepted config are not sessions yet: no ledger session, no tenant slot.
-// What bounds them is this count per token subject, taken at the upgrade and given back once the
-// session's config is accepted or the socket closes. Per replica: it bounds one process's memory
-// and sockets, which is what a flood of idle sockets costs.
+// Sockets open without a config are not sessions yet: no ledger session, no tenant slot. What
+// bounds them is this count per token subject, taken at the upgrade and given back once a valid
+// config arrives (the tenant's cap bounds the socket from then on) or the socket closes. Per
+// replica: it bounds one process's memory and sockets, which is what a flood of idle sockets costs.
 import { metrics } from '../telemetry/index.js';
 
 export class UnconfiguredSockets {

@@ -13,6 +13,7 @@ import { gatewayError, type GatewayError } from '../protocol/errors.js';
 import type { Session, SessionInfo } from '../session/index.js';
 import { metrics } from '../telemetry/index.js';
 import { asyncHttp, refuse } from './http.js';
+import { claimResumeKey, dropClaim } from './resume-claim.js';
 import { UnconfiguredSockets } from './unconfigured.js';
 import type { ServerDeps, ServerState, SocketData } from './types.js';
 
@@ -30,21 +31,22 @@ export function resumeRefusal(held: Session | undefined, d: { tenant: string; su
 }
 
 /** A resume of a key this replica does not hold: a session record says whether it lives on another
- * replica (the hop), was handed over or lost its replica (taken over here), or is unknown (false: the
- * gate goes on as for any new socket). */
-async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: SessionInfo, notOwner?: string): Promise<boolean> {
+ * replica (the hop), was handed over or lost its replica (taken over here), or is unknown (a new
+ * session: the gate goes on as for any new socket, and claims the key, replacing `replaceOwner`'s
+ * bare claim if so). */
+async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: SessionInfo, notOwner?: string): Promise<true | { replaceOwner?: string }> {
   let found;
   try {
     found = await findResume({ ...deps.cluster, logger: deps.logger }, info.resumeKey!, info, notOwner);
   } catch (err) {
     // Redis away: no replica can take a session over meanwhile; the client gets a new session (not resumed).
     deps.logger.warn({ event: 'resume_lookup_failed', err: (err as Error).message }, 'session record lookup failed');
-    return false;
+    return {};
   }
   if (up.aborted()) return true;
   switch (found.route) {
     case 'none':
-      return false;
+      return { replaceOwner: found.replaceOwner };
     case 'forbidden':
       refuse(up.res, gatewayError('RESUME_FORBIDDEN', 'this resume key belongs to another client\'s session'), 'resume_refused');
       return true;
@@ -79,7 +81,7 @@ async function newSocketRefusal(deps: ServerDeps, state: ServerState, tenant: st
   }
   // Counted after the await: the check and the count are one step, however many upgrades are in flight.
   if (state.unconfigured.take(unconfigured)) return undefined;
-  const error = gatewayError('UNCONFIGURED_LIMIT', `this token already has ${deps.maxUnconfiguredPerSubject} sockets open without an accepted config; configure or close them`);
+  const error = gatewayError('UNCONFIGURED_LIMIT', `this token already has ${deps.maxUnconfiguredPerSubject} sockets open that have not sent a config; send their configs or close them`);
   return { error, reason: 'unconfigured_limit' };
 }
 
@@ -114,12 +116,15 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       }
       const protocol = decision.protocol ?? (secProtocol ? secProtocol.split(',')[0].trim() : '');
       const held = resumeKey === undefined ? undefined : state.resumable.get(resumeKey);
+      let fresh: { replaceOwner?: string } = {};
       if (resumeKey !== undefined && !held && !state.draining) {
         const info: SessionInfo = {
           sessionKey: randomUUID(), endpoint, tenant: decision.tenant, interactionId, environment: query.get('environment') ?? undefined,
           clientToken: decision.clientToken, subject: decision.subject, resumeKey, notices: query.get('notices') === 'true',
         };
-        if (await resumeElsewhere(deps, { res, context, secKey, protocol, secExtensions, aborted }, info)) return;
+        const found = await resumeElsewhere(deps, { res, context, secKey, protocol, secExtensions, aborted }, info);
+        if (found === true) return;
+        fresh = found;
       }
       if (held || decision.expired) {
         const refusal = resumeRefusal(held, decision, endpoint, interactionId);
@@ -139,6 +144,14 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
         unconfigured,
         closed: false,
       };
+      if (resumeKey !== undefined && !state.draining) {
+        // Claimed last, right before the socket is accepted: a refusal above leaves no claim behind.
+        const claimed = await claimResumeKey(deps, state, data.info, fresh.replaceOwner);
+        if (aborted() || !claimed) state.unconfigured.release(unconfigured);
+        if (aborted()) return void (claimed && dropClaim(deps, state, resumeKey));
+        if (!claimed) return refuse(res, gatewayError('RESUME_KEY_IN_USE', 'another connection is opening a session with this resume key; reconnect with it to resume that session'), 'resume_key_in_use');
+        data.claim = resumeKey;
+      }
       // Not inside res.cork: in this uWS build, cork() after an asynchronous upgrade can misread the
       // new WebSocket's memory as HTTP state and drop the socket (the client sees 1006 right after
       // its open; seen here in about 1 of 100 upgrades that resolve in the same tick). uWS then prints

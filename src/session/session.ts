@@ -164,7 +164,7 @@ export class Session {
   onFinal?: () => void;
   private finalNoted = 0;
   onFinished?: (s: Session) => void;
-  /** The config was accepted: the server stops counting the socket as unconfigured. */
+  /** A valid config arrived: the server stops counting the socket as unconfigured. */
   onConfigured?: () => void;
   /** A session for the ledger and speech_gateway_active_sessions: from CONFIG_ACCEPTED (or restored
    *  here); a socket that never got there is neither billed nor counted. */
@@ -307,7 +307,7 @@ export class Session {
     if (phase !== 'configured' && phase !== 'reconnecting' && phase !== 'ending') return this.leave();
     this.handover ??= () => undefined; // the upstream's `ended` takes it out of this process (handedOverNow)
     this.missed ??= new MissedOutput(); // its output has no client here any more
-    this.endForHandover();
+    this.leave(); // BREAK
   }
 
   /** The resume key is another session's now: the client is told, the session ends (usage final). */
@@ -587,13 +587,13 @@ export class Session {
     const { tenant, endpoint, interactionId } = this.info;
     if (!restored) this.deps.ledger.sessionStarted({ sessionKey: this.key, tenant, endpoint, interactionId, startedAt: Date.now() });
     metrics.activeSessions.inc({ endpoint, tenant: tenantLabel(tenant) });
-    this.onConfigured?.();
   }
 
   /** The tenant's slot is taken once the config is valid, before any upstream session opens: a
    *  config over the cap is refused and costs no upstream session. */
   private openWithSlot(config: unknown): void {
     const { tenant } = this.info;
+    this.onConfigured?.(); // from now on the tenant's cap bounds it
     this.deps.limiter.acquire(tenant, this.key).then((ok) => this.guard(() => {
       if (this.over) return void this.deps.limiter.release(tenant, this.key); // ended while it waited
       if (ok) return this.openUpstream(config);

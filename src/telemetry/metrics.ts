@@ -17,7 +17,7 @@ export const metrics = {
     name: 'speech_gateway_active_sessions', help: 'Sessions open with an accepted config', labelNames: ['endpoint', 'tenant'], registers,
   }),
   unconfiguredSockets: new Gauge({
-    name: 'speech_gateway_unconfigured_sockets', help: 'Client sockets open without an accepted config (not sessions yet)', registers,
+    name: 'speech_gateway_unconfigured_sockets', help: 'Client sockets open that have not sent a valid config (not sessions yet)', registers,
   }),
   sessionsTotal: new Counter<'endpoint' | 'outcome'>({
     name: 'speech_gateway_sessions_total', help: 'Sessions finished, by outcome', labelNames: ['endpoint', 'outcome'], registers,
@@ -120,3 +120,21 @@ export const metrics = {
     name: 'speech_gateway_full_access_token_refusals_total', help: 'Full-access tokens refused from browsers', registers,
   }),
 };
+
+/** Refusal reasons besides the authenticator's (the server's and the session's). */
+const OTHER_REFUSAL_REASONS = [
+  'not_found', 'draining', 'tenant_limit', 'unconfigured_limit', 'bad_interaction_id', 'bad_resume_key',
+  'resume_refused', 'resume_unavailable', 'resume_key_in_use', 'hop_forbidden', 'hop_not_owner',
+];
+
+/**
+ * Puts the counters dashboards and alerts read in /metrics at 0 for every known label value: a
+ * series that appears only with its first event has no rate() or increase() for that event.
+ */
+export function initialiseCounters(authRefusalReasons: readonly string[]): void {
+  for (const reason of [...authRefusalReasons, ...OTHER_REFUSAL_REASONS]) metrics.refusals.inc({ reason }, 0);
+  for (const cause of ['closed', 'error', 'timeout', 'dead']) metrics.upstreamFailures.inc({ cause }, 0);
+  for (const cause of ['upstream_closed', 'upstream_unavailable', 'upstream_timeout']) metrics.upstreamReconnects.inc({ cause }, 0);
+  for (const result of ['ok', 'failed']) metrics.upstreamReconnectResults.inc({ result }, 0);
+  for (const reason of ['out_of_range', 'unreadable', 'overflow']) metrics.usageRefused.inc({ reason }, 0);
+}

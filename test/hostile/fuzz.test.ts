@@ -128,6 +128,9 @@ describe(`fuzz: ${CLIENTS * MESSAGES_PER_CLIENT} hostile messages and frames at 
     stack = await startStack({
       PACE: '20', CONFIG_TIMEOUT_MS: '3000', USAGE_API_TOKEN: API, MAX_BUFFERED_AUDIO_BYTES: String(2 << 20),
       UPSTREAM_URL: upstream.wsBase, AUTH_URL: upstream.authBase,
+      // The attackers and the normal sessions share one token subject: the bound on sockets without a
+      // config would refuse the normal sessions (test/hostile/unconfigured-sockets.test.ts covers it).
+      MAX_UNCONFIGURED_PER_SUBJECT: '64',
     });
   });
   afterAll(async () => {

@@ -30,6 +30,7 @@ async function npmStart(redisUrl: string): Promise<Started> {
     env: {
       ...process.env, PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0', REDIS_URL: redisUrl,
       USAGE_JOURNAL_DIR: tempDir(), DRAIN_SECONDS: '3', LOG_LEVEL: 'info', MAX_SESSIONS_PER_TENANT: String(SESSIONS),
+      MAX_UNCONFIGURED_PER_SUBJECT: String(SESSIONS), // one token opens them all at once, then configures them
     },
   });
   let out = '';
