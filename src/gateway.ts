@@ -1,12 +1,12 @@
 // A whole gateway from one config object: the embedded emulator when no upstream is configured,
 // auth, usage ledger, server. main.ts runs one; tests start several.
 import { closeDefaultEncoderPool } from './audio/index.js';
-import { createAuthenticator, createUpstreamCredentials, loadUpstreamCredentials } from './auth/index.js';
+import { REFUSAL_REASONS, createAuthenticator, createUpstreamCredentials, loadUpstreamCredentials } from './auth/index.js';
 import { createCluster } from './cluster/index.js';
 import type { GatewayConfig } from './config.js';
 import type { Emulator } from './emulator/index.js';
 import { isNativeUws, startServer, type GatewayServer } from './server/index.js';
-import { logger, metrics, setMaxTenantLabels } from './telemetry/index.js';
+import { initialiseCounters, logger, metrics, setMaxTenantLabels } from './telemetry/index.js';
 import { createUsage } from './usage/index.js';
 
 export interface Gateway {
@@ -23,6 +23,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     throw new Error('uWebSockets.js native binary did not load (pure-JS fallback active); set ALLOW_UWS_FALLBACK=true to run anyway');
   }
   setMaxTenantLabels(config.METRICS_MAX_TENANTS);
+  initialiseCounters(REFUSAL_REASONS); // alerts and rate() see 0, not nothing, before the first event
   metrics.tenantSessionCap.set(config.MAX_SESSIONS_PER_TENANT); // alerts compare sessions per tenant with it
 
   let emulator: Emulator | undefined;

@@ -70,7 +70,7 @@ export const metrics = {
   }),
   journalDepth: new Gauge({ name: 'speech_gateway_usage_journal_depth', help: 'Usage events waiting in the on-disk journal for Redis', registers }),
   journalDropped: new Counter({
-    name: 'speech_gateway_usage_journal_dropped_total', help: 'Usage events refused because the on-disk journal was full', registers,
+    name: 'speech_gateway_usage_journal_dropped_total', help: 'Usage events not journaled: the on-disk journal was full, or the disk (a write failed)', registers,
   }),
   redisUp: new Gauge({ name: 'speech_gateway_redis_up', help: '1 if the usage ledger can write to Redis', registers }),
   tenantSessionCap: new Gauge({
