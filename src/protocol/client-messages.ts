@@ -77,6 +77,9 @@ export function parseClientMessage(text: string): ParsedClientMessage {
       error: gatewayError('UNKNOWN_MESSAGE_TYPE', `unknown message type ${echo(type)}; expected one of ${expected}`),
     };
   }
+  // flush and end carry nothing: their message is the type alone (what the schema would strip them
+  // to), without the schema's cost per frame, which a flood of them pays in one socket read.
+  if (type !== 'config') return { ok: true, message: { type } as ClientMessage };
   const parsed = clientMessageSchema.safeParse(value);
   // Unreachable with the checks above; kept so a future field with rules fails precisely, not silently.
   if (!parsed.success) {

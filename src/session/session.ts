@@ -307,7 +307,7 @@ export class Session {
     if (phase !== 'configured' && phase !== 'reconnecting' && phase !== 'ending') return this.leave();
     this.handover ??= () => undefined; // the upstream's `ended` takes it out of this process (handedOverNow)
     this.missed ??= new MissedOutput(); // its output has no client here any more
-    this.leave(); // BREAK
+    this.endForHandover();
   }
 
   /** The resume key is another session's now: the client is told, the session ends (usage final). */
