@@ -19,8 +19,9 @@ export interface ReplayBuffer {
    *  added before replay() is in the replay: anything still queued behind add() must not be sent. */
   add(unit: Unit): Unit;
   /** A final transcript covers media up to `seconds` (stream time, as the units' start/end): drop
-   *  the groups that end at or before it (whole Clusters, pages, units). The newest group stays:
-   *  more of it may still come, and a replay needs its boundary. */
+   *  the groups (whole Clusters, pages, units) that the next group starts at or before it: a group's
+   *  own end may be an estimate (a WebM block without a duration). The newest group stays: more of
+   *  it may still come, and a replay needs its boundary. */
   release(seconds: number): void;
   /** What a new upstream session gets: initialization data, then the kept audio from the packet
    *  holding the released time (WebM, Ogg/Opus; else from a container boundary), with container
@@ -89,7 +90,7 @@ class Buffered<C> implements ReplayBuffer {
 
   release(seconds: number): void {
     this.cut = Math.max(this.cut, seconds);
-    while (this.groups.length > 1 && (this.groups[0].end ?? -Infinity) <= seconds) this.drop(false);
+    while (this.groups.length > 1 && (this.groups[1].start ?? Infinity) <= seconds) this.drop(false);
   }
 
   replay(): { frames: Buffer[]; offset: number; bytes: number } {

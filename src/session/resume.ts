@@ -2,6 +2,7 @@
 // RESUME_GRACE_SECONDS; meanwhile its session and upstream session go on, and what it misses is kept
 // here (bounded) for the socket that takes the session over.
 import type { Continuation } from '../audio/index.js';
+import type { CreditsSoFar } from './usage-figures.js';
 
 /** Output kept for a detached client; past it the session stops waiting for the client. */
 export const MAX_MISSED_BYTES = 1024 * 1024;
@@ -37,6 +38,13 @@ export interface SessionSnapshot {
   /** upstream segments used so far (the last one's index) and the last usage seq */
   segment: number;
   seq: number;
+  /** the session's credits over those segments, and what its client's deltas added up to */
+  credits?: CreditsSoFar;
+  /** where a successor after a crash goes on: the byte of the client's stream where the oldest
+   *  Cluster or page that the finals do not cover whole starts (a client resending from it loses
+   *  nothing), and the media received before it. Absent: not known (the successor goes on from
+   *  `audioBytes`, skipping to the next Cluster or page) */
+  resume?: { audioBytes: number; mediaReceived: number };
   /** only at a handover: what the successor's parser needs to go on mid-container (the open WebM
    *  Cluster's head, bytes of an element not complete yet), see AudioPipeline.continuation */
   continuation?: Continuation;

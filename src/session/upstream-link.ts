@@ -82,9 +82,9 @@ export class UpstreamLink {
   }
 
   /** A session another replica handed over (or lost): upstream segments go on after `segment`, the
-   *  client has every final up to `finalUntil`. The upstream session opens when the first media unit
-   *  comes (or a flush/end), as a reconnection: its replay (the init data, then the client's audio from
-   *  that unit, retimed to start at 0) puts the new stream on the client's timeline. */
+   *  client has every final up to `finalUntil`. The upstream session opens when media past that comes
+   *  (or a flush/end), as a reconnection: its replay (the init data, then the client's audio from the
+   *  packet that holds `finalUntil`, retimed to start at 0) puts the new stream on the client's timeline. */
   restore(config: unknown, segment: number, finalUntil: number): void {
     this.config = config;
     this.segment = segment;
@@ -100,12 +100,19 @@ export class UpstreamLink {
     return this.timeline.finalUntil;
   }
 
+  /** Where the replay's oldest group starts in the parser's input (see ReplayBuffer.resumePoint). */
+  resumePoint(): { at: number; behind: number } | undefined {
+    return this.replay?.resumePoint();
+  }
+
   /** Upstream-bound units as the pipeline makes them: the replay keeps what no final covers yet;
    *  returns the unit as it goes upstream (after a replay, retimed to continue the replayed stream). */
   unit(u: Unit, kind: ReplayKind): Unit {
     this.replay ??= this.o.createReplay(kind, { maxBytes: this.o.policy.replayBytes });
     const out = this.replay.add(u);
-    if (this.deferred && u.start !== undefined) this.openDeferred(); // media: not a restored Cluster's head
+    // Media past the client's last final (not a restored Cluster's head, nor audio it resent that the
+    // finals cover): the replay can start at the packet that holds that final's end.
+    if (this.deferred && u.end !== undefined && u.end > this.timeline.finalUntil) this.openDeferred();
     return out;
   }
 

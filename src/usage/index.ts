@@ -10,7 +10,7 @@ import { RedisHealth } from './redis-health.js';
 
 export type { Outcome, SessionStart } from './model.js';
 export type { UsageLedger, UsageRecord } from './ledger.js';
-export { MAX_SEGMENTS } from './model.js';
+export { MAX_SEGMENTS, fromMicro, toMicro } from './model.js';
 export type { SessionLimiter } from './limiter.js';
 export type { UsageApi } from './api.js';
 
