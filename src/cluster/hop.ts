@@ -174,9 +174,10 @@ function handshake(ws: WebSocket): Promise<Opened> {
 /**
  * B side of a resume for a live session that replica `owner` holds (called by the upgrade gate after
  * auth and the record's identity check). Opens the hop to the owner, then accepts the client's socket
- * and relays both ways until either side closes. The owner's 403 RESUME_FORBIDDEN is the client's
- * answer; its 409 HOP_NOT_OWNER (the process there is not that owner, or holds no such session: e.g.
- * a new process at a dead replica's address) returns 'not_owner' with the client not answered, for the
+ * and relays both ways until either side closes. The owner's 403 RESUME_FORBIDDEN (or 409
+ * RESUME_KEY_IN_USE: it is opening a new session with the key right now) is the client's answer;
+ * its 409 HOP_NOT_OWNER (the process there is not that owner, or holds no such session: e.g. a new
+ * process at a dead replica's address) returns 'not_owner' with the client not answered, for the
  * gate to take the session over; any other failure accepts the client and closes it with 1012 so it
  * reconnects (by then the record says whether to take over). Without CLUSTER_SECRET: 503
  * RESUME_UNAVAILABLE. `info` is the client's (its resumeKey set); it takes no tenant slot.
@@ -209,12 +210,13 @@ export async function hopUpgrade(up: ClientUpgrade, owner: { id: string; url: st
   up.res.upgrade(data, up.secKey, up.protocol, up.secExtensions, up.context);
 }
 
-/** The owner's 403 RESUME_FORBIDDEN body (passed on as it is: the client's own answer), or its 409
- * HOP_NOT_OWNER. */
+/** The owner's 403 RESUME_FORBIDDEN or 409 RESUME_KEY_IN_USE body (passed on as it is: the
+ * client's own answer), or its 409 HOP_NOT_OWNER. */
 function ownerRefusal(body: string): { error: GatewayError } | undefined {
   try {
     const parsed = JSON.parse(body) as { error?: GatewayError };
-    return parsed.error?.id === 'RESUME_FORBIDDEN' || parsed.error?.id === 'HOP_NOT_OWNER' ? { error: parsed.error } : undefined;
+    const id = parsed.error?.id;
+    return id === 'RESUME_FORBIDDEN' || id === 'RESUME_KEY_IN_USE' || id === 'HOP_NOT_OWNER' ? { error: parsed.error! } : undefined;
   } catch {
     return undefined;
   }

@@ -1,10 +1,13 @@
 // Session records: what another replica needs to take a resumable session over (its owner, the
 // identity its key is bound to, the validated config, the container's initialization data, where
 // the client's timeline stands, usage so far). In Redis under sgw:rec:<sha256(key)> so the raw
-// key is never stored; no token, ever; no audio (what the owner held unfinalised dies with it).
-// Ownership changes are compare-and-set in Lua, so two replicas never both take a session over.
-// A record nobody refreshes expires (TTL); a handed-over one is also listed by its deadline for
-// the janitor, which ends its ledger session and releases its slot when nobody resumed it.
+// key is never stored; no token, ever. The client's content (config, container headers, audio
+// bytes of an open Cluster, missed messages, its subject) is sealed with a key derived from the
+// resume key (sealed.ts), which Redis never sees; what is in clear is ids, states and numbers.
+// A new keyed session claims its key here before its socket is accepted (claimKey), so one key
+// names one session. Ownership changes are compare-and-set in Lua, so two replicas never both take
+// a session over. A record nobody refreshes expires (TTL); a handed-over one is also listed by its
+// deadline for the janitor, which ends its ledger session and releases its slot when nobody resumed it.
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Continuation } from '../audio/index.js';
@@ -13,44 +16,70 @@ import type { SessionSnapshot } from '../session/index.js';
 
 export type RecordState = 'live' | 'handing_over' | 'handed_over';
 
-/** A session's snapshot (see SessionSnapshot) with who owns it and whom its key is bound to; the
- * snapshot's buffers are kept as base64. */
-export interface SessionRecord extends Omit<SessionSnapshot, 'init' | 'continuation'> {
-  v: 1;
+/** The client's content in a record: sealed before it leaves the process (see SealedRecord). */
+export interface RecordContent {
+  subject?: string;
+  environment?: string;
+  /** the client's validated config, and what the first CONFIG_ACCEPTED told it */
+  config?: unknown;
+  accepted?: SessionSnapshot['accepted'];
+  /** the client's container headers (base64): what a successor parses the rest of the stream with */
+  init?: string;
+  /** only when handed over: where the successor's parser goes on (the open WebM Cluster's head, base64) */
+  cont?: string;
+  /** only when handed over: the client-bound messages produced after its socket was closed */
+  missed?: string[];
+}
+
+/** Where the session's timeline stands (numbers only): the snapshot without its content. */
+export type RecordTimeline = Omit<SessionSnapshot, 'config' | 'accepted' | 'init' | 'continuation'> & {
+  /** only when handed over: where the next media unit starts if the client's bytes do continue */
+  contExpect?: Continuation['expect'];
+};
+
+/** What a record holds in clear: who owns the session and whose it is (ids), and its timeline. */
+export interface RecordHead {
   owner: string;
   ownerUrl: string;
   state: RecordState;
   tenant: string;
-  subject?: string;
   endpoint: Endpoint;
   interactionId?: string;
-  environment?: string;
   /** the ledger's session id, also the tenant limiter's slot */
   sessionKey: string;
-  /** the client's container headers: what a successor parses the rest of the stream with */
-  init: string;
-  /** only when handed over: where the successor's parser goes on (the open WebM Cluster's head),
-   *  and where the next media unit starts if the client's bytes do continue */
-  cont?: string;
-  contExpect?: Continuation['expect'];
-  /** only when handed over: the client-bound messages produced after its socket was closed */
-  missed?: string[];
+  /** absent while the key is only claimed: the session has nothing another replica could go on with yet */
+  timeline?: RecordTimeline;
   updatedAt: number;
 }
+
+/** A record as Redis holds it: the head, and the content sealed (sealed.ts). */
+export interface SealedRecord extends RecordHead {
+  v: 2;
+  sealed: string;
+  /** only read back from a record an older gateway wrote (version 1): its content, in clear */
+  clear?: RecordContent;
+}
+
+/** A record with its content opened (only with the resume key). */
+export interface SessionRecord extends RecordHead, RecordContent {}
 
 export interface RecordStore {
   /** Redis (every replica sees the records) or in process (one replica: nothing to hand over to). */
   readonly shared: boolean;
-  get(keyHash: string): Promise<SessionRecord | undefined>;
-  /** The owner's write: only when the record is absent or `r.owner` owns it. With `deadlineMs`, the
-   *  janitor ends it then unless someone claimed it (a handed-over record). */
-  put(keyHash: string, r: SessionRecord, deadlineMs?: number): Promise<boolean>;
+  get(keyHash: string): Promise<SealedRecord | undefined>;
+  /** A new session's claim of its key: only when no record is there, or (`replaceOwner`) the one
+   *  there is only a claim of that owner (dead, or not holding its session). */
+  claimKey(keyHash: string, r: SealedRecord, replaceOwner?: string): Promise<boolean>;
+  /** The owner's write: only when the record is absent or `r.owner` owns it; a bare claim (no
+   *  timeline) over a record with one only keeps that alive. With `deadlineMs`, the janitor ends it
+   *  then unless someone claimed it (a handed-over record). */
+  put(keyHash: string, r: SealedRecord, deadlineMs?: number): Promise<boolean>;
   /** Takes the record over when it is still as `expect` says (owner and state). */
-  claim(keyHash: string, expect: { owner: string; state: RecordState }, next: SessionRecord): Promise<boolean>;
+  claim(keyHash: string, expect: { owner: string; state: RecordState }, next: SealedRecord): Promise<boolean>;
   /** The owner's delete (the session finished here). */
   remove(keyHash: string, owner: string): Promise<void>;
   /** Handed-over records past their deadline, each removed and returned to one caller only. */
-  reap(now: number): Promise<SessionRecord[]>;
+  reap(now: number): Promise<SealedRecord[]>;
 }
 
 /** The raw key never leaves the process: records are found by its hash. */
@@ -63,10 +92,28 @@ const DEADLINES = 'sgw:rec-deadlines';
 /** Records reaped per janitor pass (the rest wait for the next pass). */
 const REAP_BATCH = 50;
 
-// KEYS[1] record; ARGV: owner, value, ttlMs, member, deadline ('' = none).
+// KEYS[1] record; ARGV: value, ttlMs, owner whose bare claim may be replaced ('' = none).
+const CLAIM_KEY = `
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local r = cjson.decode(cur)
+  if ARGV[3] == '' or r.owner ~= ARGV[3] or r.timeline ~= nil then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`;
+// KEYS[1] record; ARGV: owner, value, ttlMs, member, deadline ('' = none), '1' when value is a bare
+// claim (no timeline), which never replaces a record with one: it only keeps that one alive.
 const PUT = `
 local cur = redis.call('GET', KEYS[1])
-if cur and cjson.decode(cur).owner ~= ARGV[1] then return 0 end
+if cur then
+  local r = cjson.decode(cur)
+  if r.owner ~= ARGV[1] then return 0 end
+  if ARGV[6] == '1' and r.timeline ~= nil then
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+    return 1
+  end
+end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 if ARGV[5] ~= '' then redis.call('ZADD', '${DEADLINES}', ARGV[5], ARGV[4]) end
 return 1
@@ -98,6 +145,7 @@ return cur
 `;
 
 type Scripted = Redis & {
+  recClaimKey(key: string, ...a: (string | number)[]): Promise<number>;
   recPut(key: string, ...a: (string | number)[]): Promise<number>;
   recClaim(key: string, ...a: (string | number)[]): Promise<number>;
   recRemove(key: string, ...a: (string | number)[]): Promise<number>;
@@ -109,6 +157,7 @@ class RedisRecordStore implements RecordStore {
   private readonly redis: Scripted;
 
   constructor(redis: Redis, private readonly ttlMs: number) {
+    redis.defineCommand('recClaimKey', { numberOfKeys: 1, lua: CLAIM_KEY });
     redis.defineCommand('recPut', { numberOfKeys: 1, lua: PUT });
     redis.defineCommand('recClaim', { numberOfKeys: 1, lua: CLAIM });
     redis.defineCommand('recRemove', { numberOfKeys: 1, lua: REMOVE });
@@ -116,17 +165,21 @@ class RedisRecordStore implements RecordStore {
     this.redis = redis as Scripted;
   }
 
-  async get(keyHash: string): Promise<SessionRecord | undefined> {
+  async get(keyHash: string): Promise<SealedRecord | undefined> {
     const v = await this.redis.get(REC + keyHash);
-    return v ? (JSON.parse(v) as SessionRecord) : undefined;
+    return v ? parseRecord(v) : undefined;
   }
 
-  async put(keyHash: string, r: SessionRecord, deadlineMs?: number): Promise<boolean> {
-    const ok = await this.redis.recPut(REC + keyHash, r.owner, JSON.stringify(r), this.ttlMs, keyHash, deadlineMs ?? '');
+  async claimKey(keyHash: string, r: SealedRecord, replaceOwner?: string): Promise<boolean> {
+    return (await this.redis.recClaimKey(REC + keyHash, JSON.stringify(r), this.ttlMs, replaceOwner ?? '')) === 1;
+  }
+
+  async put(keyHash: string, r: SealedRecord, deadlineMs?: number): Promise<boolean> {
+    const ok = await this.redis.recPut(REC + keyHash, r.owner, JSON.stringify(r), this.ttlMs, keyHash, deadlineMs ?? '', r.timeline ? '' : '1');
     return ok === 1;
   }
 
-  async claim(keyHash: string, expect: { owner: string; state: RecordState }, next: SessionRecord): Promise<boolean> {
+  async claim(keyHash: string, expect: { owner: string; state: RecordState }, next: SealedRecord): Promise<boolean> {
     return (await this.redis.recClaim(REC + keyHash, expect.owner, expect.state, JSON.stringify(next), this.ttlMs, keyHash)) === 1;
   }
 
@@ -134,12 +187,12 @@ class RedisRecordStore implements RecordStore {
     await this.redis.recRemove(REC + keyHash, owner, keyHash);
   }
 
-  async reap(now: number): Promise<SessionRecord[]> {
+  async reap(now: number): Promise<SealedRecord[]> {
     const due = await this.redis.zrangebyscore(DEADLINES, '-inf', now, 'LIMIT', 0, REAP_BATCH);
-    const out: SessionRecord[] = [];
+    const out: SealedRecord[] = [];
     for (const keyHash of due) {
       const v = await this.redis.recReap(REC + keyHash, keyHash);
-      if (v) out.push(JSON.parse(v) as SessionRecord);
+      if (v) out.push(parseRecord(v));
     }
     return out;
   }
@@ -152,24 +205,32 @@ class MemoryRecordStore implements RecordStore {
 
   constructor(private readonly ttlMs: number, private readonly now: () => number) {}
 
-  private current(keyHash: string): SessionRecord | undefined {
+  private current(keyHash: string): SealedRecord | undefined {
     const e = this.records.get(keyHash);
     if (e && e.expires <= this.now()) this.records.delete(keyHash);
-    return e && e.expires > this.now() ? (JSON.parse(e.value) as SessionRecord) : undefined;
+    return e && e.expires > this.now() ? parseRecord(e.value) : undefined;
   }
 
-  async get(keyHash: string): Promise<SessionRecord | undefined> {
+  async get(keyHash: string): Promise<SealedRecord | undefined> {
     return this.current(keyHash);
   }
 
-  async put(keyHash: string, r: SessionRecord, deadlineMs?: number): Promise<boolean> {
+  async claimKey(keyHash: string, r: SealedRecord, replaceOwner?: string): Promise<boolean> {
     const cur = this.current(keyHash);
-    if (cur && cur.owner !== r.owner) return false;
-    this.records.set(keyHash, { value: JSON.stringify(r), expires: this.now() + this.ttlMs, deadline: deadlineMs });
+    if (cur && (cur.owner !== replaceOwner || cur.timeline)) return false;
+    this.records.set(keyHash, { value: JSON.stringify(r), expires: this.now() + this.ttlMs });
     return true;
   }
 
-  async claim(keyHash: string, expect: { owner: string; state: RecordState }, next: SessionRecord): Promise<boolean> {
+  async put(keyHash: string, r: SealedRecord, deadlineMs?: number): Promise<boolean> {
+    const cur = this.current(keyHash);
+    if (cur && cur.owner !== r.owner) return false;
+    const keep = cur?.timeline && !r.timeline; // a bare claim keeps a record with a timeline alive, no more
+    this.records.set(keyHash, { value: JSON.stringify(keep ? cur : r), expires: this.now() + this.ttlMs, deadline: keep ? this.records.get(keyHash)?.deadline : deadlineMs });
+    return true;
+  }
+
+  async claim(keyHash: string, expect: { owner: string; state: RecordState }, next: SealedRecord): Promise<boolean> {
     const cur = this.current(keyHash);
     if (!cur || cur.owner !== expect.owner || cur.state !== expect.state) return false;
     this.records.set(keyHash, { value: JSON.stringify(next), expires: this.now() + this.ttlMs });
@@ -180,16 +241,28 @@ class MemoryRecordStore implements RecordStore {
     if (this.current(keyHash)?.owner === owner) this.records.delete(keyHash);
   }
 
-  async reap(now: number): Promise<SessionRecord[]> {
-    const out: SessionRecord[] = [];
+  async reap(now: number): Promise<SealedRecord[]> {
+    const out: SealedRecord[] = [];
     for (const [keyHash, e] of this.records) {
       if (e.deadline === undefined || e.deadline > now) continue;
       this.records.delete(keyHash);
-      const r = JSON.parse(e.value) as SessionRecord;
+      const r = parseRecord(e.value);
       if (r.state === 'handed_over') out.push(r);
     }
     return out;
   }
+}
+
+/** A version-1 record (written by a gateway before records were sealed): its content in clear. */
+type RecordV1 = Omit<SessionRecord, 'timeline'> & RecordTimeline & { v: 1 };
+
+/** A stored record; a version-1 one (content in clear) is read into the same shape. */
+function parseRecord(json: string): SealedRecord {
+  const r = JSON.parse(json) as SealedRecord | RecordV1;
+  if (r.v === 2) return r;
+  const { v, owner, ownerUrl, state, tenant, endpoint, interactionId, sessionKey, updatedAt, subject, environment, config, accepted, init, cont, missed, ...timeline } = r;
+  const head: RecordHead = { owner, ownerUrl, state, tenant, endpoint, interactionId, sessionKey, timeline, updatedAt };
+  return { ...head, v: 2, sealed: '', clear: { subject, environment, config, accepted, init, cont, missed } };
 }
 
 /** Records live RESUME_GRACE_SECONDS + 30 s past their last write. */

@@ -1,12 +1,14 @@
-// A resumable session's life across replicas: its owner keeps its record (keepRecord), a replica that
-// gets its key decides how to resume it (findResume), the drain hands it over (handOver), and a
-// handed-over session nobody resumed is ended by whichever replica's janitor sees it first.
+// A resumable session's life across replicas: a new one claims its key (claimKey), its owner keeps its
+// record (keepRecord, the client's content sealed), a replica that gets its key decides how to resume
+// it (findResume), the drain hands it over (handOver), and a handed-over session nobody resumed is
+// ended by whichever replica's janitor sees it first.
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Restore, Session, SessionInfo, SessionSnapshot } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
-import { recordKeyHash, type RecordState, type RecordStore, type SessionRecord } from './records.js';
+import { recordKeyHash, type RecordContent, type RecordHead, type RecordState, type RecordStore, type SealedRecord, type SessionRecord } from './records.js';
+import { seal, sealingKey, unseal } from './sealed.js';
 import type { Replicas } from './replicas.js';
 
 /** What the session parts of the cluster need. */
@@ -29,43 +31,85 @@ const PROBE_MS = 300;
 /** A handed-over slot stays taken this much past the grace, for the janitor to release. */
 const SLOT_MARGIN_MS = 30_000;
 
-function toRecord(r: Pick<TakeoverDeps, 'replicas'>, info: SessionInfo, s: SessionSnapshot, state: RecordState, missed?: string[]): SessionRecord {
-  const { init, continuation, ...plain } = s;
+/** A session's record keys: where its record is (the key's hash) and what seals its content. */
+export interface RecordKeys {
+  hash: string;
+  sealing: Buffer;
+}
+
+export function recordKeys(resumeKey: string): RecordKeys {
+  return { hash: recordKeyHash(resumeKey), sealing: sealingKey(resumeKey) };
+}
+
+/** The clear fields a record's content is bound to: a record whose tenant or ledger session is
+ *  changed in Redis does not open. */
+const boundTo = (h: RecordHead) => JSON.stringify([h.tenant, h.endpoint, h.interactionId ?? null, h.sessionKey]);
+
+/** The record as Redis gets it: its client content sealed. */
+export function sealRecord(k: RecordKeys, r: SessionRecord): SealedRecord {
+  const { subject, environment, config, accepted, init, cont, missed, ...head } = r;
+  return { ...head, v: 2, sealed: seal(k.sealing, boundTo(head), { subject, environment, config, accepted, init, cont, missed }) };
+}
+
+/** The record with its content; throws when it does not open (changed in Redis). */
+export function openRecord(k: RecordKeys, r: SealedRecord): SessionRecord {
+  const { v: _v, sealed, clear, ...head } = r;
+  return { ...head, ...(clear ?? unseal<RecordContent>(k.sealing, boundTo(head), sealed)) };
+}
+
+/** The record of `info`'s session: with `s`, what another replica goes on from; without, only the
+ *  claim of its key (who holds it, whose it is). */
+function toRecord(r: Pick<TakeoverDeps, 'replicas'>, info: SessionInfo, s: SessionSnapshot | undefined, state: RecordState, missed?: string[]): SessionRecord {
+  const head = {
+    owner: r.replicas.id, ownerUrl: r.replicas.url, state, tenant: info.tenant, endpoint: info.endpoint, interactionId: info.interactionId,
+    sessionKey: info.sessionKey, subject: info.subject, environment: info.environment, updatedAt: Date.now(),
+  };
+  if (!s) return head;
+  const { init, continuation, config, accepted, ...timeline } = s;
   return {
-    ...plain, v: 1, owner: r.replicas.id, ownerUrl: r.replicas.url, state, tenant: info.tenant, subject: info.subject, endpoint: info.endpoint,
-    interactionId: info.interactionId, environment: info.environment, sessionKey: info.sessionKey, init: init.toString('base64'),
-    cont: continuation?.bytes.toString('base64'), contExpect: continuation?.expect, missed, updatedAt: Date.now(),
+    ...head, timeline: { ...timeline, contExpect: continuation?.expect }, config, accepted, init: init.toString('base64'),
+    cont: continuation?.bytes.toString('base64'), missed,
   };
 }
 
+/** What a session taken over from `r` (a record with its timeline) starts from. */
 export function restoreOf(r: SessionRecord, from: 'handover' | 'crash'): Restore {
+  const { contExpect, ...timeline } = r.timeline!;
   return {
-    config: r.config, accepted: r.accepted, kind: r.kind, init: Buffer.from(r.init, 'base64'),
-    continuation: from === 'handover' && r.cont ? { bytes: Buffer.from(r.cont, 'base64'), expect: r.contExpect } : undefined,
-    offset: r.offset, finalUntil: r.finalUntil, mediaReceived: r.mediaReceived, audioBytes: r.audioBytes, segment: r.segment, seq: r.seq,
+    ...timeline, config: r.config, accepted: r.accepted, init: Buffer.from(r.init ?? '', 'base64'),
+    continuation: from === 'handover' && r.cont ? { bytes: Buffer.from(r.cont, 'base64'), expect: contExpect } : undefined,
     missed: r.missed ?? [], crash: from === 'crash',
   };
 }
 
+/** A new session's claim of its key, before its socket is accepted: false when another connection
+ *  claimed it first (on this replica or another). `replaceOwner`: the claim found there was that
+ *  owner's, which is dead or does not hold the session (see findResume). */
+export function claimKey(d: Pick<TakeoverDeps, 'records' | 'replicas'>, info: SessionInfo, replaceOwner?: string): Promise<boolean> {
+  const keys = recordKeys(info.resumeKey!);
+  return d.records.claimKey(keys.hash, sealRecord(keys, toRecord(d, info, undefined, 'live')), replaceOwner);
+}
+
 /** The owner keeps the record of a session opened with a resume key while it changes: at most every
- * 2 s, and at once when a final reaches the client (so a successor never repeats one). Returns what
- * to call when the session leaves this process. */
+ * 2 s, and at once when a final reaches the client (so a successor never repeats one); until the
+ * session has something to take over from, its key's claim only. Returns what to call when the
+ * session leaves this process. */
 export function keepRecord(d: TakeoverDeps, session: Session): () => void {
-  const hash = recordKeyHash(session.info.resumeKey!);
+  const keys = recordKeys(session.info.resumeKey!);
   let written = '';
   let writtenAt = 0;
   let failing = false;
   const write = () => {
+    if (session.leaving) return;
     const snapshot = session.snapshot();
-    if (!snapshot || session.leaving) return;
-    const mark = `${snapshot.audioBytes}/${snapshot.finalUntil}/${snapshot.seq}/${snapshot.segment}`;
+    const mark = snapshot ? `${snapshot.audioBytes}/${snapshot.finalUntil}/${snapshot.seq}/${snapshot.segment}` : 'claim';
     if (mark === written && Date.now() - writtenAt < KEEPALIVE_MS) return;
     written = mark;
     writtenAt = Date.now();
-    d.records.put(hash, toRecord(d, session.info, snapshot, 'live')).then(
+    d.records.put(keys.hash, sealRecord(keys, toRecord(d, session.info, snapshot, 'live'))).then(
       (mine) => {
         failing = false;
-        if (!mine) session.disown(); // another replica took it over while this one was taken for dead
+        if (!mine) void disown(d, keys, session);
       },
       (err: Error) => {
         if (!failing) d.logger.warn({ event: 'record_write_failed', session: session.key, err: err.message }, 'session record not written');
@@ -79,12 +123,20 @@ export function keepRecord(d: TakeoverDeps, session: Session): () => void {
   timer.unref();
   return () => {
     clearInterval(timer);
-    if (!session.handedOver) void d.records.remove(hash, d.replicas.id).catch(() => undefined);
+    if (!session.handedOver) void d.records.remove(keys.hash, d.replicas.id).catch(() => undefined);
   };
 }
 
+/** The record names another owner: another replica took this session over while this one was taken
+ *  for dead (the same ledger session goes on there), or, the claim here having lapsed (Redis lost
+ *  it), another session claimed the key. Either way this process lets go of it properly. */
+async function disown(d: TakeoverDeps, keys: RecordKeys, session: Session): Promise<void> {
+  const now = await d.records.get(keys.hash).catch(() => undefined);
+  session.disown(now === undefined || now.sessionKey === session.key);
+}
+
 export type ResumeRoute =
-  | { route: 'none' } // no record: a new session (or TOKEN_EXPIRED)
+  | { route: 'none'; replaceOwner?: string } // a new session: claim the key (replacing that owner's bare claim), or TOKEN_EXPIRED
   | { route: 'forbidden' }
   | { route: 'hop'; owner: { id: string; url: string } }
   | { route: 'restore'; record: SessionRecord; from: 'handover' | 'crash' }
@@ -95,43 +147,64 @@ export type ResumeRoute =
  * A record taken over here is claimed (compare-and-set) before the client's socket is accepted.
  * `notOwner`: a replica whose address answered a hop to it that it is not the owner (HOP_NOT_OWNER). */
 export async function findResume(d: TakeoverDeps, key: string, who: Pick<SessionInfo, 'tenant' | 'subject' | 'endpoint' | 'interactionId'>, notOwner?: string): Promise<ResumeRoute> {
-  const hash = recordKeyHash(key);
-  const r = await d.records.get(hash);
-  if (!r) return { route: 'none' };
-  const same = r.tenant === who.tenant && r.subject !== undefined && r.subject === who.subject && r.endpoint === who.endpoint && r.interactionId === who.interactionId;
+  const keys = recordKeys(key);
+  const stored = await d.records.get(keys.hash);
+  if (!stored) return { route: 'none' };
+  const r = opened(d, keys, stored);
+  const same = r !== undefined && r.tenant === who.tenant && r.subject !== undefined && r.subject === who.subject && r.endpoint === who.endpoint && r.interactionId === who.interactionId;
   if (!same) return { route: 'forbidden' };
-  return r.state === 'handing_over' ? { route: 'wait' } : decide(d, hash, r, notOwner);
+  if (!r.timeline) return bareClaim(d, r, notOwner);
+  return r.state === 'handing_over' ? { route: 'wait' } : decide(d, keys, r, notOwner);
+}
+
+/** The record's content, or undefined (logged) when it does not open: changed in Redis. */
+function opened(d: TakeoverDeps, keys: RecordKeys, r: SealedRecord): SessionRecord | undefined {
+  try {
+    return openRecord(keys, r);
+  } catch (err) {
+    d.logger.warn({ event: 'record_unreadable', session: r.sessionKey, err: (err as Error).message }, 'session record content does not open; the resume is refused');
+    return undefined;
+  }
+}
+
+/** A key claimed by a session with nothing to take over yet: carried to its live owner (a resume of
+ *  it there), else (its owner dead, or holding no such session) the key is this new session's. */
+async function bareClaim(d: TakeoverDeps, r: SessionRecord, notOwner?: string): Promise<ResumeRoute> {
+  if (r.owner !== d.replicas.id && r.owner !== notOwner && (await ownerAlive(d, r))) return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
+  return { route: 'none', replaceOwner: r.owner };
 }
 
 /** After 'wait' (the client's socket is open, its frames held): polls until the handover is done, for
  * at most `waitMs` and while the client is there, then takes the session over if nobody else did. An
  * owner that dies while handing over (killed at the end of its termination grace) is taken over from. */
 export async function awaitHandover(d: TakeoverDeps, key: string, waitMs: number, wanted: () => boolean): Promise<ResumeRoute> {
-  const hash = recordKeyHash(key);
+  const keys = recordKeys(key);
   const deadline = Date.now() + waitMs;
-  let r = await d.records.get(hash);
+  let r = await d.records.get(keys.hash);
   for (let polls = 1; r?.state === 'handing_over' && Date.now() < deadline && wanted(); polls++) {
     if (polls % OWNER_CHECK_POLLS === 0 && !(await ownerAlive(d, r))) break;
     await sleep(POLL_MS);
-    r = await d.records.get(hash);
+    r = await d.records.get(keys.hash);
   }
   if (!r || !wanted() || (r.state === 'handing_over' && (await ownerAlive(d, r)))) return { route: 'gone' };
-  const route = await decide(d, hash, r);
-  return route.route === 'restore' ? route : { route: 'gone' }; // the socket is open: no hop from here
+  const open = opened(d, keys, r);
+  const route = open?.timeline ? await decide(d, keys, open) : undefined;
+  return route?.route === 'restore' ? route : { route: 'gone' }; // the socket is open: no hop from here
 }
 
 /** Its heartbeat is there and its address does not refuse connections. */
-async function ownerAlive(d: TakeoverDeps, r: SessionRecord): Promise<boolean> {
+async function ownerAlive(d: TakeoverDeps, r: RecordHead): Promise<boolean> {
   return r.owner === d.replicas.id || ((await d.replicas.alive(r.owner)) && !(await refused(r.ownerUrl)));
 }
 
 /** A record not being handed over (or whose owner died handing it over): carried to its live owner,
  * else claimed for this replica. */
-async function decide(d: TakeoverDeps, hash: string, r: SessionRecord, notOwner?: string): Promise<ResumeRoute> {
+async function decide(d: TakeoverDeps, keys: RecordKeys, r: SessionRecord, notOwner?: string): Promise<ResumeRoute> {
   const mine = r.owner === d.replicas.id; // a record of a session that is no longer here: as a dead owner's
   if (r.state === 'live' && !mine && r.owner !== notOwner && (await ownerAlive(d, r))) return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
-  const next: SessionRecord = { ...r, owner: d.replicas.id, ownerUrl: d.replicas.url, state: 'live', missed: undefined, cont: undefined, contExpect: undefined, updatedAt: Date.now() };
-  if (!(await d.records.claim(hash, { owner: r.owner, state: r.state }, next))) return { route: 'gone' };
+  const next: SessionRecord = { ...r, owner: d.replicas.id, ownerUrl: d.replicas.url, state: 'live', missed: undefined, cont: undefined, updatedAt: Date.now() };
+  next.timeline = { ...r.timeline!, contExpect: undefined };
+  if (!(await d.records.claim(keys.hash, { owner: r.owner, state: r.state }, sealRecord(keys, next)))) return { route: 'gone' };
   return { route: 'restore', record: r, from: r.state === 'handed_over' ? 'handover' : 'crash' };
 }
 
@@ -155,19 +228,19 @@ function refused(url: string): Promise<boolean> {
  * restored stream shows where it goes on: the record's mediaReceived is up to 2 s old. */
 export function countTakeover(d: TakeoverDeps, r: SessionRecord, from: 'handover' | 'crash'): void {
   metrics.takeovers.inc({ from });
-  d.logger.info({ event: 'session_taken_over', session: r.sessionKey, from, previousOwner: r.owner, segment: r.segment + 1 }, 'session taken over');
+  d.logger.info({ event: 'session_taken_over', session: r.sessionKey, from, previousOwner: r.owner, segment: (r.timeline?.segment ?? 0) + 1 }, 'session taken over');
 }
 
 /** The drain's handover of one session: the record says handing over while its upstream session ends,
  * then handed over (with what the client missed) until a replica claims it or the grace ends. */
 export async function handOver(d: TakeoverDeps & { limiter: SessionLimiter; graceSeconds: number }, session: Session): Promise<boolean> {
-  const hash = recordKeyHash(session.info.resumeKey!);
+  const keys = recordKeys(session.info.resumeKey!);
   const before = session.snapshot();
   if (!before) return false;
   const started = Date.now();
   session.leaving = true; // its keeper writes no more 'live' records
   try {
-    if (!(await d.records.put(hash, toRecord(d, session.info, before, 'handing_over')))) return false;
+    if (!(await d.records.put(keys.hash, sealRecord(keys, toRecord(d, session.info, before, 'handing_over'))))) return false;
   } catch (err) {
     d.logger.warn({ event: 'handover_failed', session: session.key, err: (err as Error).message }, 'session record not written; the session drains here');
     return false;
@@ -178,7 +251,9 @@ export async function handOver(d: TakeoverDeps & { limiter: SessionLimiter; grac
     return false;
   }
   const graceMs = d.graceSeconds * 1000;
-  const written = await d.records.put(hash, toRecord(d, session.info, after, 'handed_over', after.missed), Date.now() + graceMs).catch(() => false);
+  const { missed, ...snapshot } = after;
+  const record = sealRecord(keys, toRecord(d, session.info, snapshot, 'handed_over', missed));
+  const written = await d.records.put(keys.hash, record, Date.now() + graceMs).catch(() => false);
   await d.limiter.handOff(session.info.tenant, session.key, graceMs + SLOT_MARGIN_MS);
   metrics.handovers.inc({ result: written ? 'ok' : 'failed' });
   d.logger.info({ event: 'handover', session: session.key, ok: written, ms: Date.now() - started }, written ? 'session handed over' : 'session ended upstream but its record could not be written');
@@ -189,7 +264,7 @@ export async function handOver(d: TakeoverDeps & { limiter: SessionLimiter; grac
 export function startJanitor(d: TakeoverDeps & { ledger: UsageLedger; limiter: SessionLimiter }): () => void {
   const sweep = async () => {
     for (const r of await d.records.reap(Date.now())) {
-      d.ledger.sessionEnded({ sessionKey: r.sessionKey, outcome: 'client_gone', mediaSeconds: r.mediaReceived, endedAt: Date.now() });
+      d.ledger.sessionEnded({ sessionKey: r.sessionKey, outcome: 'client_gone', mediaSeconds: r.timeline?.mediaReceived ?? 0, endedAt: Date.now() });
       await d.limiter.adopt(r.tenant, r.sessionKey); // the slot is this replica's to release now
       await d.limiter.release(r.tenant, r.sessionKey);
       metrics.handovers.inc({ result: 'expired' });

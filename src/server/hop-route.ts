@@ -39,6 +39,9 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
         return refuse(res, gatewayError('HOP_FORBIDDEN', 'internal route: a valid signature of the replicas\' secret, used once, is required'), 'hop_forbidden');
       }
       const held = state.resumable.get(key);
+      if (!held && state.claiming.has(key)) {
+        return refuse(res, gatewayError('RESUME_KEY_IN_USE', 'another connection is opening a session with this resume key; reconnect with it to resume that session'), 'resume_key_in_use');
+      }
       // Not the owner the hop was meant for (a new process at its address) or no such session here: the
       // sending replica takes the session over from its record.
       if (!held || identity.owner !== deps.cluster.replicas.id) {

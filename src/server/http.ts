@@ -4,7 +4,7 @@ import type uWS from 'uWebSockets.js';
 import { gatewayError, type GatewayError } from '../protocol/errors.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 
-const STATUS_TEXT: Record<number, string> = { 200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' };
+const STATUS_TEXT: Record<number, string> = { 200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 409: 'Conflict', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' };
 
 export function sendJson(res: uWS.HttpResponse, status: number, body: unknown): void {
   res.cork(() => {

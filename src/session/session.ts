@@ -160,6 +160,8 @@ export class Session {
   handedOver = false;
   /** another replica took this session over: its ledger session and slot are not this process's to end */
   private disowned = false;
+  /** another session has this session's resume key: its client cannot come back to it */
+  private keyLost = false;
   /** a final transcript reached the client (the session record notes how far the client has finals) */
   onFinal?: () => void;
   private finalNoted = 0;
@@ -312,6 +314,7 @@ export class Session {
 
   /** The resume key is another session's now: the client is told, the session ends (usage final). */
   private lostKey(): void {
+    this.keyLost = true;
     if (this.clientOpen) {
       this.sendNow(JSON.stringify(errorMessage('RESUME_KEY_IN_USE', 'another session took this resume key; this session has ended: open a new one with a new key')));
       this.clientOpen = false;
@@ -413,7 +416,7 @@ export class Session {
     this.guard(() => {
       this.inbox.flush();
       const { phase } = this.state;
-      const mayResume = this.info.resumeKey !== undefined && !this.clientSlow && (phase === 'configured' || phase === 'reconnecting' || phase === 'ending');
+      const mayResume = this.info.resumeKey !== undefined && !this.clientSlow && !this.keyLost && (phase === 'configured' || phase === 'reconnecting' || phase === 'ending');
       if (!mayResume) return this.dispatch({ type: 'client_closed' });
       this.missed = new MissedOutput();
       for (const message of sink.undelivered()) this.keepForResume(message);

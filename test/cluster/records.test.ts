@@ -4,17 +4,16 @@
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { createRecordStore, recordKeyHash, type RecordStore, type SessionRecord } from '../../src/cluster/records.js';
+import { createRecordStore, recordKeyHash, type RecordStore, type SealedRecord } from '../../src/cluster/records.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
 import { delay } from '../support/stack.js';
 
 const KEY = 'resume-key-0123456789abcdefXYZ';
 
-function record(owner: string, state: SessionRecord['state'] = 'live'): SessionRecord {
+function record(owner: string, state: SealedRecord['state'] = 'live'): SealedRecord {
   return {
-    v: 1, owner, ownerUrl: `ws://${owner}`, state, tenant: 'acme', subject: 'user-1', endpoint: 'transcribe',
-    sessionKey: 'sk-1', config: { primaryLanguage: 'en' }, kind: 'webm', init: 'GkXfow==', offset: 0, finalUntil: 1.5,
-    mediaReceived: 3, audioBytes: 1200, segment: 0, seq: 4, updatedAt: Date.now(),
+    v: 2, owner, ownerUrl: `ws://${owner}`, state, tenant: 'acme', endpoint: 'transcribe', sessionKey: 'sk-1', sealed: 'c2VhbGVk',
+    timeline: { kind: 'webm', offset: 0, finalUntil: 1.5, mediaReceived: 3, audioBytes: 1200, segment: 0, seq: 4 }, updatedAt: Date.now(),
   };
 }
 
@@ -51,6 +50,37 @@ describe('session records in Redis', () => {
     assert.ok(await store.get(hash), 'a former owner cannot delete it');
     await store.remove(hash, now.owner);
     assert.equal(await store.get(hash), undefined);
+  });
+
+  it('a new session claims its key once; a bare claim is replaced only as the one of the owner named, and never replaces a record with a timeline', async () => {
+    const h = recordKeyHash(`${KEY}-claim`);
+    const bare = (owner: string): SealedRecord => ({ ...record(owner), timeline: undefined });
+    const racing = await Promise.all(['a', 'b'].map((o) => store.claimKey(h, bare(o))));
+    assert.deepEqual(racing.sort(), [false, true], 'two replicas claim one new key at once: exactly one gets it');
+    const holder = (await store.get(h))!.owner;
+    const other = holder === 'a' ? 'b' : 'a';
+    assert.equal(await store.claimKey(h, bare(other), other), false, 'a claim names the owner it replaces');
+    assert.equal(await store.claimKey(h, bare(other), holder), true, 'that owner\'s bare claim (dead, or not holding it) is replaced');
+    assert.equal(await store.put(h, record(other)), true, 'its owner writes the timeline once there is one');
+    assert.equal(await store.put(h, bare(other)), true);
+    assert.ok((await store.get(h))!.timeline, 'a bare claim only keeps a record with a timeline alive');
+    assert.equal(await store.claimKey(h, bare(holder), other), false, 'a record with a timeline is not a bare claim');
+    await store.remove(h, other);
+  });
+
+  it('a record an older gateway wrote (version 1, content in clear) is read into the same shape', async () => {
+    const h = recordKeyHash(`${KEY}-v1`);
+    const v1 = {
+      v: 1, owner: 'a', ownerUrl: 'ws://a', state: 'handed_over', tenant: 'acme', subject: 'user-1', endpoint: 'transcribe', sessionKey: 'sk-1',
+      config: { primaryLanguage: 'en' }, kind: 'webm', init: 'GkXfow==', offset: 0, finalUntil: 1.5, mediaReceived: 3, audioBytes: 1200, segment: 0, seq: 4,
+      missed: ['{"type":"transcript"}'], updatedAt: 1,
+    };
+    await client.set(`sgw:rec:${h}`, JSON.stringify(v1), 'PX', 10_000);
+    const r = (await store.get(h))!;
+    assert.equal(r.owner, 'a');
+    assert.deepEqual(r.timeline, { kind: 'webm', offset: 0, finalUntil: 1.5, mediaReceived: 3, audioBytes: 1200, segment: 0, seq: 4 });
+    assert.deepEqual(r.clear, { subject: 'user-1', environment: undefined, config: { primaryLanguage: 'en' }, accepted: undefined, init: 'GkXfow==', cont: undefined, missed: ['{"type":"transcript"}'] });
+    await client.del(`sgw:rec:${h}`);
   });
 
   it('a handed-over record nobody claims goes to one janitor once', async () => {

@@ -8,11 +8,17 @@ export interface LedgerSession {
   credits: number;
   estimated: boolean;
   outcome: string | null;
+  segments: Array<{ upstreamSessionId: string | null; credits: number; estimated: boolean }>;
 }
 
 /** Every session the ledger holds for `tenant` (all pages). The stack needs USAGE_API_TOKEN = `apiToken`. */
-export async function ledgerSessions(stack: Stack, apiToken: string, tenant = 'base'): Promise<LedgerSession[]> {
-  const base = `http://127.0.0.1:${stack.gateway.server.port}/v1/usage/sessions?tenant=${tenant}`;
+export function ledgerSessions(stack: Stack, apiToken: string, tenant = 'base'): Promise<LedgerSession[]> {
+  return ledgerSessionsAt(stack.gateway.server.port, apiToken, tenant);
+}
+
+/** The same from the gateway (or replica) listening on `port`. */
+export async function ledgerSessionsAt(port: number, apiToken: string, tenant: string): Promise<LedgerSession[]> {
+  const base = `http://127.0.0.1:${port}/v1/usage/sessions?tenant=${tenant}`;
   const out: LedgerSession[] = [];
   let cursor: string | null = null;
   do {

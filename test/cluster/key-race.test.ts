@@ -1,0 +1,85 @@
+// Two connections with one new resume key and one token, one on each of two real gateway processes
+// sharing a real redis-server, opened at once (two browser tabs sharing a stored key): the key is
+// claimed before a socket is accepted, so one of them gets the session and the other a clear
+// refusal (or an answer on its socket); whatever session was opened ends with its usage recorded:
+// the ledger holds one session per upstream session, each ended with credits.
+import assert from 'node:assert/strict';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { startCluster, type Cluster } from '../support/cluster.js';
+import { chromeChunks } from '../support/fixtures.js';
+import { newResumeKey } from '../support/sdk.js';
+import { delay, endpointPath, openClient } from '../support/stack.js';
+import { ledgerSessionsAt, type LedgerSession } from '../support/usage-api.js';
+
+const API_TOKEN = 'key-race-usage-token';
+const pieces = chromeChunks('webm-opus').slice(0, 10); // 3 s of live Chromium WebM/Opus
+const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
+const ROUNDS = 6;
+
+/** How one connection went: refused at the upgrade (status and error id), or its socket's messages and close. */
+type Outcome = { refused: number; errorId?: string } | { types: string[]; close: { code: number; reason: string } };
+
+/** Opens a session, streams 3 s (slower than the record's 2 s refresh), ends it, and reads until the close. */
+async function tab(url: string): Promise<Outcome> {
+  let client;
+  try {
+    client = await openClient(url);
+  } catch (err) {
+    const e = err as { status?: number; body?: string };
+    if (!e.status) throw err;
+    return { refused: e.status, errorId: (JSON.parse(e.body || '{}') as { error?: { id?: string } }).error?.id };
+  }
+  client.sendJson({ type: 'config', configuration });
+  await client.next('CONFIG_ACCEPTED').catch(() => undefined);
+  for (const piece of pieces) {
+    if (client.ws.readyState !== client.ws.OPEN) break;
+    client.send(piece);
+    await delay(300);
+  }
+  if (client.ws.readyState === client.ws.OPEN) client.sendJson({ type: 'end' });
+  const close = await Promise.race([client.closed, delay(30_000).then(() => ({ code: -1, reason: 'not closed within 30 s' }))]);
+  return { types: client.types(), close };
+}
+
+/** Told: refused with a catalogue error, ended normally after its end message, or sent an error before its close. */
+function answered(o: Outcome): boolean {
+  if ('refused' in o) return o.refused >= 400 && o.errorId !== undefined;
+  return (o.close.code === 1000 && o.types.includes('ended')) || o.types.includes('error');
+}
+
+describe('one new resume key on two replicas at once', () => {
+  let cluster: Cluster;
+  beforeAll(async () => {
+    cluster = await startCluster(2, { USAGE_API_TOKEN: API_TOKEN, RESUME_GRACE_SECONDS: '2' });
+  }, 60_000);
+  afterAll(() => cluster?.close());
+
+  it('one session per upstream session in the ledger, each ended with credits; no client left without an answer', async () => {
+    const tenant = 'key-race';
+    const outcomes: Outcome[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const key = newResumeKey();
+      const token = await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
+      const url = (i: number) => `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}`
+        + `&token=${encodeURIComponent(`Bearer ${token}`)}`;
+      outcomes.push(...(await Promise.all([tab(url(0)), tab(url(1))])));
+    }
+    const silent = outcomes.filter((o) => !answered(o));
+    assert.deepEqual(silent, [], 'every client was answered: a refusal, the end message, or an error before its close');
+
+    const upstream = cluster.emulator.sessions.filter((s) => s.tenant === tenant);
+    let rows: LedgerSession[] = [];
+    for (let t = 0; t < 100; t++) {
+      rows = await ledgerSessionsAt(cluster.replicas[0].port, API_TOKEN, tenant);
+      if (rows.length > 0 && rows.every((r) => r.end !== null)) break;
+      await delay(200);
+    }
+    const open = rows.filter((r) => r.end === null);
+    assert.deepEqual(open.map((r) => r.sessionKey), [], 'every ledger session ended');
+    assert.ok(rows.length >= ROUNDS, `at least one session per round (${rows.length})`);
+    const ids = rows.flatMap((r) => r.segments.map((g) => g.upstreamSessionId)).sort();
+    assert.deepEqual(ids, upstream.map((s) => s.sessionId).sort(), 'each upstream session in exactly one ledger session');
+    for (const r of rows) assert.ok(r.credits > 0, `ledger session ${r.sessionKey} has its credits (${r.credits}, ${r.outcome})`);
+    console.log(`key race: ${outcomes.filter((o) => 'refused' in o).length} of ${outcomes.length} connections refused; ${rows.length} ledger sessions, ${upstream.length} upstream sessions`);
+  }, 180_000);
+});
