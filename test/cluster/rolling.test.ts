@@ -38,10 +38,12 @@ const CLUSTER_ID = [0x1f, 0x43, 0xb6, 0x75];
 const GAP_MAX = 0.01;
 /** The one stretch a session loses when its replica is killed under it. A client that does not resend
  * (the SDK): what that replica held unfinalised (the last second between finals, the pacing backlog,
- * the piece on the wire; 0.1-1.3 s measured). One that resends from `audioBytes`: that count is the
- * bytes the record last said were received, and the resent stream resumes at the next cluster after
- * it (0.2-0.6 s measured). */
-const CRASH_GAP_MAX = { sdk: 2.5, resending: 0.7 };
+ * the piece on the wire; 0.1-1.3 s measured). One that resends from `audioBytes`: nothing (that count
+ * is where the oldest cluster its finals do not cover whole starts, and the successor goes on from it). */
+const CRASH_GAP_MAX = { sdk: 2.5, resending: 0 };
+/** How far a final may start before the end of the one before: a replay after a takeover starts at
+ * the Opus packet (Chromium's: 60 ms) that holds the end of the client's last final. */
+const SEAM_OVERLAP_MAX = 0.062;
 
 /**
  * The Chromium recording played REPEATS times as one live WebM stream: the header once, then its
@@ -109,7 +111,7 @@ function timeline(f: Array<[number, number]>, total: number): { overlaps: string
   const gaps: Array<[number, number]> = [];
   let until = 0;
   for (const [start, end] of [...f, [total, total]]) {
-    if (start < until - 0.002 || (end <= start && start !== total)) overlaps.push(`${start}-${end} after ${until}`);
+    if (start < until - SEAM_OVERLAP_MAX || (end <= start && start !== total) || (end <= until && start !== total)) overlaps.push(`${start}-${end} after ${until}`);
     if (start > until + 0.001) gaps.push([until, start]);
     until = Math.max(until, end);
   }
