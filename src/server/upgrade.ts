@@ -22,13 +22,18 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 type UpgradeHandler = (res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_socket_context_t) => void;
 
 /** Only the session's own client may take it over: same tenant, subject and endpoint (and interaction);
- * an expired token only for a session that is waiting for it. */
+ * an expired token only for a session that is waiting for it; and only once its config is accepted
+ * (before that there is nothing to resume: the key's session is still being opened). */
 export function resumeRefusal(held: Session | undefined, d: { tenant: string; subject?: string }, endpoint: Endpoint, interactionId?: string): GatewayError | undefined {
   if (!held) return gatewayError('TOKEN_EXPIRED', 'token has expired and there is no session to resume with it; fetch a new one');
   const same = held.info.tenant === d.tenant && held.info.subject !== undefined && held.info.subject === d.subject
     && held.info.endpoint === endpoint && held.info.interactionId === interactionId;
-  return same ? undefined : gatewayError('RESUME_FORBIDDEN', 'this resume key belongs to another client\'s session');
+  if (!same) return gatewayError('RESUME_FORBIDDEN', 'this resume key belongs to another client\'s session');
+  if (held.phase === 'awaiting_config' || held.phase === 'connecting') return KEY_IN_USE;
+  return undefined;
 }
+
+const KEY_IN_USE = gatewayError('RESUME_KEY_IN_USE', 'another connection is opening a session with this resume key; reconnect with it to resume that session');
 
 /** A resume of a key this replica does not hold: a session record says whether it lives on another
  * replica (the hop), was handed over or lost its replica (taken over here), or is unknown (a new
@@ -149,7 +154,7 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
         const claimed = await claimResumeKey(deps, state, data.info, fresh.replaceOwner);
         if (aborted() || !claimed) state.unconfigured.release(unconfigured);
         if (aborted()) return void (claimed && dropClaim(deps, state, resumeKey));
-        if (!claimed) return refuse(res, gatewayError('RESUME_KEY_IN_USE', 'another connection is opening a session with this resume key; reconnect with it to resume that session'), 'resume_key_in_use');
+        if (!claimed) return refuse(res, KEY_IN_USE, 'resume_key_in_use');
         data.claim = resumeKey;
       }
       // Not inside res.cork: in this uWS build, cork() after an asynchronous upgrade can misread the

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
-import { delay, endpointPath, openClient } from '../support/stack.js';
+import { delay, endpointPath, openClient, startStack, type Stack } from '../support/stack.js';
 import { ledgerSessionsAt, type LedgerSession } from '../support/usage-api.js';
 
 const API_TOKEN = 'key-race-usage-token';
@@ -41,10 +41,40 @@ async function tab(url: string): Promise<Outcome> {
   return { types: client.types(), close };
 }
 
-/** Told: refused with a catalogue error, ended normally after its end message, or sent an error before its close. */
+/** Told: refused with a catalogue error, ended normally after its end message, sent an error before
+ *  its close, or (one replica, the other connection came second and resumed the session) closed 4409
+ *  as replaced by the newer connection, which goes on with the session. */
 function answered(o: Outcome): boolean {
   if ('refused' in o) return o.refused >= 400 && o.errorId !== undefined;
-  return (o.close.code === 1000 && o.types.includes('ended')) || o.types.includes('error');
+  return (o.close.code === 1000 && o.types.includes('ended')) || o.types.includes('error') || (o.close.code === 4409 && /newer connection/.test(o.close.reason));
+}
+
+/** The ledger once every session of `tenant` ended, checked against the upstream sessions: one ledger
+ *  session per upstream session (its segments), each ended with credits. */
+async function assertLedger(port: number, tenant: string, upstream: Array<{ sessionId?: string }>, rounds: number): Promise<LedgerSession[]> {
+  let rows: LedgerSession[] = [];
+  for (let t = 0; t < 100; t++) {
+    rows = await ledgerSessionsAt(port, API_TOKEN, tenant);
+    if (rows.length > 0 && rows.every((r) => r.end !== null)) break;
+    await delay(200);
+  }
+  assert.deepEqual(rows.filter((r) => r.end === null).map((r) => r.sessionKey), [], 'every ledger session ended');
+  assert.ok(rows.length >= rounds, `at least one session per round (${rows.length})`);
+  const ids = rows.flatMap((r) => r.segments.map((g) => g.upstreamSessionId)).sort();
+  assert.deepEqual(ids, upstream.map((s) => s.sessionId).sort(), 'each upstream session in exactly one ledger session');
+  for (const r of rows) assert.ok(r.credits > 0, `ledger session ${r.sessionKey} has its credits (${r.credits}, ${r.outcome})`);
+  return rows;
+}
+
+/** `rounds` times: two connections with one new key and token at once, to `urls(key, token)`. */
+async function race(issue: () => Promise<string>, urls: (key: string, token: string) => [string, string], rounds: number): Promise<Outcome[]> {
+  const outcomes: Outcome[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const [a, b] = urls(newResumeKey(), await issue());
+    outcomes.push(...(await Promise.all([tab(a), tab(b)])));
+  }
+  assert.deepEqual(outcomes.filter((o) => !answered(o)), [], 'every client was answered: a refusal, the end message, or an error before its close');
+  return outcomes;
 }
 
 describe('one new resume key on two replicas at once', () => {
@@ -56,30 +86,26 @@ describe('one new resume key on two replicas at once', () => {
 
   it('one session per upstream session in the ledger, each ended with credits; no client left without an answer', async () => {
     const tenant = 'key-race';
-    const outcomes: Outcome[] = [];
-    for (let round = 0; round < ROUNDS; round++) {
-      const key = newResumeKey();
-      const token = await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
-      const url = (i: number) => `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}`
-        + `&token=${encodeURIComponent(`Bearer ${token}`)}`;
-      outcomes.push(...(await Promise.all([tab(url(0)), tab(url(1))])));
-    }
-    const silent = outcomes.filter((o) => !answered(o));
-    assert.deepEqual(silent, [], 'every client was answered: a refusal, the end message, or an error before its close');
-
+    const url = (i: number, key: string, token: string) => `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}`
+      + `&token=${encodeURIComponent(`Bearer ${token}`)}`;
+    const outcomes = await race(() => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' }), (key, token) => [url(0, key, token), url(1, key, token)], ROUNDS);
     const upstream = cluster.emulator.sessions.filter((s) => s.tenant === tenant);
-    let rows: LedgerSession[] = [];
-    for (let t = 0; t < 100; t++) {
-      rows = await ledgerSessionsAt(cluster.replicas[0].port, API_TOKEN, tenant);
-      if (rows.length > 0 && rows.every((r) => r.end !== null)) break;
-      await delay(200);
-    }
-    const open = rows.filter((r) => r.end === null);
-    assert.deepEqual(open.map((r) => r.sessionKey), [], 'every ledger session ended');
-    assert.ok(rows.length >= ROUNDS, `at least one session per round (${rows.length})`);
-    const ids = rows.flatMap((r) => r.segments.map((g) => g.upstreamSessionId)).sort();
-    assert.deepEqual(ids, upstream.map((s) => s.sessionId).sort(), 'each upstream session in exactly one ledger session');
-    for (const r of rows) assert.ok(r.credits > 0, `ledger session ${r.sessionKey} has its credits (${r.credits}, ${r.outcome})`);
+    const rows = await assertLedger(cluster.replicas[0].port, tenant, upstream, ROUNDS);
     console.log(`key race: ${outcomes.filter((o) => 'refused' in o).length} of ${outcomes.length} connections refused; ${rows.length} ledger sessions, ${upstream.length} upstream sessions`);
+  }, 180_000);
+});
+
+describe('one new resume key twice at once on one replica without Redis', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({ USAGE_API_TOKEN: API_TOKEN });
+  });
+  afterAll(() => stack?.close());
+
+  it('the in-process claim: one session per upstream session, each ended with credits; every client answered', async () => {
+    const url = (key: string, token: string) => `${stack.base}${endpointPath('transcribe')}?tenant-name=base&resume=${key}&token=${encodeURIComponent(`Bearer ${token}`)}`;
+    const outcomes = await race(() => stack.token('openid transcribe'), (key, token) => [url(key, token), url(key, token)], ROUNDS);
+    await assertLedger(stack.gateway.server.port, 'base', stack.emulator.sessions, ROUNDS);
+    console.log(`key race, one replica: ${outcomes.filter((o) => 'refused' in o).length} of ${outcomes.length} connections refused`);
   }, 180_000);
 });
