@@ -3,7 +3,10 @@
 // initialization data and the audio no final transcript covers yet, its timestamps starting at 0;
 // every time it reports is moved by the replay's offset and finals the client already has are
 // dropped, so the client sees one timeline (src/protocol/timeline.ts). Audio and flush/end wait
-// while no upstream session is ready, in their order.
+// while no upstream session is ready, in their order. The reconnection budget covers an incident:
+// losses within UPSTREAM_HEALTHY_MS of a replacement's start are one incident, so an upstream that
+// accepts and drops again and again runs the budget out; and the audio replayed over the whole
+// session is bounded (MAX_REPLAY_FACTOR), so a flapping upstream cannot multiply the traffic.
 import type { ReplayBuffer, ReplayKind, Unit } from '../audio/index.js';
 import { createTimeline, upstreamMessageType, type Endpoint, type ErrorId, type Timeline } from '../protocol/index.js';
 import { errorMessage } from '../protocol/errors.js';
@@ -15,6 +18,22 @@ const FAILED = 'the connection to the speech service failed';
 
 /** The upstream protocol's frame limit: replayed audio is cut to it too. */
 const MAX_FRAME_BYTES = 64_000;
+/** An upstream session that stays up this long ends the incident: the next loss has the whole budget
+ *  again. Time, not a final transcript: a healthy upstream hears silence without finals. */
+export const UPSTREAM_HEALTHY_MS = 10_000;
+/** Audio replayed over a session, at most this many times the audio that went upstream once. */
+export const MAX_REPLAY_FACTOR = 4;
+/** flush/end waiting for a ready upstream session: the session has at most two flushes and one end
+ *  out at a time, so more is a bug, not a client's doing. */
+const MAX_WAITING_CONTROLS = 3;
+
+/** Backoff before reconnection attempt `attempt` (0-based): 0.2 s doubled, at most 5 s, with equal
+ *  jitter (half the step fixed, half random) so sessions that lost one upstream together do not
+ *  reconnect together. */
+export function reconnectDelay(attempt: number, random: () => number = Math.random): number {
+  const step = Math.min(5000, 200 * 2 ** attempt);
+  return step / 2 + random() * (step / 2);
+}
 
 export interface ReconnectPolicy {
   /** attempts after a loss before the session gives up */
@@ -62,7 +81,17 @@ export class UpstreamLink {
   private replay?: ReplayBuffer;
   private readonly timeline: Timeline;
   private lostAt = 0;
+  /** the incident's first loss, and its attempts and replacements (reset once one stayed up) */
+  private incidentAt = 0;
   private attempt = 0;
+  private replaced = 0;
+  /** when the current upstream session became ready */
+  private readyAt = 0;
+  /** bytes that went upstream once (the pipeline's units), and bytes replayed over the session */
+  private unitBytes = 0;
+  private replayedBytes = 0;
+  /** flushes sent to the current upstream session and not answered (sent again after a loss) */
+  private flushesOut = 0;
   private retryTimer?: NodeJS.Timeout;
   private lastLoss: { errorId: ErrorId; details: string } = { errorId: 'UPSTREAM_CLOSED', details: '' };
   /** the loss that started the current reconnection (what the client is told if it fails) */
@@ -109,6 +138,7 @@ export class UpstreamLink {
    *  returns the unit as it goes upstream (after a replay, retimed to continue the replayed stream). */
   unit(u: Unit, kind: ReplayKind): Unit {
     this.replay ??= this.o.createReplay(kind, { maxBytes: this.o.policy.replayBytes });
+    this.unitBytes += u.bytes.length;
     const out = this.replay.add(u);
     // Media past the client's last final (not a restored Cluster's head, nor audio it resent that the
     // finals cover): the replay can start at the packet that holds that final's end.
@@ -125,6 +155,8 @@ export class UpstreamLink {
   /** flush/end: now, or after the replay of the next upstream session. */
   sendControl(message: Control): void {
     if (!this.ready) {
+      if (message.type === 'end' && this.waiting.some((m) => m.type === 'end')) return;
+      if (this.waiting.length >= MAX_WAITING_CONTROLS) throw new Error(`more than ${MAX_WAITING_CONTROLS} flush/end messages waiting for the upstream`);
       this.waiting.push(message);
       if (this.deferred) this.openDeferred();
       return;
@@ -132,15 +164,14 @@ export class UpstreamLink {
     if (message.type === 'end') {
       if (this.endSentTo === this.conn) return; // this upstream session already has its end
       this.endSentTo = this.conn;
-    }
+    } else this.flushesOut++;
     this.conn?.sendJson(message);
   }
 
   /** After a loss mid-session: new upstream sessions, with backoff, until one takes or time is up. */
   reconnect(): void {
     this.lostAt = Date.now();
-    this.attempt = 0;
-    this.cause = this.lastLoss;
+    if (this.incidentAt === 0 || this.lostAt - this.readyAt >= UPSTREAM_HEALTHY_MS) this.newIncident();
     metrics.upstreamReconnects.inc({ cause: this.lastLoss.errorId.toLowerCase() });
     this.retry();
   }
@@ -156,21 +187,32 @@ export class UpstreamLink {
   private openDeferred(): void {
     this.deferred = false;
     this.lostAt = Date.now();
-    this.attempt = 0;
+    this.newIncident();
     this.connect();
+  }
+
+  private newIncident(): void {
+    this.incidentAt = this.lostAt;
+    this.attempt = 0;
+    this.replaced = 0;
+    this.cause = this.lastLoss;
   }
 
   private retry(): void {
     const { attempts, maxSeconds } = this.o.policy;
-    const spent = (Date.now() - this.lostAt) / 1000;
+    const spent = (Date.now() - this.incidentAt) / 1000;
     if (this.attempt >= attempts || spent >= maxSeconds) {
       metrics.upstreamReconnectResults.inc({ result: 'failed' });
+      const tries = `${this.attempt} attempts in ${spent.toFixed(1)} s`;
+      if (this.replaced > 0) {
+        // It was replaced, and lost again before it had stayed up: the connection is flapping.
+        return this.o.handlers.onFailed('UPSTREAM_UNSTABLE', `the speech service connection was lost again ${this.replaced} times within ${UPSTREAM_HEALTHY_MS / 1000} s of being replaced (${tries})`);
+      }
       const { errorId, details } = this.cause;
       const last = this.attempt > 0 ? ` (last: ${this.lastLoss.details})` : '';
-      return this.o.handlers.onFailed(errorId, `${details}; reconnecting failed after ${this.attempt} attempts in ${spent.toFixed(1)} s${last}`);
+      return this.o.handlers.onFailed(errorId, `${details}; reconnecting failed after ${tries}${last}`);
     }
-    const delay = Math.min(5000, 200 * 2 ** this.attempt++);
-    this.retryTimer = setTimeout(() => this.connect(), delay);
+    this.retryTimer = setTimeout(() => this.connect(), reconnectDelay(this.attempt++));
     this.retryTimer.unref?.();
   }
 
@@ -212,6 +254,7 @@ export class UpstreamLink {
   private onMessage(data: Buffer): void {
     const type = upstreamMessageType(data);
     if (!this.ready && type === 'CONFIG_ACCEPTED') return this.accepted(data);
+    if (type === 'flushed' && this.flushesOut > 0) this.flushesOut--;
     if (!this.ready && this.lostAt > 0) {
       // A new upstream session that refuses the config the first one took: give up.
       this.o.log.warn({ event: 'reconnect_refused', type }, 'the new upstream session refused the config');
@@ -236,9 +279,11 @@ export class UpstreamLink {
   private accepted(data: Buffer): void {
     const reconnected = this.lostAt > 0;
     if (reconnected) {
-      this.segment++;
       this.replay?.release(this.timeline.finalUntil); // a restored session's replay starts at its client's last final
+      if (this.replayedBytes + (this.replay?.bufferedBytes ?? 0) > MAX_REPLAY_FACTOR * this.unitBytes) return this.replayBudgetSpent();
+      this.segment++;
       const replay = this.replay?.replay() ?? { frames: [], offset: this.timeline.finalUntil, bytes: 0 };
+      this.replayedBytes += replay.bytes;
       this.timeline.offset = replay.offset;
       for (const frame of replay.frames) {
         // A single unit over the frame limit comes alone: cut it as the re-chunker would.
@@ -248,9 +293,23 @@ export class UpstreamLink {
       metrics.upstreamReconnectResults.inc({ result: 'ok' });
       this.o.log.info({ event: 'upstream_reconnected', segment: this.segment, attempts: this.attempt, replayedBytes: replay.bytes, offset: replay.offset }, 'upstream session replaced');
       this.lostAt = 0;
+      this.replaced++;
     }
     this.ready = true;
+    this.readyAt = Date.now();
     this.o.handlers.onReady(data, reconnected);
-    for (const message of this.waiting.splice(0)) this.sendControl(message);
+    // Flushes the lost upstream session did not answer go again, first: they were asked first.
+    const unanswered: Control[] = Array.from({ length: this.flushesOut }, () => ({ type: 'flush' }));
+    this.flushesOut = 0;
+    for (const message of [...unanswered, ...this.waiting.splice(0)]) this.sendControl(message);
+  }
+
+  /** Replaying once more would put the session's replayed audio over its bound: the session ends. */
+  private replayBudgetSpent(): void {
+    metrics.upstreamReconnectResults.inc({ result: 'failed' });
+    this.o.log.warn({ event: 'replay_budget_spent', replayedBytes: this.replayedBytes, unitBytes: this.unitBytes }, 'replayed audio over its bound; ending the session');
+    this.conn?.close(1000, 'replay budget spent');
+    this.conn = undefined;
+    this.o.handlers.onFailed('UPSTREAM_UNSTABLE', `the speech service connection kept failing: ${this.replayedBytes} bytes of audio were replayed to it already, and another replay would exceed ${MAX_REPLAY_FACTOR} times the audio sent`);
   }
 }
