@@ -167,7 +167,6 @@ describe('a flood of flush messages', () => {
 
     gc();
     const retained = process.memoryUsage().heapUsed - heapBefore;
-    console.log('DEBUG', { slowest, otherConfig, endTook, upstreamFlushes, flushed: t.flushed, refusals: t.refusals, peak: (heapPeak - heapBefore) / 2 ** 20, retained: retained / 2 ** 20 });
     assert.ok(heapPeak - heapBefore < 100 * 2 ** 20, `the heap stayed bounded during the flood (+${((heapPeak - heapBefore) / 2 ** 20).toFixed(0)} MB at its peak)`);
     assert.ok(retained < 20 * 2 ** 20, `nothing of the flood is retained (+${(retained / 2 ** 20).toFixed(1)} MB)`);
   });
