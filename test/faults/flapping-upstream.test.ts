@@ -1,8 +1,9 @@
 // An upstream that accepts each config and drops the socket 30 ms later. Each replacement "works",
 // so a budget that starts again at every replacement never runs out: the session must end within
 // its budget with UPSTREAM_UNSTABLE, the audio replayed to the upstream bounded (4x what the client
-// sent), the client told, and its ledger session ended. The flapping upstream is a small ws server
-// here; the emulator only issues and verifies the tokens.
+// sent), the client told, and its ledger session ended. One that stays up 10 s between losses gives
+// each loss the whole budget again. The flapping upstream is a small ws server here; the emulator
+// only issues and verifies the tokens.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -53,7 +54,7 @@ async function startFlapper(dropMs: number): Promise<Flapper> {
 
 type Segments = { segments: Array<{ upstreamSessionId: string; credits: number }> };
 
-describe('an upstream that accepts each config and drops 30 ms later', () => {
+describe('an upstream that accepts each config and drops it soon after', () => {
   let emulator: Emulator | undefined;
   let flapper: Flapper;
   let stack: Stack | undefined;
@@ -63,8 +64,8 @@ describe('an upstream that accepts each config and drops 30 ms later', () => {
     await emulator?.close();
   });
 
-  async function dictation(env: Record<string, string>): Promise<{ c: TestClient; sent: number }> {
-    flapper = await startFlapper(30);
+  async function dictation(env: Record<string, string>, dropMs = 30): Promise<{ c: TestClient; sent: number }> {
+    flapper = await startFlapper(dropMs);
     emulator = await startEmulator();
     stack = await startStack({ USAGE_API_TOKEN: API, ...env, UPSTREAM_URL: flapper.url }, { emulator });
     const c = await stack.connect('transcribe');
@@ -116,6 +117,13 @@ describe('an upstream that accepts each config and drops 30 ms later', () => {
     const { errors } = await assertEndedUnstable(c, sent, 15_000, started);
     assert.match(errors[0].error.details, /lost again 3 times/);
     assert.equal(flapper.accepted, 4, 'the first upstream session and 3 replacements');
+  });
+
+  it('an upstream that stays up 10 s between losses: each loss has the whole budget again', { timeout: 60_000 }, async () => {
+    const { c } = await dictation({ PACE: '1', UPSTREAM_RECONNECT_ATTEMPTS: '1', END_TIMEOUT_MS: '500' }, 10_300);
+    while (flapper.accepted < 3 && c.ws.readyState === c.ws.OPEN) await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(c.messages.filter((m) => m.type === 'error'), [], 'two losses, one attempt each: no error');
+    assert.equal(c.ws.readyState, c.ws.OPEN);
   });
 
   it('many attempts allowed: the replay bound ends the session, not the upstream', { timeout: 60_000 }, async () => {
