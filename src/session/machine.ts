@@ -215,6 +215,8 @@ export function transition(s: SessionState, e: SessionEvent): Result {
     }
 
     case 'upstream_dropped':
+      // A session whose upstream already ended (its client away) has nothing left to carry over.
+      if (s.upstreamEnded) return { state: s, effects: [] };
       // The client is not told: a new upstream session takes over from the audio no final covers.
       if (s.phase === 'configured' || s.phase === 'ending') {
         return { state: { ...s, phase: 'reconnecting', resume: s.phase }, effects: [{ type: 'reconnect_upstream' }] };

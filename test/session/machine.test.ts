@@ -142,6 +142,18 @@ describe('session machine (spec 3.3)', () => {
     assert.equal(gone.state.outcome, 'client_gone');
   });
 
+  it('an upstream that closes after ending a detached client\'s session is not reconnected', () => {
+    // The client sent end and dropped before `ended` came: the upstream's normal close that follows is no loss.
+    const ending = run(initialState('transcribe'), okConfig, accepted, { type: 'client_message', message: { type: 'end' } }, { type: 'client_detached' });
+    const ended = run(ending.state, { type: 'upstream_ended', data: UPSTREAM });
+    assert.equal(ended.state.upstreamEnded, true);
+    const closed = run(ended.state, { type: 'upstream_dropped', errorId: 'UPSTREAM_UNAVAILABLE', details: 'closed' });
+    assert.ok(!types(closed.effects).includes('reconnect_upstream'), 'no new upstream session for a session that ended');
+    assert.notEqual(closed.state.phase, 'reconnecting');
+    const back = run(closed.state, { type: 'client_resumed' }, { type: 'client_caught_up' });
+    assert.equal(back.state.phase, 'closed', 'the returning client gets the end it missed, then the session is over');
+  });
+
   it('flush stays open and is forwarded behind pending audio', () => {
     const { state, effects } = run(initialState('streams'), okConfig, accepted, { type: 'client_message', message: { type: 'flush' } });
     assert.equal(state.phase, 'configured');
