@@ -55,6 +55,15 @@ describe('the seam of a replaced upstream session', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  /** Drops the upstream session and waits for its replacement, so that each drop is a seam of its own
+   *  (on a busy machine a drop could otherwise land while the last one is still being replaced). */
+  async function dropAndAwaitReplacement(tenant: string): Promise<void> {
+    const count = () => stack.emulator.sessions.filter((s) => s.tenant === tenant).length;
+    const before = count();
+    stack.emulator.dropAllSessions();
+    for (let t = 0; t < 200 && count() === before; t++) await delay(50);
+  }
+
   /** Streams `chunks` (every `everyMs`) on `tenant`; after each piece in `flushAt` a flush, then, once it
    *  is answered, the upstream session is dropped; after each piece in `dropAt` it is dropped at once. */
   async function dictate(tenant: string, audioFormat: string, chunks: Buffer[], everyMs: number, flushAt: number[], dropAt: number[]) {
@@ -66,9 +75,9 @@ describe('the seam of a replaced upstream session', () => {
       if (flushAt.includes(i)) {
         c.sendJson({ type: 'flush' });
         await c.next('flushed', 20_000);
-        stack.emulator.dropAllSessions();
+        await dropAndAwaitReplacement(tenant);
       }
-      if (dropAt.includes(i)) stack.emulator.dropAllSessions();
+      if (dropAt.includes(i)) await dropAndAwaitReplacement(tenant);
       await delay(everyMs);
     }
     c.sendJson({ type: 'end' });
