@@ -1,9 +1,10 @@
-# speech-gateway image. Two stages on the same Debian 12 base (the native uWS build needs its glibc):
-# the build stage compiles TypeScript and the Opus addon, the runtime stage gets only the compiled
-# output and the production node_modules. test/ship/docker-recipe.test.ts runs these RUN lines,
-# COPY lines and the ENTRYPOINT/CMD on the test machine: keep each RUN on one line.
+# speech-gateway image. Two stages on the same Node 24 LTS / Debian 13 base (the uWS binary needs
+# glibc 2.38 or newer; the Opus addon is built against this Node and this C library): the build
+# stage compiles TypeScript and the Opus addon, the runtime stage gets only the compiled output and
+# the production node_modules. test/ship/docker-recipe.test.ts runs these RUN lines, COPY lines and
+# the ENTRYPOINT/CMD on the test runtime, the same Debian 13 and Node 24: keep each RUN on one line.
 
-FROM node:20-bookworm-slim AS build
+FROM node:24-trixie-slim AS build
 # @discordjs/opus builds from source when no prebuilt binary can be fetched.
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
@@ -14,7 +15,7 @@ COPY src ./src
 RUN npm run build
 RUN npm prune --omit=dev --no-audit --no-fund
 
-FROM node:20-bookworm-slim
+FROM node:24-trixie-slim
 # tini as PID 1: it forwards SIGTERM to the gateway once (which then drains) and reaps children.
 # The usage journal lives on a volume so the root filesystem can be read-only; uid 1000 is the
 # base image's "node" user (numeric, so Kubernetes' runAsNonRoot can check it).

@@ -87,9 +87,11 @@ make_root() {
   mv "$tmp" "$root"
 }
 
-# Inside the root: the command, after the native addons are built for this Node.
-if [ "${SGW_RUNTIME_ROOT:-}" = 1 ] || { glibc_ok && node_ok; }; then
+# On the runtime (this host, or inside the root): the command, after the native addons are built
+# for this Node. SGW_RUNTIME tells the command (and scripts/test.sh) where it runs.
+if [ -n "${SGW_RUNTIME:-}" ] || { glibc_ok && node_ok; }; then
   [ "${1:-}" = --setup ] && exit 0
+  export SGW_RUNTIME="${SGW_RUNTIME:-host}"
   cd "$repo"
   if [ -d node_modules/@discordjs/opus ] && ! node -e 'require("@discordjs/opus")' >/dev/null 2>&1; then
     say "building the Opus addon for Node $(node -v)"
@@ -110,15 +112,19 @@ say "host has glibc $(getconf GNU_LIBC_VERSION | awk '{print $2}'), Node $(node 
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
 cp /etc/resolv.conf /etc/hosts "$root/etc/"
 mkdir -p "$root$repo"
+# A git worktree's .git is a file naming the main repository's: that is mounted too.
+gitdir="$(git -C "$repo" rev-parse --path-format=absolute --git-common-dir 2>/dev/null || true)"
+case "$gitdir" in "$repo"/* | "") gitdir= ;; *) mkdir -p "$root$gitdir" ;; esac
 exec unshare -m --propagation private -- bash -c '
   set -e
-  root="$1" repo="$2" dir="$3"; shift 3
+  root="$1" repo="$2" dir="$3" gitdir="$4"; shift 4
   mount -t proc proc "$root/proc"
   mount --rbind /dev "$root/dev"
   mount --rbind /sys "$root/sys"
   mount --bind "$repo" "$root$repo"
+  [ -z "$gitdir" ] || mount --bind "$gitdir" "$root$gitdir"
   # npm passes its own settings to scripts as npm_config_*: the host npm'"'"'s, not the root'"'"'s.
   for v in $(compgen -e); do case "$v" in npm_*) unset "$v" ;; esac; done
-  exec chroot "$root" /usr/bin/env PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin SGW_RUNTIME_ROOT=1 \
+  exec chroot "$root" /usr/bin/env PATH="$repo/node_modules/.bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" SGW_RUNTIME=debian13-root \
     bash -c "cd \"\$0\" && exec bash \"\$1/scripts/runtime.sh\" \"\${@:2}\"" "$dir" "$repo" "$@"
-' runtime "$root" "$repo" "$PWD" "$@"
+' runtime "$root" "$repo" "$PWD" "$gitdir" "$@"

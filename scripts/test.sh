@@ -2,8 +2,11 @@
 # The README's test command (`npm test`): makes sure the system tools the tests use are present
 # (installing them where it can: root on Debian), type-checks, then runs the suite with vitest
 # (vitest.config.ts). Arguments go to `vitest run`: file paths to run only those, or its options.
+# It runs on the runtime the image ships (scripts/runtime.sh: this host when it has Node 24 and
+# glibc 2.38+, else a Debian 13 root made once), so the suite loads production's uWS binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ -n "${SGW_RUNTIME:-}" ] || exec bash scripts/runtime.sh bash scripts/test.sh "$@"
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)

@@ -9,7 +9,7 @@ import type uWS from 'uWebSockets.js';
 import WebSocket from 'ws';
 import { isEndpoint, type Endpoint } from '../protocol/endpoint.js';
 import { gatewayError, type GatewayError } from '../protocol/errors.js';
-import { refuse, sendJson } from '../server/http.js';
+import { acceptSocket, refuse, sendJson } from '../server/http.js';
 import type { SocketData, Ws } from '../server/types.js';
 import { CLOSE, type SessionInfo } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
@@ -207,7 +207,7 @@ export async function hopUpgrade(up: ClientUpgrade, owner: { id: string; url: st
   if (failure) log.warn({ event: 'hop_failed', cause: failure }, 'the hop to the session\'s replica failed; the client is asked to reconnect');
   else log.info({ event: 'hop_opened', openMs: Math.round(performance.now() - started) }, 'resume carried to the session\'s replica');
   const data: SocketData = { info, closed: false, hop: relay };
-  up.res.upgrade(data, up.secKey, up.protocol, up.secExtensions, up.context);
+  acceptSocket(up.res, data, up.secKey, up.protocol, up.secExtensions, up.context);
 }
 
 /** The owner's 403 RESUME_FORBIDDEN or 409 RESUME_KEY_IN_USE body (passed on as it is: the

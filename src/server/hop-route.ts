@@ -7,7 +7,7 @@ import { acceptHop, HopOutbox } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { gatewayError } from '../protocol/errors.js';
 import { metrics } from '../telemetry/index.js';
-import { asyncHttp, refuse } from './http.js';
+import { acceptSocket, asyncHttp, refuse } from './http.js';
 import { guarded, socketBehavior } from './sockets.js';
 import type { ServerDeps, ServerState, SocketData } from './types.js';
 import { resumeRefusal } from './upgrade.js';
@@ -51,7 +51,7 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
       if (refusal) return refuse(res, refusal, 'resume_refused');
       metrics.hops.inc({ result: 'accepted' });
       const data: SocketData = { info: held.info, resumeOf: held, closed: false, hopOutbox: new HopOutbox() };
-      res.upgrade(data, secKey, '', secExtensions, context);
+      acceptSocket(res, data, secKey, '', secExtensions, context);
     });
   };
 }

@@ -14,6 +14,11 @@ export function sendJson(res: uWS.HttpResponse, status: number, body: unknown): 
   });
 }
 
+/** Accepts the WebSocket, corked as uWS asks of any write outside its own callback (after an await). */
+export function acceptSocket<T>(res: uWS.HttpResponse, data: T, secKey: string, protocol: string, extensions: string, context: uWS.us_socket_context_t): void {
+  res.cork(() => res.upgrade(data, secKey, protocol, extensions, context));
+}
+
 /** A refused request: counted by reason, answered with the error's status. */
 export function refuse(res: uWS.HttpResponse, err: GatewayError, reason: string): void {
   metrics.refusals.inc({ reason });

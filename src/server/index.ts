@@ -21,7 +21,7 @@ export interface GatewayServer {
   close(): void;
 }
 
-/** uWS's npm build silently falls back to a slow pure-JS server when its binary does not load. */
+/** The pinned build throws when its binary does not load; other builds serve from slow JavaScript instead. */
 export function isNativeUws(): boolean {
   return /\[native code\]/.test(Function.prototype.toString.call(uWS.App));
 }

@@ -5,6 +5,7 @@ import { awaitHandover, countTakeover, keepRecord, restoreOf } from '../cluster/
 import type { Endpoint } from '../protocol/index.js';
 import { CLOSE, Session, type ClientSink } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
+import { Inflow, MAX_QUEUED_BYTES } from './inflow.js';
 import { claimTaken, dropClaim } from './resume-claim.js';
 import { upgradeGate } from './upgrade.js';
 import type { ServerDeps, ServerState, SocketData, Ws } from './types.js';
@@ -169,6 +170,37 @@ function track(deps: ServerDeps, state: ServerState, session: Session): void {
   };
 }
 
+/** The socket's frames to its hop, its held frames or its session, at most a budget a turn (inflow.ts). */
+function inflowOf(deps: ServerDeps, ws: Ws, data: SocketData): Inflow {
+  const deliver = (message: ArrayBuffer, isBinary: boolean) => {
+    const { session, hop, awaiting } = data;
+    if (hop) return hop.fromClient(message, isBinary);
+    if (awaiting) return hold(deps, ws, awaiting, message, isBinary);
+    if (!session) return;
+    // uWS reuses `message` after this callback: the session copies what it keeps.
+    if (isBinary) session.onClientBinary(message);
+    else session.onClientText(message);
+  };
+  return new Inflow({
+    deliver: (message, isBinary) => {
+      if (inCallback === ws) return deliver(message, isBinary);
+      // A queued frame, handled after the callback: a throw ends this socket, as in the callback.
+      try {
+        deliver(message, isBinary);
+      } catch (err) {
+        failed(deps.logger, 'message', ws, err);
+      }
+    },
+    flooded: () => {
+      deps.logger.warn({ event: 'client_flood', session: data.info.sessionKey }, 'client sent more than the gateway reads; closing it');
+      metrics.refusals.inc({ reason: 'client_flood' });
+      if (data.closed) return;
+      data.closed = true;
+      ws.end(CLOSE.flooded, `client sends faster than the gateway reads (over ${MAX_QUEUED_BYTES} bytes waiting)`);
+    },
+  });
+}
+
 export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: Endpoint): uWS.WebSocketBehavior<SocketData> {
   const log = deps.logger;
   return {
@@ -180,6 +212,7 @@ export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: E
     upgrade: upgradeGate(deps, state, endpoint),
     open: guarded(log, 'open', (ws) => {
       const data = ws.getUserData();
+      data.inflow = inflowOf(deps, ws, data);
       if (data.claim && state.draining) dropClaim(deps, state, data.claim);
       else if (data.claim) claimTaken(state, data.claim); // the session holds its key from here (track)
       if (state.draining) return sendAway(state, ws, data);
@@ -196,13 +229,7 @@ export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: E
       const outer = inCallback;
       inCallback = ws;
       try {
-        const { session, hop, awaiting } = ws.getUserData();
-        if (hop) return hop.fromClient(message, isBinary);
-        if (awaiting) return hold(deps, ws, awaiting, message, isBinary);
-        if (!session) return;
-        // uWS reuses `message` after this callback: the session copies what it keeps.
-        if (isBinary) session.onClientBinary(message);
-        else session.onClientText(message);
+        ws.getUserData().inflow!.accept(message, isBinary);
       } catch (err) {
         failed(log, 'message', ws, err);
       } finally {
@@ -212,10 +239,16 @@ export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: E
     drain: guarded(log, 'drain', (ws) => ws.getUserData().hop?.clientDrained()),
     close: guarded(log, 'close', (ws, code: number, reason: ArrayBuffer) => {
       const data = ws.getUserData();
-      data.hop?.clientClosed(code, reason);
       data.closed = true;
       countedOut(state, data);
-      if (data.sink) data.session?.onClientClosed(data.sink);
+      // Frames still waiting in the inflow go first (an end, say), then the close.
+      const copied = reason.slice(0);
+      const closed = () => {
+        data.hop?.clientClosed(code, copied);
+        if (data.sink) data.session?.onClientClosed(data.sink);
+      };
+      if (data.inflow) data.inflow.close(closed);
+      else closed();
     }),
   };
 }

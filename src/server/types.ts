@@ -7,6 +7,7 @@ import type { DemoOptions } from '../demo/index.js';
 import type { ClientSink, Session, SessionDeps, SessionInfo } from '../session/index.js';
 import type { Logger } from '../telemetry/index.js';
 import type { UsageApi } from '../usage/index.js';
+import type { Inflow } from './inflow.js';
 import type { UnconfiguredSockets } from './unconfigured.js';
 
 export interface ServerDeps extends SessionDeps {
@@ -56,6 +57,8 @@ export interface SocketData {
   hop?: HopRelay;
   /** the owner's end of a hop: what it sent that the relaying replica has not confirmed passing on */
   hopOutbox?: HopOutbox;
+  /** the client's frames, a budget per turn of the event loop (set at open) */
+  inflow?: Inflow;
   closed: boolean;
 }
 

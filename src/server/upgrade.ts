@@ -12,7 +12,7 @@ import type { Endpoint } from '../protocol/index.js';
 import { gatewayError, type GatewayError } from '../protocol/errors.js';
 import type { Session, SessionInfo } from '../session/index.js';
 import { metrics } from '../telemetry/index.js';
-import { asyncHttp, refuse } from './http.js';
+import { acceptSocket, asyncHttp, refuse } from './http.js';
 import { claimResumeKey, dropClaim } from './resume-claim.js';
 import { UnconfiguredSockets } from './unconfigured.js';
 import type { ServerDeps, ServerState, SocketData } from './types.js';
@@ -65,13 +65,13 @@ async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: Sessio
     case 'wait': {
       // Accepted now (the vendor SDK gives up on a handshake not done in 4 s); the socket waits for the handover.
       const data: SocketData = { info, awaiting: { frames: [], bytes: 0 }, closed: false };
-      up.res.upgrade(data, up.secKey, up.protocol, up.secExtensions, up.context);
+      acceptSocket(up.res, data, up.secKey, up.protocol, up.secExtensions, up.context);
       return true;
     }
     case 'restore': {
       const r = found.record;
       const data: SocketData = { info: { ...info, sessionKey: r.sessionKey, environment: r.environment }, restore: { record: r, from: found.from }, closed: false };
-      up.res.upgrade(data, up.secKey, up.protocol, up.secExtensions, up.context);
+      acceptSocket(up.res, data, up.secKey, up.protocol, up.secExtensions, up.context);
       return true;
     }
   }
@@ -135,7 +135,7 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
         const refusal = resumeRefusal(held, decision, endpoint, interactionId);
         if (refusal) return refuse(res, refusal, 'resume_refused');
         const data: SocketData = { info: held!.info, resumeOf: held, closed: false };
-        return res.upgrade(data, secKey, protocol, secExtensions, context);
+        return acceptSocket(res, data, secKey, protocol, secExtensions, context);
       }
       const unconfigured = UnconfiguredSockets.keyOf(decision.tenant, decision.subject);
       const refusal = await newSocketRefusal(deps, state, decision.tenant, unconfigured);
@@ -157,13 +157,7 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
         if (!claimed) return refuse(res, KEY_IN_USE, 'resume_key_in_use');
         data.claim = resumeKey;
       }
-      // Not inside res.cork: in this uWS build, cork() after an asynchronous upgrade can misread the
-      // new WebSocket's memory as HTTP state and drop the socket (the client sees 1006 right after
-      // its open; seen here in about 1 of 100 upgrades that resolve in the same tick). uWS then prints
-      // a warning. Not when the token verified in the last minute (src/auth/verified-tokens.ts) and
-      // the tenant limit needs no Redis round trip: nothing above leaves the handler's microtasks,
-      // so this runs inside uWS's own cork, as a synchronous upgrade does.
-      res.upgrade(data, secKey, protocol, secExtensions, context);
+      acceptSocket(res, data, secKey, protocol, secExtensions, context);
     });
   };
 }

@@ -85,6 +85,7 @@ export const CLOSE = {
   audioInvalid: 4422,
   clientTooSlow: 4429,
   replaced: 4409,
+  flooded: 1008, // policy violation: the client sends faster than the gateway reads (server/inflow.ts)
 } as const;
 
 export function initialState(endpoint: Endpoint): SessionState {

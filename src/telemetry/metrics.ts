@@ -124,7 +124,7 @@ export const metrics = {
 /** Refusal reasons besides the authenticator's (the server's and the session's). */
 const OTHER_REFUSAL_REASONS = [
   'not_found', 'draining', 'tenant_limit', 'unconfigured_limit', 'bad_interaction_id', 'bad_resume_key',
-  'resume_refused', 'resume_unavailable', 'resume_key_in_use', 'hop_forbidden', 'hop_not_owner',
+  'resume_refused', 'resume_unavailable', 'resume_key_in_use', 'hop_forbidden', 'hop_not_owner', 'client_flood',
 ];
 
 /**

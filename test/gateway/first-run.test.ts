@@ -78,14 +78,26 @@ describe('first run: npm start, a dev token, npm run stream', () => {
     const secretParts = [token, forged, token.split('.')[2], forged.split('.')[2]];
     for (const s of secretParts) assert.ok(!output.includes(s), `the gateway's output contains a secret (${s.slice(0, 6)}…)`);
     assert.match(output, /"event":"session_end"/, 'the run was logged (so the check above saw real logs)');
+    // Its first socket was accepted after an await (the token's signature checked on a worker thread).
+    assert.doesNotMatch(output, /Warning: uWS/, 'uWS warned on stderr');
   });
 });
 
 describe('uWS native build guard', () => {
   it('refuses to start on the pure-JS fallback unless ALLOW_UWS_FALLBACK is set', async () => {
-    const r = await run(process.execPath, ['--import', 'tsx', 'src/main.ts'], { UWS_USE_FALLBACK: '1', PORT: '0', EMULATOR_PORT: '0' });
+    const standIn = ['--import', 'tsx', '--import', './test/support/uws-js-only.mjs', 'src/main.ts'];
+    const r = await run(process.execPath, standIn, { PORT: '0', EMULATOR_PORT: '0' });
     assert.notEqual(r.code, 0);
     assert.match(r.out, /native binary did not load/);
+    const allowed = spawn(process.execPath, standIn, { cwd: root, env: { ...process.env, PORT: '0', EMULATOR_PORT: '0', ALLOW_UWS_FALLBACK: 'true' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    allowed.stdout!.on('data', (c: Buffer) => (out += c));
+    allowed.stderr!.on('data', (c: Buffer) => (out += c));
+    try {
+      await waitFor(() => out, /listening on http:\/\/localhost:\d+/, 20_000);
+    } finally {
+      allowed.kill('SIGKILL');
+    }
   });
 });
 

@@ -1,7 +1,8 @@
-// The Dockerfile's own recipe on this Debian 12 machine (no container engine or base image here):
+// The Dockerfile's own recipe on the suite's runtime, the image's own base (Debian 13, Node 24; no
+// container engine or base image here):
 // a copy of the repository as the build context (minus .dockerignore), the RUN lines (npm ci, build,
 // prune) and COPY lines run stage by stage (see dockerfile.ts; the apt-get lines are skipped: they
-// install python3/make/g++ and tini, which this machine has), then the ENTRYPOINT + CMD in the runtime
+// install python3/make/g++ and tini, which the runtime has), then the ENTRYPOINT + CMD in the runtime
 // stage's WORKDIR with the embedded emulator, and a session through it. Slow (npm ci, the Opus
 // addon built from source): one run, a generous timeout.
 import assert from 'node:assert/strict';
@@ -48,6 +49,7 @@ describe('the Dockerfile recipe builds an image directory that serves a session'
   const work = mkdtempSync(join(tmpdir(), 'sgw-docker-'));
   const journal = join(work, 'journal'); // the image's USAGE_JOURNAL_DIR is a volume; here a temp dir
   let runtime: Stage;
+  let stagesRun: Stage[] = [];
   let gateway: ChildProcess | undefined;
   let output = '';
   let port = 0;
@@ -56,6 +58,7 @@ describe('the Dockerfile recipe builds an image directory that serves a session'
   beforeAll(async () => {
     buildContext(join(work, 'context'));
     const stages = await runRecipe(readFileSync(join(root, 'Dockerfile'), 'utf8'), join(work, 'context'), work, () => {});
+    stagesRun = stages;
     runtime = stages.at(-1)!;
     const command = [...execForm(runtime.meta.ENTRYPOINT, 'ENTRYPOINT'), ...execForm(runtime.meta.CMD, 'CMD')];
     gateway = spawn(command[0], command.slice(1), {
@@ -71,6 +74,17 @@ describe('the Dockerfile recipe builds an image directory that serves a session'
   afterAll(() => {
     gateway?.kill('SIGKILL');
     rmSync(work, { recursive: true, force: true });
+  });
+
+  it("runs on the stages' base: every FROM is the Node 24 / Debian 13 image this suite runs on", () => {
+    const osRelease = readFileSync('/etc/os-release', 'utf8');
+    for (const stage of stagesRun) {
+      const m = /^node:(\d+)-(\w+)-slim$/.exec(stage.from);
+      assert.ok(m, `stage ${stage.name}: base ${stage.from} is not an official node:N-CODENAME-slim image`);
+      assert.equal(m[1], process.versions.node.split('.')[0], `stage ${stage.name}: Node ${m[1]} in the image, ${process.version} here`);
+      assert.match(osRelease, new RegExp(`^VERSION_CODENAME=${m[2]}$`, 'm'), `stage ${stage.name}: ${m[2]} in the image, not the Debian here`);
+    }
+    assert.deepEqual(stagesRun.map((s) => s.from), ['node:24-trixie-slim', 'node:24-trixie-slim']);
   });
 
   it('the runtime stage holds no dev dependency and runs as a non-root user behind tini', () => {

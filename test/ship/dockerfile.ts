@@ -2,7 +2,8 @@
 // filesystem, COPY copies from the build context or an earlier stage, RUN runs in the stage's
 // WORKDIR with its ENV. Only what COPY copies reaches a stage, so a file the image forgets is
 // missing here too. RUN lines that install Debian packages (apt-get, as root, into the base
-// image) are skipped: the test machine is the same Debian 12 and has those packages itself.
+// image) are skipped: the suite runs on the image's base (Debian 13, Node 24; scripts/runtime.sh),
+// which has those packages itself.
 import { spawn } from 'node:child_process';
 import { cpSync, mkdirSync, statSync } from 'node:fs';
 import { basename, join, posix } from 'node:path';
@@ -11,6 +12,8 @@ export interface Instruction { keyword: string; args: string }
 
 export interface Stage {
   name: string;
+  /** The base image FROM names. */
+  from: string;
   /** This stage's "/" on the test machine. */
   root: string;
   workdir: string;
@@ -48,7 +51,8 @@ export async function runRecipe(text: string, context: string, dir: string, log:
   for (const { keyword, args } of parseDockerfile(text)) {
     if (keyword === 'FROM') {
       const name = /\sAS\s+(\S+)$/i.exec(args)?.[1] ?? String(stages.length);
-      stages.push({ name, root: join(dir, `stage-${stages.length}`), workdir: '/', env: {}, meta: {}, skipped: [] });
+      const from = args.split(/\s+/)[0];
+      stages.push({ name, from, root: join(dir, `stage-${stages.length}`), workdir: '/', env: {}, meta: {}, skipped: [] });
       mkdirSync(stages.at(-1)!.root, { recursive: true });
       continue;
     }

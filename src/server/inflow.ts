@@ -1,0 +1,141 @@
+// A client's frames, a budget per turn of the event loop. Hand-written because uWS gives no way to
+// stop reading a WebSocket (only an HTTP body can pause) and hands over up to ten 512 KB reads, some
+// 235,000 small frames, in one turn: handled at once, one client's flood would hold the loop for
+// half a second at a time. Past the budget, a socket's frames are copied into a queue, in order,
+// and handled a budget a turn after the loop has served everyone else. The queue is bounded in
+// bytes (a frame costs its length plus its bookkeeping); repeats of one text frame (a flood of
+// flushes) are counted rather than copied. Past the bound the client is closed: it sends faster
+// than the gateway can read.
+
+/** Frames a socket gets handled in one turn before the rest wait for the next. */
+export const FRAMES_PER_TURN = 1024;
+/** Bytes a socket may have waiting; past them it is closed with CLOSE_FLOODED. */
+export const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
+/** What a waiting frame costs besides its bytes: the copy's object and its queue entry. */
+const ENTRY_COST = 160;
+/** What a repeat of the last queued text frame costs: its count is bounded too. */
+const REPEAT_COST = 2;
+/** A repeated text frame is compared byte for byte only up to this size. */
+const MAX_REPEAT_BYTES = 256;
+
+interface Entry { data: ArrayBuffer; bytes: Buffer; binary: boolean; count: number; cost: number }
+
+/** The loop's turn, advanced by a setImmediate once a socket has used budget in it. */
+let turn = 0;
+let advancing = false;
+const advance = () => {
+  turn++;
+  advancing = false;
+};
+
+export interface InflowHandlers {
+  /** handles one frame (uWS's buffer or a queued copy: either is valid only during the call) */
+  deliver(data: ArrayBuffer, binary: boolean): void;
+  /** the client sent more than MAX_QUEUED_BYTES ahead of the gateway */
+  flooded(): void;
+}
+
+export class Inflow {
+  private used = 0;
+  private usedIn = -1;
+  private readonly queue: Entry[] = [];
+  private head = 0;
+  private bytes = 0;
+  private draining = false;
+  /** no frame is handled any more (flooded, or closed and caught up) */
+  private dead = false;
+  private onClosed?: () => void;
+
+  constructor(private readonly on: InflowHandlers) {}
+
+  /** A frame from uWS: handled now within the turn's budget, else queued behind the others. */
+  accept(data: ArrayBuffer, binary: boolean): void {
+    if (this.dead) return;
+    if (this.head === this.queue.length && this.spend()) return this.on.deliver(data, binary);
+    const last = this.queue.length > this.head ? this.queue[this.queue.length - 1] : undefined;
+    const repeat = last !== undefined && !binary && !last.binary && sameBytes(last.bytes, data);
+    const cost = repeat ? REPEAT_COST : data.byteLength + ENTRY_COST;
+    this.bytes += cost;
+    if (this.bytes > MAX_QUEUED_BYTES) return this.flood();
+    if (repeat) {
+      last.count++;
+      last.cost += cost;
+    } else {
+      const copy = data.slice(0);
+      this.queue.push({ data: copy, bytes: Buffer.from(copy), binary, count: 1, cost });
+    }
+    this.schedule();
+  }
+
+  /** The socket closed: the queued frames are handled first, then `closed`. */
+  close(closed: () => void): void {
+    this.onClosed = closed;
+    if (!this.dead && this.head < this.queue.length) return;
+    this.finish();
+  }
+
+  private finish(): void {
+    this.dead = true;
+    const closed = this.onClosed;
+    this.onClosed = undefined;
+    closed?.();
+  }
+
+  /** One frame of this turn's budget, if any is left. */
+  private spend(): boolean {
+    this.enterTurn();
+    return ++this.used <= FRAMES_PER_TURN;
+  }
+
+  private enterTurn(): void {
+    if (this.usedIn === turn) return;
+    this.usedIn = turn;
+    this.used = 0;
+    if (!advancing) {
+      advancing = true;
+      setImmediate(advance);
+    }
+  }
+
+  private flood(): void {
+    this.dead = true;
+    this.queue.length = this.head = this.bytes = 0;
+    this.on.flooded();
+  }
+
+  private schedule(): void {
+    if (this.draining) return;
+    this.draining = true;
+    setImmediate(this.drain);
+  }
+
+  private readonly drain = () => {
+    this.draining = false;
+    if (this.dead) return;
+    let budget = FRAMES_PER_TURN;
+    while (budget > 0 && this.head < this.queue.length && !this.dead) {
+      const entry = this.queue[this.head];
+      const n = Math.min(entry.count, budget);
+      for (let i = 0; i < n && !this.dead; i++) this.on.deliver(entry.data, entry.binary);
+      budget -= n;
+      entry.count -= n;
+      const freed = entry.count === 0 ? entry.cost : n * REPEAT_COST;
+      entry.cost -= freed;
+      this.bytes -= freed;
+      if (entry.count === 0) this.queue[this.head++] = undefined as unknown as Entry;
+    }
+    // What this turn handled counts against the frames uWS hands over in the same turn.
+    this.enterTurn();
+    this.used += FRAMES_PER_TURN - budget;
+    if (this.head === this.queue.length) {
+      this.queue.length = this.head = 0;
+      if (this.onClosed) return this.finish();
+    }
+    if (!this.dead && this.head < this.queue.length) this.schedule();
+  };
+}
+
+function sameBytes(kept: Buffer, data: ArrayBuffer): boolean {
+  if (kept.length !== data.byteLength || data.byteLength > MAX_REPEAT_BYTES) return false;
+  return kept.equals(new Uint8Array(data));
+}

@@ -1,0 +1,67 @@
+// Hostile client: half a million small text frames, each different, in one write (14 MB). uWS hands
+// a socket's reads over about 5 MB at a time; the gateway handles a budget of a socket's frames per
+// turn of the event loop and queues the rest within a byte bound. Past the bound the client is
+// closed with 1008 (or, its unsent bytes still
+// arriving, reset) while the replica stays responsive and another client's session runs whole.
+// Real sockets: raw WebSocket frames → uWS gateway → upstream emulator, all in this process.
+import assert from 'node:assert/strict';
+import type { Socket } from 'node:net';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import WebSocket from 'ws';
+import { delay, endpointPath, startStack, type Stack } from '../support/stack.js';
+
+const FRAMES = 500_000;
+
+/** `n` masked (zero key) client text frames, each `{"type":"flush","n":i}` with its own i. */
+function distinctFrames(n: number): Buffer {
+  const parts: Buffer[] = [];
+  for (let i = 0; i < n; i++) {
+    const payload = Buffer.from(`{"type":"flush","n":${i}}`);
+    parts.push(Buffer.from([0x81, 0x80 | payload.length, 0, 0, 0, 0]), payload);
+  }
+  return Buffer.concat(parts);
+}
+
+describe('a flood of distinct frames', () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({ PACE: '1' });
+  });
+  afterAll(() => stack.close());
+
+  it('closes the flooding client with 1008 once its queue passes the bound; the replica stays responsive', { timeout: 60_000 }, async () => {
+    const token = await stack.token('openid transcribe');
+    const q = new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` });
+    const ws = new WebSocket(`${stack.base}${endpointPath('transcribe')}?${q}`, { perMessageDeflate: false });
+    const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+    ws.on('message', () => {});
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    ws.send(JSON.stringify({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } }));
+    await delay(300);
+    (ws as unknown as { _socket: Socket })._socket.write(distinctFrames(FRAMES));
+
+    const healthz = `http://127.0.0.1:${stack.gateway.server.port}/healthz`;
+    let slowest = 0;
+    let due = performance.now();
+    const until = Date.now() + 4_000;
+    while (Date.now() < until) {
+      assert.equal((await fetch(healthz)).status, 200);
+      slowest = Math.max(slowest, performance.now() - due);
+      due = Math.max(due + 100, performance.now());
+      await delay(due - performance.now());
+    }
+    // 1008 with its reason, or 1006 when the client's unsent bytes made the close a reset first.
+    const close = await closed;
+    assert.ok(close.code === 1008 || close.code === 1006, `closed ${close.code} ${close.reason}`);
+    if (close.code === 1008) assert.match(close.reason, /faster than the gateway reads/);
+    assert.ok(slowest < 1000, `/healthz answered within 1 s throughout (slowest ${slowest.toFixed(0)} ms)`);
+
+    const other = await stack.connect('transcribe');
+    other.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } });
+    await other.next('CONFIG_ACCEPTED');
+    other.sendJson({ type: 'end' });
+    await other.next('ended');
+    const metrics = await (await fetch(`http://127.0.0.1:${stack.gateway.server.port}/metrics`)).text();
+    assert.match(metrics, /speech_gateway_refusals_total\{reason="client_flood"\} 1\b/);
+  });
+});
