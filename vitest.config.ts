@@ -6,7 +6,7 @@ import { configDefaults, defineConfig } from 'vitest/config';
 /** Files that measure latency under a load they make themselves, or run several gateway processes
  * under real-time load: they run after the others, one at a time, so the rest of the suite is not
  * part of what they measure and does not starve their real-time clients. */
-const alone = ['test/hostile/fuzz.test.ts', 'test/cluster/rolling.test.ts'];
+const alone = ['test/hostile/fuzz.test.ts', 'test/hostile/flush-flood.test.ts', 'test/hostile/frame-flood.test.ts', 'test/cluster/rolling.test.ts'];
 
 export default defineConfig({
   test: {

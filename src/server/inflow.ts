@@ -7,6 +7,8 @@
 // flushes) are counted rather than copied. Past the bound the client is closed: it sends faster
 // than the gateway can read.
 
+import { loopTurn } from './turn.js';
+
 /** Frames a socket gets handled in one turn before the rest wait for the next. */
 export const FRAMES_PER_TURN = 1024;
 /** Bytes a socket may have waiting; past them it is closed with CLOSE_FLOODED. */
@@ -19,14 +21,6 @@ const REPEAT_COST = 2;
 const MAX_REPEAT_BYTES = 256;
 
 interface Entry { data: ArrayBuffer; bytes: Buffer; binary: boolean; count: number; cost: number }
-
-/** The loop's turn, advanced by a setImmediate once a socket has used budget in it. */
-let turn = 0;
-let advancing = false;
-const advance = () => {
-  turn++;
-  advancing = false;
-};
 
 export interface InflowHandlers {
   /** handles one frame (uWS's buffer or a queued copy: either is valid only during the call) */
@@ -88,13 +82,10 @@ export class Inflow {
   }
 
   private enterTurn(): void {
+    const turn = loopTurn();
     if (this.usedIn === turn) return;
     this.usedIn = turn;
     this.used = 0;
-    if (!advancing) {
-      advancing = true;
-      setImmediate(advance);
-    }
   }
 
   private flood(): void {
