@@ -3,7 +3,6 @@
 import type uWS from 'uWebSockets.js';
 import { gatewayError, type GatewayError } from '../protocol/errors.js';
 import { metrics, type Logger } from '../telemetry/index.js';
-import { loopTurn } from './turn.js';
 
 const STATUS_TEXT: Record<number, string> = { 200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 409: 'Conflict', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' };
 
@@ -15,16 +14,13 @@ export function sendJson(res: uWS.HttpResponse, status: number, body: unknown): 
   });
 }
 
-/** A request's response, tagged with the loop turn its handler started in. */
-type TaggedResponse = uWS.HttpResponse & { startedIn?: number };
-
-/** Accepts the WebSocket. In the turn the handler started in (its await needed no I/O: a token
- * checked in the last minute), uWS's own callback is still on the stack and has corked the
- * response: a second cork there breaks the new socket (its client sees 1006 right after the open,
- * about 1 upgrade in 100). Later (after a worker thread or Redis), uWS asks for a cork. */
+/** Accepts the WebSocket, not inside res.cork: with uWS 20.57 as with the build before it, cork()
+ * around an upgrade that resolves in the handler's own turn (a token checked in the last minute)
+ * can misread the new WebSocket's memory as HTTP state and drop it (its client sees 1006 right after
+ * the open); measured here in several suite files per run. Uncorked, uWS prints a warning on stderr
+ * for an upgrade after a real await (worker thread, Redis) and the socket works. */
 export function acceptSocket<T>(res: uWS.HttpResponse, data: T, secKey: string, protocol: string, extensions: string, context: uWS.us_socket_context_t): void {
-  if ((res as TaggedResponse).startedIn === loopTurn()) return void res.upgrade(data, secKey, protocol, extensions, context);
-  res.cork(() => res.upgrade(data, secKey, protocol, extensions, context));
+  res.upgrade(data, secKey, protocol, extensions, context);
 }
 
 /** A refused request: counted by reason, answered with the error's status. */
@@ -35,7 +31,6 @@ export function refuse(res: uWS.HttpResponse, err: GatewayError, reason: string)
 
 /** Runs an async handler with uWS's abort rule: never touch `res` after the client went away. */
 export function asyncHttp(log: Logger, res: uWS.HttpResponse, work: (aborted: () => boolean) => Promise<void>): void {
-  (res as TaggedResponse).startedIn = loopTurn();
   let aborted = false;
   res.onAborted(() => {
     aborted = true;

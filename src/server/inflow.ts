@@ -4,8 +4,9 @@
 // half a second at a time. Past the budget, a socket's frames are copied into a queue, in order,
 // and handled a budget a turn after the loop has served everyone else. The queue is bounded in
 // bytes (a frame costs its length plus its bookkeeping); repeats of one text frame (a flood of
-// flushes) are counted rather than copied. Past the bound the client is closed: it sends faster
-// than the gateway can read.
+// flushes) are counted rather than copied, and binary frames in a row are joined (audio is a byte
+// stream to the session). Past the bound the client is closed: it sends faster than the gateway
+// can read.
 
 import { loopTurn } from './turn.js';
 
@@ -19,8 +20,11 @@ const ENTRY_COST = 160;
 const REPEAT_COST = 2;
 /** A repeated text frame is compared byte for byte only up to this size. */
 const MAX_REPEAT_BYTES = 256;
+/** Binary frames in a row are joined up to this size. */
+const MAX_JOINED_BYTES = 64 * 1024;
 
-interface Entry { data: ArrayBuffer; bytes: Buffer; binary: boolean; count: number; cost: number }
+/** A queued frame (`count` times) or binary frames joined: `size` bytes of `bytes`, whose length is what it costs. */
+interface Entry { bytes: Buffer; size: number; binary: boolean; count: number; cost: number }
 
 export interface InflowHandlers {
   /** handles one frame (uWS's buffer or a queued copy: either is valid only during the call) */
@@ -47,18 +51,41 @@ export class Inflow {
     if (this.dead) return;
     if (this.head === this.queue.length && this.spend()) return this.on.deliver(data, binary);
     const last = this.queue.length > this.head ? this.queue[this.queue.length - 1] : undefined;
+    if (last && binary && last.binary && last.size + data.byteLength <= MAX_JOINED_BYTES) return this.join(last, data);
     const repeat = last !== undefined && !binary && !last.binary && sameBytes(last.bytes, data);
     const cost = repeat ? REPEAT_COST : data.byteLength + ENTRY_COST;
-    this.bytes += cost;
-    if (this.bytes > MAX_QUEUED_BYTES) return this.flood();
+    if (!this.charge(cost)) return;
     if (repeat) {
       last.count++;
       last.cost += cost;
     } else {
-      const copy = data.slice(0);
-      this.queue.push({ data: copy, bytes: Buffer.from(copy), binary, count: 1, cost });
+      const bytes = Buffer.from(data.slice(0));
+      this.queue.push({ bytes, size: bytes.length, binary, count: 1, cost });
     }
     this.schedule();
+  }
+
+  /** A binary frame appended to the binary frames queued last (room doubled as needed). */
+  private join(last: Entry, data: ArrayBuffer): void {
+    const size = last.size + data.byteLength;
+    if (size > last.bytes.length) {
+      const room = Math.min(MAX_JOINED_BYTES, Math.max(2 * last.bytes.length, size));
+      if (!this.charge(room - last.bytes.length)) return;
+      last.cost += room - last.bytes.length;
+      const grown = Buffer.from(new ArrayBuffer(room));
+      last.bytes.copy(grown, 0, 0, last.size);
+      last.bytes = grown;
+    }
+    last.bytes.set(new Uint8Array(data), last.size);
+    last.size = size;
+  }
+
+  /** Counts `cost` more bytes waiting; false (and the client flooded) past the bound. */
+  private charge(cost: number): boolean {
+    this.bytes += cost;
+    if (this.bytes <= MAX_QUEUED_BYTES) return true;
+    this.flood();
+    return false;
   }
 
   /** The socket closed: the queued frames are handled first, then `closed`. */
@@ -107,7 +134,8 @@ export class Inflow {
     while (budget > 0 && this.head < this.queue.length && !this.dead) {
       const entry = this.queue[this.head];
       const n = Math.min(entry.count, budget);
-      for (let i = 0; i < n && !this.dead; i++) this.on.deliver(entry.data, entry.binary);
+      const data = entry.bytes.buffer.slice(entry.bytes.byteOffset, entry.bytes.byteOffset + entry.size) as ArrayBuffer;
+      for (let i = 0; i < n && !this.dead; i++) this.on.deliver(data, entry.binary);
       budget -= n;
       entry.count -= n;
       const freed = entry.count === 0 ? entry.cost : n * REPEAT_COST;

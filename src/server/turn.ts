@@ -1,6 +1,5 @@
 // The event loop's turn, as a number that changes once the loop has moved on (a setImmediate,
-// armed only when someone asked). Two things here depend on it: whether uWS's own callback for a
-// request is still on the stack (its cork still holds), and a socket's frame budget per turn.
+// armed only when someone asked): a socket's frame budget is per turn (inflow.ts).
 let turn = 0;
 let armed = false;
 const advance = () => {
