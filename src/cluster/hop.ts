@@ -9,8 +9,6 @@ import type uWS from 'uWebSockets.js';
 import WebSocket from 'ws';
 import { isEndpoint, type Endpoint } from '../protocol/endpoint.js';
 import { gatewayError, type GatewayError } from '../protocol/errors.js';
-import { acceptSocket, refuse, sendJson } from '../server/http.js';
-import type { SocketData, Ws } from '../server/types.js';
 import { CLOSE, type SessionInfo } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import type { UsedSignatures } from './hop-signatures.js';
@@ -34,16 +32,21 @@ export interface HopDeps {
   logger: Logger;
 }
 
-/** The client's upgrade request as the gate read it (uWS's `req` is gone after an await). */
-export interface ClientUpgrade {
-  res: uWS.HttpResponse;
-  context: uWS.us_socket_context_t;
-  secKey: string;
-  /** the Sec-WebSocket-Protocol to answer with */
-  protocol: string;
-  secExtensions: string;
-  aborted(): boolean;
-}
+/** What the gate does with the client's upgrade after `hopUpgrade` (the gate performs every upgrade). */
+export type HopOutcome =
+  /** accept the client's socket; its frames go through the relay */
+  | { kind: 'relay'; relay: HopRelay }
+  /** the owner's refusal, passed on as it is: the client's own answer */
+  | { kind: 'answer'; status: number; body: { error: GatewayError } }
+  /** no CLUSTER_SECRET: no hop in this deployment */
+  | { kind: 'unavailable' }
+  /** the process at the owner's address is not that owner: take the session over */
+  | { kind: 'not_owner' }
+  /** the client went away meanwhile */
+  | { kind: 'aborted' };
+
+/** The client's accepted socket as the relay uses it: uWS's WebSocket, whose user data says whether it closed. */
+export type HopClient = uWS.WebSocket<{ closed: boolean }>;
 
 /** A signed hop older (or newer) than this is refused: a captured one is not replayable for long. */
 export const HOP_MAC_WINDOW_MS = 30_000;
@@ -173,19 +176,19 @@ function handshake(ws: WebSocket): Promise<Opened> {
 
 /**
  * B side of a resume for a live session that replica `owner` holds (called by the upgrade gate after
- * auth and the record's identity check). Opens the hop to the owner, then accepts the client's socket
- * and relays both ways until either side closes. The owner's 403 RESUME_FORBIDDEN (or 409
- * RESUME_KEY_IN_USE: it is opening a new session with the key right now) is the client's answer;
- * its 409 HOP_NOT_OWNER (the process there is not that owner, or holds no such session: e.g. a new
- * process at a dead replica's address) returns 'not_owner' with the client not answered, for the
- * gate to take the session over; any other failure accepts the client and closes it with 1012 so it
- * reconnects (by then the record says whether to take over). Without CLUSTER_SECRET: 503
- * RESUME_UNAVAILABLE. `info` is the client's (its resumeKey set); it takes no tenant slot.
+ * auth and the record's identity check). Opens the hop to the owner and says what the gate does
+ * with the client: accept it and relay both ways until either side closes; pass on the owner's 403
+ * RESUME_FORBIDDEN (or 409 RESUME_KEY_IN_USE: it is opening a new session with the key right now);
+ * on its 409 HOP_NOT_OWNER (the process there is not that owner, or holds no such session: e.g. a
+ * new process at a dead replica's address) take the session over. On any other failure the relay
+ * closes the accepted client with 1012 so it reconnects (by then the record says whether to take
+ * over). Without CLUSTER_SECRET: no hop. `info` is the client's (its resumeKey set); it takes no
+ * tenant slot.
  */
-export async function hopUpgrade(up: ClientUpgrade, owner: { id: string; url: string }, info: SessionInfo, deps: HopDeps): Promise<'not_owner' | void> {
+export async function hopUpgrade(aborted: () => boolean, owner: { id: string; url: string }, info: SessionInfo, deps: HopDeps): Promise<HopOutcome> {
   if (!deps.secret) {
     metrics.hops.inc({ result: 'unavailable' });
-    return refuse(up.res, gatewayError('RESUME_UNAVAILABLE', 'the session is live on another gateway replica and this deployment has no internal hop; retry shortly'), 'resume_unavailable');
+    return { kind: 'unavailable' };
   }
   const identity: HopIdentity = { tenant: info.tenant, subject: info.subject, endpoint: info.endpoint, interactionId: info.interactionId, notices: info.notices ?? false, owner: owner.id };
   const started = performance.now();
@@ -194,20 +197,19 @@ export async function hopUpgrade(up: ClientUpgrade, owner: { id: string; url: st
   const hop = hopSocket(owner.url, info.resumeKey!, identity, deps.secret);
   const relay = new HopRelay(hop, log);
   const opened = await handshake(hop);
-  if (up.aborted()) return relay.abandon();
+  if (aborted()) return relay.abandon(), { kind: 'aborted' };
   const refusal = 'status' in opened ? ownerRefusal(opened.body) : undefined;
   if (refusal) {
     metrics.hops.inc({ result: refusal.error.id === 'HOP_NOT_OWNER' ? 'not_owner' : 'refused' });
     relay.abandon();
-    if (refusal.error.id === 'HOP_NOT_OWNER') return 'not_owner';
-    return sendJson(up.res, refusal.error.status, refusal);
+    if (refusal.error.id === 'HOP_NOT_OWNER') return { kind: 'not_owner' };
+    return { kind: 'answer', status: refusal.error.status, body: refusal };
   }
   const failure = 'open' in opened ? undefined : 'failed' in opened ? opened.failed : `HTTP ${opened.status}`;
   metrics.hops.inc({ result: failure ? 'failed' : 'opened' });
   if (failure) log.warn({ event: 'hop_failed', cause: failure }, 'the hop to the session\'s replica failed; the client is asked to reconnect');
   else log.info({ event: 'hop_opened', openMs: Math.round(performance.now() - started) }, 'resume carried to the session\'s replica');
-  const data: SocketData = { info, closed: false, hop: relay };
-  acceptSocket(up.res, data, up.secKey, up.protocol, up.secExtensions, up.context);
+  return { kind: 'relay', relay };
 }
 
 /** The owner's 403 RESUME_FORBIDDEN or 409 RESUME_KEY_IN_USE body (passed on as it is: the
@@ -228,7 +230,7 @@ const NO_ANSWER = 'the session\'s replica did not answer; reconnect with your re
 /** B's relay between one client socket (uWS) and its hop to the owner (ws); frames pass unchanged.
  * Until the client's socket opens, the owner's frames and its close wait here (bounded). */
 export class HopRelay {
-  private client?: Ws;
+  private client?: HopClient;
   private pending: Array<{ data: Buffer; binary: boolean }> = [];
   private pendingBytes = 0;
   private wasOpen = false;
@@ -254,7 +256,7 @@ export class HopRelay {
   }
 
   /** The client's socket opened (sockets.ts): what the owner already sent goes first, then its close if it came. */
-  attach(ws: Ws): void {
+  attach(ws: HopClient): void {
     this.client = ws;
     for (const m of this.pending.splice(0)) this.toClient(m.data, m.binary);
     this.pendingBytes = 0;

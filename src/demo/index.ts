@@ -6,7 +6,7 @@
 import type uWS from 'uWebSockets.js';
 import { gatewayError } from '../protocol/errors.js';
 import type { Logger } from '../telemetry/index.js';
-import { asyncHttp, refuse, sendJson } from '../server/http.js';
+import { asyncHttp, refuse, sendJson } from '../http/index.js';
 import { DEMO_CSS, DEMO_HTML, DEMO_JS } from './assets.js';
 
 export interface DemoOptions {

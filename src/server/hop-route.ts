@@ -7,7 +7,7 @@ import { acceptHop, HopOutbox } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { gatewayError } from '../protocol/errors.js';
 import { metrics } from '../telemetry/index.js';
-import { acceptSocket, asyncHttp, refuse } from './http.js';
+import { acceptSocket, asyncHttp, refuse } from '../http/index.js';
 import { guarded, socketBehavior } from './sockets.js';
 import type { ServerDeps, ServerState, SocketData } from './types.js';
 import { resumeRefusal } from './upgrade.js';

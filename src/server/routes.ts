@@ -5,7 +5,7 @@ import { addDemoRoutes } from '../demo/index.js';
 import { echo } from '../protocol/index.js';
 import { gatewayError } from '../protocol/errors.js';
 import { metrics, registry } from '../telemetry/index.js';
-import { asyncHttp, sendJson } from './http.js';
+import { asyncHttp, sendJson } from '../http/index.js';
 import type { ServerDeps, ServerState } from './types.js';
 
 export function addRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: ServerState): uWS.TemplatedApp {

@@ -7,12 +7,12 @@
 import { randomUUID } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
 import { isResumeKey, type AuthDecision, type UpgradeRequest } from '../auth/index.js';
-import { findResume, hopUpgrade, type ClientUpgrade } from '../cluster/index.js';
+import { findResume, hopUpgrade } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { gatewayError, type GatewayError } from '../protocol/errors.js';
 import type { Session, SessionInfo } from '../session/index.js';
 import { metrics } from '../telemetry/index.js';
-import { acceptSocket, asyncHttp, refuse } from './http.js';
+import { acceptSocket, asyncHttp, refuse, sendJson } from '../http/index.js';
 import { claimResumeKey, dropClaim } from './resume-claim.js';
 import { UnconfiguredSockets } from './unconfigured.js';
 import type { ServerDeps, ServerState, SocketData } from './types.js';
@@ -39,6 +39,39 @@ const KEY_IN_USE = gatewayError('RESUME_KEY_IN_USE', 'another connection is open
  * replica (the hop), was handed over or lost its replica (taken over here), or is unknown (a new
  * session: the gate goes on as for any new socket, and claims the key, replacing `replaceOwner`'s
  * bare claim if so). */
+/** The client's upgrade request as the gate read it (uWS's `req` is gone after an await). */
+interface ClientUpgrade {
+  res: uWS.HttpResponse;
+  context: uWS.us_socket_context_t;
+  secKey: string;
+  /** the Sec-WebSocket-Protocol to answer with */
+  protocol: string;
+  secExtensions: string;
+  aborted(): boolean;
+}
+
+/** A resume for a session live on replica `owner`: carried there over the internal hop, or taken over here. */
+async function carryOver(deps: ServerDeps, up: ClientUpgrade, info: SessionInfo, owner: { id: string; url: string }): Promise<true | { replaceOwner?: string }> {
+  const outcome = await hopUpgrade(up.aborted, owner, info, deps.cluster.hop);
+  switch (outcome.kind) {
+    case 'not_owner':
+      return resumeElsewhere(deps, up, info, owner.id);
+    case 'unavailable':
+      refuse(up.res, gatewayError('RESUME_UNAVAILABLE', 'the session is live on another gateway replica and this deployment has no internal hop; retry shortly'), 'resume_unavailable');
+      return true;
+    case 'answer':
+      sendJson(up.res, outcome.status, outcome.body);
+      return true;
+    case 'relay': {
+      const data: SocketData = { info, closed: false, hop: outcome.relay };
+      acceptSocket(up.res, data, up.secKey, up.protocol, up.secExtensions, up.context);
+      return true;
+    }
+    case 'aborted':
+      return true;
+  }
+}
+
 async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: SessionInfo, notOwner?: string): Promise<true | { replaceOwner?: string }> {
   let found;
   try {
@@ -60,8 +93,7 @@ async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: Sessio
       return true;
     case 'hop':
       // The process at the owner's address is not the owner (or lost the session): taken over here at once.
-      if ((await hopUpgrade(up, found.owner, info, deps.cluster.hop)) !== 'not_owner') return true;
-      return resumeElsewhere(deps, up, info, found.owner.id);
+      return carryOver(deps, up, info, found.owner);
     case 'wait': {
       // Accepted now (the vendor SDK gives up on a handshake not done in 4 s); the socket waits for the handover.
       const data: SocketData = { info, awaiting: { frames: [], bytes: 0 }, closed: false };

@@ -1,5 +1,6 @@
-// HTTP answers shared by the upgrade gate and the routes: a status with a short JSON body, and
-// uWS's rule for asynchronous handlers.
+// HTTP answers on uWS, shared by the upgrade gate, the routes and the demo: a status with a short
+// JSON body, a counted refusal, the accepted WebSocket, and uWS's rule for asynchronous handlers.
+// A folder of its own so that server/, cluster/ and demo/ all stand on it without importing each other.
 import type uWS from 'uWebSockets.js';
 import { gatewayError, type GatewayError } from '../protocol/errors.js';
 import { metrics, type Logger } from '../telemetry/index.js';
