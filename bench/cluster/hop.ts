@@ -1,4 +1,4 @@
-// The internal hop's cost (issue 13): two gateway replicas (compiled dist/, as production) sharing
+// The internal hop's cost: two gateway replicas (compiled dist/, as production) sharing
 // one redis-server and the emulator. Each session opens on replica A with a resume key, streams 2 s
 // of Chromium's WebM pieces at real time, drops, resumes, streams the rest and ends; a new one
 // follows until the hold ends. A resume that is not `resumed` from the bytes sent counts as failed. Leg "direct": the resume lands on A. Leg "hop": it lands on B, which carries it to A.

@@ -1,4 +1,4 @@
-// Load benchmark (issue 12): N concurrent real-time dictations of a browser-recorded WebM/Opus
+// Load benchmark: N concurrent real-time dictations of a browser-recorded WebM/Opus
 // stream (250 ms pieces, config, a flush now and then, end), ramp then hold, through each peer in
 // one run against one upstream: direct (the floor), nginx, a naive `ws` proxy, the gateway
 // (passthrough, PCM transcoding, and wss upstream like nginx's TLS leg), and the gateway while

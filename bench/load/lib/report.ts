@@ -91,7 +91,7 @@ function markdown(rows: ReturnType<typeof summarize>, t: ReturnType<typeof targe
       ...r.http!.map((h) => `| ${h.path} | ${h.requestsPerS.toFixed(0)} | ${h.p99Ms} | ${h.non2xx} | ${h.errors} |`),
       '',
     ]),
-    '| target (issue 12) | measured | |',
+    '| target | measured | |',
     '|---|---|---|',
     ...t.map((x) => `| ${x.target} | ${x.measured} | ${x.met ? 'met' : '**missed**'} |`),
   ];
