@@ -1,9 +1,9 @@
 // The audio path of one session: sniff → container parser → (transcoder) → re-chunker → pacer.
 // Every stage sees the stream and either passes it on or stops it with one error.
-import { echo } from '../protocol/echo.js';
-import { gatewayError, type ErrorId } from '../protocol/errors.js';
-import { logger } from '../telemetry/logger.js';
-import { metrics } from '../telemetry/metrics.js';
+import { echo } from '../protocol/index.js';
+import { gatewayError, type ErrorId } from '../protocol/index.js';
+import { logger } from '../telemetry/index.js';
+import { metrics } from '../telemetry/index.js';
 import { PcmParser } from './containers/pcm.js';
 import { MalformedAudio, type ContainerParser, type Continuation, type Unit } from './containers/unit.js';
 import { Pacer } from './pacer.js';

@@ -1,7 +1,7 @@
 // Config time: which declared audioFormat values the gateway takes, and what it tells the upstream.
 import type { AudioPlan, PcmDeclaration, SourceKind } from './types.js';
-import { parseAudioFormat } from '../protocol/audio-format.js';
-import { echo } from '../protocol/echo.js';
+import { parseAudioFormat } from '../protocol/index.js';
+import { echo } from '../protocol/index.js';
 
 export type PlanResult = { ok: true; plan: AudioPlan } | { ok: false; reason: string };
 

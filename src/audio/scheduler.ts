@@ -2,7 +2,7 @@
 // driven by ONE clock timer armed for the earliest. A Node timer (and a closure) per partial or
 // paced frame cost thousands of timer objects a second under load; an alarm is one object per
 // owner, re-armed in place.
-import { logger } from '../telemetry/logger.js';
+import { logger } from '../telemetry/index.js';
 import type { Clock } from './types.js';
 
 export class Scheduler {

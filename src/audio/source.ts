@@ -1,5 +1,5 @@
 // Container family → parser, and (container, codec) → the source kind the plan is checked against.
-import { echo } from '../protocol/echo.js';
+import { echo } from '../protocol/index.js';
 import { Mp3Parser } from './containers/mp3.js';
 import { FlacParser } from './containers/flac.js';
 import { Mp4Parser } from './containers/mp4.js';

@@ -1,5 +1,5 @@
 // Public types of the audio pipeline (re-exported by index.ts).
-import type { GatewayError } from '../protocol/errors.js';
+import type { GatewayError } from '../protocol/index.js';
 import type { Continuation, Unit } from './containers/unit.js';
 
 export type SourceKind =

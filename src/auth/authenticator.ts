@@ -7,7 +7,7 @@ import { refuse, type Refusal } from './refusal.js';
 import { isValidTenant, realmUrl, trimSlash } from './tenant.js';
 import { bearerToken, presentedCredentials } from './token-source.js';
 import { VerifiedTokens } from './verified-tokens.js';
-import { isEndpoint, type Endpoint } from '../protocol/endpoint.js';
+import { isEndpoint, type Endpoint } from '../protocol/index.js';
 import type { AuthDecision, AuthenticateOptions, AuthOptions, Authenticator, UpgradeRequest } from './types.js';
 
 /** Asymmetric only: an HS* token would be "verified" with a public key as the secret. */

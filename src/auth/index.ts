@@ -15,3 +15,4 @@ export { loadUpstreamCredentials } from './credentials-file.js';
 export { redactUrl } from './redact.js';
 export { isValidTenant } from './tenant.js';
 export { isResumeKey } from './resume-key.js';
+export { parseBearer } from './bearer.js';

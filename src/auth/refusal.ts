@@ -1,6 +1,6 @@
 // Refusal decisions: a catalogue error with a specific details text (never the token or any part
 // of it) and a bounded reason label for metrics.
-import { gatewayError, type ErrorId } from '../protocol/errors.js';
+import { gatewayError, type ErrorId } from '../protocol/index.js';
 import type { AuthDecision, RefusalReason } from './types.js';
 
 export type Refusal = Extract<AuthDecision, { ok: false }>;

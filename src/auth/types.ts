@@ -1,7 +1,7 @@
 // The contract between the server's upgrade handler and the auth module: plain data in, a
 // decision out, so the server never sees jose and the auth code never sees uWS.
-import type { Endpoint } from '../protocol/endpoint.js';
-import type { GatewayError } from '../protocol/errors.js';
+import type { Endpoint } from '../protocol/index.js';
+import type { GatewayError } from '../protocol/index.js';
 
 export interface UpgradeRequest {
   endpoint: Endpoint;

@@ -7,8 +7,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
 import WebSocket from 'ws';
-import { isEndpoint, type Endpoint } from '../protocol/endpoint.js';
-import { gatewayError, type GatewayError } from '../protocol/errors.js';
+import { isEndpoint, type Endpoint } from '../protocol/index.js';
+import { gatewayError, type GatewayError } from '../protocol/index.js';
 import { CLOSE, type SessionInfo } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import type { UsedSignatures } from './hop-signatures.js';

@@ -4,7 +4,7 @@
 // the page talks to its own origin only: no CORS on the emulator, and the socket's default
 // same-origin rule holds. Tokens go to loopback clients only, as the emulator's own port does.
 import type uWS from 'uWebSockets.js';
-import { gatewayError } from '../protocol/errors.js';
+import { gatewayError } from '../protocol/index.js';
 import type { Logger } from '../telemetry/index.js';
 import { asyncHttp, refuse, sendJson } from '../http/index.js';
 import { DEMO_CSS, DEMO_HTML, DEMO_JS } from './assets.js';

@@ -1,6 +1,6 @@
 // Minimal config validation as the upstream does it (spec 4.12, 4.13; DESIGN.md section 1), and the
 // resolved configuration with server defaults that CONFIG_ACCEPTED carries.
-import type { Endpoint } from '../protocol/endpoint.js';
+import type { Endpoint } from '../protocol/index.js';
 
 export type ConfigVerdict =
   | { ok: true; resolved: Record<string, unknown> }

@@ -1,7 +1,7 @@
 // What tests can inspect about one upstream socket session. Audio is kept as a chunk list and
 // concatenated on first read, so long sessions don't copy their audio on every frame; the window
 // it belongs to bounds how much audio all records keep together.
-import type { Endpoint } from '../protocol/endpoint.js';
+import type { Endpoint } from '../protocol/index.js';
 import type { EmulatorSession } from './types.js';
 
 export interface AudioBudget {

@@ -3,7 +3,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { SignJWT, UnsecuredJWT, createLocalJWKSet, jwtVerify, errors } from 'jose';
 import { KeyStore, unknownKey } from './keys.js';
-import type { Endpoint } from '../protocol/endpoint.js';
+import type { Endpoint } from '../protocol/index.js';
 import type { IssueTokenOptions } from './types.js';
 
 export const ALLOWED_SCOPES = new Set(['openid', 'transcribe', 'streams']);

@@ -1,5 +1,5 @@
 // Public types of the upstream emulator (see index.ts for what it is and is not).
-import type { Endpoint } from '../protocol/endpoint.js';
+import type { Endpoint } from '../protocol/index.js';
 
 export interface EmulatorOptions {
   port?: number; // 0 (default) = ephemeral

@@ -1,7 +1,7 @@
 // Routing and authentication of socket upgrades, as the real service does them: path, tenant,
 // bearer token from the query (`token=Bearer <jwt>`) or from Authorization + Tenant-Name headers.
 import type { IncomingMessage } from 'node:http';
-import type { Endpoint } from '../protocol/endpoint.js';
+import type { Endpoint } from '../protocol/index.js';
 import { KeyStore, TENANT_NAME } from './keys.js';
 import { verifyToken } from './tokens.js';
 

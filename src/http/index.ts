@@ -2,7 +2,7 @@
 // JSON body, a counted refusal, the accepted WebSocket, and uWS's rule for asynchronous handlers.
 // A folder of its own so that server/, cluster/ and demo/ all stand on it without importing each other.
 import type uWS from 'uWebSockets.js';
-import { gatewayError, type GatewayError } from '../protocol/errors.js';
+import { gatewayError, type GatewayError } from '../protocol/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 
 const STATUS_TEXT: Record<number, string> = { 200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 409: 'Conflict', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' };

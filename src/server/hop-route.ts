@@ -5,7 +5,7 @@
 import type uWS from 'uWebSockets.js';
 import { acceptHop, HopOutbox } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
-import { gatewayError } from '../protocol/errors.js';
+import { gatewayError } from '../protocol/index.js';
 import { metrics } from '../telemetry/index.js';
 import { acceptSocket, asyncHttp, refuse } from '../http/index.js';
 import { guarded, socketBehavior } from './sockets.js';

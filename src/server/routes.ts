@@ -3,7 +3,7 @@
 import type uWS from 'uWebSockets.js';
 import { addDemoRoutes } from '../demo/index.js';
 import { echo } from '../protocol/index.js';
-import { gatewayError } from '../protocol/errors.js';
+import { gatewayError } from '../protocol/index.js';
 import { metrics, registry } from '../telemetry/index.js';
 import { asyncHttp, sendJson } from '../http/index.js';
 import type { ServerDeps, ServerState } from './types.js';

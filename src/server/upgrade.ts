@@ -9,7 +9,7 @@ import type uWS from 'uWebSockets.js';
 import { isResumeKey, type AuthDecision, type UpgradeRequest } from '../auth/index.js';
 import { findResume, hopUpgrade } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
-import { gatewayError, type GatewayError } from '../protocol/errors.js';
+import { gatewayError, type GatewayError } from '../protocol/index.js';
 import type { Session, SessionInfo } from '../session/index.js';
 import { metrics } from '../telemetry/index.js';
 import { acceptSocket, asyncHttp, refuse, sendJson } from '../http/index.js';

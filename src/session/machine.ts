@@ -3,7 +3,7 @@
 // the spec is a unit test with a fake clock (test/session/machine.test.ts); src/session/session.ts
 // is the thin shell that performs the effects.
 import { configTimeoutType, serverMessages, type ClientMessage, type Endpoint } from '../protocol/index.js';
-import { errorMessage, type ErrorId } from '../protocol/errors.js';
+import { errorMessage, type ErrorId } from '../protocol/index.js';
 import type { Outcome } from '../usage/index.js';
 
 export type { Outcome };

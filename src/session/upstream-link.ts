@@ -9,7 +9,7 @@
 // session is bounded (MAX_REPLAY_FACTOR), so a flapping upstream cannot multiply the traffic.
 import type { ReplayBuffer, ReplayKind, Unit } from '../audio/index.js';
 import { createTimeline, upstreamMessageType, type Endpoint, type ErrorId, type Timeline } from '../protocol/index.js';
-import { errorMessage } from '../protocol/errors.js';
+import { errorMessage } from '../protocol/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import { connectUpstream, UpstreamError, type UpstreamConnection, type UpstreamLiveness, type UpstreamTarget } from '../upstream/index.js';
 

@@ -2,7 +2,7 @@
 // so the first `max` distinct tenants keep their name and the rest share 'other'.
 // A label's credit series start at 0 when it is first given out (a session starting), so that
 // increase() over the credits counts that tenant's first session too.
-import { ENDPOINTS } from '../protocol/endpoint.js';
+import { ENDPOINTS } from '../protocol/index.js';
 import { metrics } from './metrics.js';
 
 let maxTenants = 50; // METRICS_MAX_TENANTS's default; startGateway applies the validated value

@@ -2,9 +2,9 @@
 // server hands in method, path, query and Authorization and writes back status and JSON body.
 // Shapes are fixed by openapi/usage.yaml; dashboards depend on them.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { parseBearer } from '../auth/bearer.js';
-import { ENDPOINTS, isEndpoint } from '../protocol/endpoint.js';
-import { errorMessage, type ErrorId } from '../protocol/errors.js';
+import { parseBearer } from '../auth/index.js';
+import { ENDPOINTS, isEndpoint } from '../protocol/index.js';
+import { errorMessage, type ErrorId } from '../protocol/index.js';
 import { logger } from '../telemetry/index.js';
 import {
   PAGE_SIZE, StoreUnavailable, fromMediaMs, fromMicro, type Granularity,

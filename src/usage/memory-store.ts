@@ -2,7 +2,7 @@
 // memory (single replica, lost on restart). Kept line-for-line parallel to those scripts,
 // including their checks: every total stays an integer in 0..MAX_TOTAL, an event is applied whole
 // or not at all, and a figure that does not fit only marks the session refused (estimated).
-import type { Endpoint } from '../protocol/endpoint.js';
+import type { Endpoint } from '../protocol/index.js';
 import { logger } from '../telemetry/index.js';
 import {
   DAY_MS, HOUR_MS, MAX_MICRO_PER_MESSAGE, MAX_TOTAL, refusedByStore, segmentOf, sessionFigures, storable,

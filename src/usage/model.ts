@@ -1,6 +1,6 @@
 // Shared vocabulary of the usage ledger: public types, the events that flow from the ledger to
 // a store (and through the on-disk journal), stored records, and exact-number conversions.
-import type { Endpoint } from '../protocol/endpoint.js';
+import type { Endpoint } from '../protocol/index.js';
 import { logger, metrics } from '../telemetry/index.js';
 
 /** How a session ended: what really happened, e.g. `upstream_timeout` even when the client had asked to end. */

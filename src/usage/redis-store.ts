@@ -3,7 +3,7 @@
 // through a per-tenant sorted set keyed by start time.
 import { Redis, ReplyError, type ChainableCommander } from 'ioredis';
 import { logger } from '../telemetry/index.js';
-import type { Endpoint } from '../protocol/endpoint.js';
+import type { Endpoint } from '../protocol/index.js';
 import * as lua from './lua.js';
 import {
   StoreUnavailable, refusedByStore, sessionFigures, type BucketRow, type SegmentRow, type Granularity, type LedgerEvent, type Outcome,

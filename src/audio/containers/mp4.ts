@@ -3,7 +3,7 @@
 // moof+mdat) and plain files; a plain file whose moov comes after its mdat (not "faststart") is
 // held until the moov arrives, which then goes out first with its chunk offsets moved accordingly
 // (the one case where passthrough bytes are rearranged: the upstream can't decode without it).
-import { echo } from '../../protocol/echo.js';
+import { echo } from '../../protocol/index.js';
 import { ByteQueue } from './byte-queue.js';
 import { prefixVerdict, Resync, type Verdict } from './resync.js';
 import { collectUnits, MalformedAudio, needBytes, type ContainerParser, type TrackInfo, type Unit } from './unit.js';

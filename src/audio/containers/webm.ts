@@ -1,7 +1,7 @@
 // Incremental WebM/Matroska parser, hand-written: prism-media's WebmDemuxer yields packets but not
 // byte offsets, and re-chunking passthrough audio needs to cut at element boundaries and know
 // where the headers end. Handles live browser WebM (unknown-size Segment and Clusters).
-import { echo } from '../../protocol/echo.js';
+import { echo } from '../../protocol/index.js';
 import { ByteQueue } from './byte-queue.js';
 import { Resync, type Verdict } from './resync.js';
 import { collectUnits, MalformedAudio, type ContainerParser, type Continuation, type TrackInfo, type Unit } from './unit.js';
