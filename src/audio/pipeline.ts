@@ -1,6 +1,6 @@
 // The audio path of one session: sniff → container parser → (transcoder) → re-chunker → pacer.
 // Every stage sees the stream and either passes it on or stops it with one error.
-import { echo } from '../protocol/index.js';
+import { echo, UPSTREAM_MAX_FRAME_BYTES } from '../protocol/index.js';
 import { gatewayError, type ErrorId } from '../protocol/index.js';
 import { logger } from '../telemetry/index.js';
 import { metrics } from '../telemetry/index.js';
@@ -47,7 +47,7 @@ class Pipeline implements AudioPipeline {
 
   constructor(private o: AudioPipelineOptions) {
     const scheduler = schedulerFor(o.clock ?? realClock);
-    const maxFrameBytes = o.maxFrameBytes ?? 64000;
+    const maxFrameBytes = o.maxFrameBytes ?? UPSTREAM_MAX_FRAME_BYTES;
     this.pacer = new Pacer({ pace: o.pace, scheduler, emit: (f) => this.emit(f) });
     this.rechunker = new Rechunker({
       chunkMs: o.chunkMs, maxFrameBytes, scheduler,

@@ -7,6 +7,7 @@
 // the first kept unit's start). Opus decoders drop the pre-skip (~6.5 ms) at the start of the replay.
 // A group (Cluster, page, unit) bigger than maxBytes is dropped whole with what follows of it.
 // The init data is never dropped (the pipeline bounds headers before any unit comes here).
+import { UPSTREAM_MAX_FRAME_BYTES } from '../protocol/index.js';
 import type { Unit } from './containers/unit.js';
 import { otherFormat, type Group, type ReplayFormat } from './replay/format.js';
 import { oggFormat } from './replay/ogg.js';
@@ -95,7 +96,7 @@ class Buffered<C> implements ReplayBuffer {
 
   replay(): { frames: Buffer[]; offset: number; bytes: number } {
     const r = this.format.render(this.groups, this.lastEnd, this.cut);
-    const out = frames(r.init, r.media, this.o.maxFrameBytes ?? 64000);
+    const out = frames(r.init, r.media, this.o.maxFrameBytes ?? UPSTREAM_MAX_FRAME_BYTES);
     return { frames: out, offset: r.offset, bytes: out.reduce((n, f) => n + f.length, 0) };
   }
 

@@ -9,6 +9,7 @@ import type uWS from 'uWebSockets.js';
 import WebSocket from 'ws';
 import { isEndpoint, type Endpoint } from '../protocol/index.js';
 import { gatewayError, type GatewayError } from '../protocol/index.js';
+import { SEND_DROPPED } from '../http/index.js';
 import { CLOSE, type SessionInfo } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import type { UsedSignatures } from './hop-signatures.js';
@@ -52,7 +53,7 @@ export type HopClient = uWS.WebSocket<{ closed: boolean }>;
 export const HOP_MAC_WINDOW_MS = 30_000;
 const HOP_OPEN_TIMEOUT_MS = 5000;
 /** Bounds, as for a client on its own replica: a frame, and output waiting for the client socket to open. */
-const MAX_FRAME_BYTES = 16 * 1024 * 1024;
+const MAX_HOP_FRAME_BYTES = 16 * 1024 * 1024;
 const MAX_PENDING_BYTES = 1024 * 1024;
 /** Past this much unread by the client, B stops reading from A, so A's session sees the backlog itself. */
 const PAUSE_BACKLOG_BYTES = 64 * 1024;
@@ -65,7 +66,6 @@ let lastSignedAt = 0;
 const CONFIRM_EVERY = 16;
 /** A keeps at most this much output B has not confirmed (above the client backlog bound, 1 MiB). */
 const MAX_UNCONFIRMED_BYTES = 2 * 1024 * 1024;
-const SEND_DROPPED = 2;
 const RECONNECT = CLOSE.serviceRestart;
 
 const hopPath = (i: HopIdentity) =>
@@ -154,7 +154,7 @@ function hopSocket(ownerUrl: string, key: string, identity: HopIdentity, secret:
   const url = new URL(hopPath(identity), ownerUrl);
   url.searchParams.set('resume', key);
   lastSignedAt = Math.max(Date.now(), lastSignedAt + 1);
-  return new WebSocket(url, { headers: signHop(secret, key, identity, lastSignedAt), perMessageDeflate: false, handshakeTimeout: HOP_OPEN_TIMEOUT_MS, maxPayload: MAX_FRAME_BYTES });
+  return new WebSocket(url, { headers: signHop(secret, key, identity, lastSignedAt), perMessageDeflate: false, handshakeTimeout: HOP_OPEN_TIMEOUT_MS, maxPayload: MAX_HOP_FRAME_BYTES });
 }
 
 function handshake(ws: WebSocket): Promise<Opened> {

@@ -7,6 +7,7 @@
 // frame, so the client sees 1006; the goingAway switch closes with its own code.
 import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
+import { UPSTREAM_MAX_FRAME_BYTES } from '../protocol/index.js';
 import { checkConfig } from './config-check.js';
 import { nextFactMark } from './fact-schedule.js';
 import { createMediaClock, type MediaClock } from './media-clock.js';
@@ -16,8 +17,6 @@ import { SessionRecord } from './session-record.js';
 import { MAX_LOG_ENTRIES, pushRecent } from './session-window.js';
 import { sniffContainer } from './sniff.js';
 import type { FaultSwitches } from './types.js';
-
-export const MAX_FRAME_BYTES = 64_000;
 
 export interface SessionDeps {
   faults: FaultSwitches;
@@ -150,7 +149,7 @@ export class UpstreamSession {
   private onAudio(frame: Buffer): void {
     const first = this.record.frames.length === 0;
     this.record.addFrame(frame);
-    if (frame.length > MAX_FRAME_BYTES) this.violation(`binary frame of ${frame.length} bytes (max ${MAX_FRAME_BYTES})`);
+    if (frame.length > UPSTREAM_MAX_FRAME_BYTES) this.violation(`binary frame of ${frame.length} bytes (max ${UPSTREAM_MAX_FRAME_BYTES})`);
     if (first && sniffContainer(frame) === 'unknown') {
       this.violation(`first binary frame has no recognisable container header (starts ${frame.subarray(0, 8).toString('hex')})`);
     }

@@ -1,9 +1,13 @@
 // HTTP answers on uWS, shared by the upgrade gate, the routes and the demo: a status with a short
-// JSON body, a counted refusal, the accepted WebSocket, and uWS's rule for asynchronous handlers.
+// JSON body, a counted refusal, the accepted WebSocket, uWS's rule for asynchronous handlers, and
+// what its WebSocket send returns for a dropped message.
 // A folder of its own so that server/, cluster/ and demo/ all stand on it without importing each other.
 import type uWS from 'uWebSockets.js';
 import { gatewayError, type GatewayError } from '../protocol/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
+
+/** uWS's ws.send result when the message was dropped (the socket is over its maxBackpressure). */
+export const SEND_DROPPED = 2;
 
 const STATUS_TEXT: Record<number, string> = { 200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 409: 'Conflict', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' };
 

@@ -10,6 +10,7 @@
 //   audio-format.ts      parseAudioFormat, isUpstreamAudioFormat (DESIGN.md section 1 MIME list)
 //   server-messages.ts   serverMessages: config status, flushed, usage, ended in the spec's shapes
 //   upstream-type.ts     upstreamMessageType: hot-path classification of upstream messages
+//   frame-limit.ts       UPSTREAM_MAX_FRAME_BYTES: the upstream's limit on one audio frame
 //   timeline.ts          createTimeline: one client timeline across upstream sessions (offset, repeated finals)
 export * from './errors.js';
 export { parseClientMessage, oversizedText, clientMessageSchema, MAX_CLIENT_TEXT_BYTES } from './client-messages.js';
@@ -28,5 +29,6 @@ export type { AudioFormat } from './audio-format.js';
 export { serverMessages, configTimeoutType } from './server-messages.js';
 export type { ConfigStatusType, ConfigStatusExtra, ConfigStatusMessage } from './server-messages.js';
 export { upstreamMessageType } from './upstream-type.js';
+export { UPSTREAM_MAX_FRAME_BYTES } from './frame-limit.js';
 export { createTimeline } from './timeline.js';
 export type { Timeline } from './timeline.js';

@@ -5,6 +5,7 @@ import { awaitHandover, countTakeover, keepRecord, restoreOf } from '../cluster/
 import type { Endpoint } from '../protocol/index.js';
 import { CLOSE, Session, type ClientSink } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
+import { SEND_DROPPED } from '../http/index.js';
 import { Inflow, MAX_QUEUED_BYTES } from './inflow.js';
 import { claimTaken, dropClaim } from './resume-claim.js';
 import { upgradeGate } from './upgrade.js';
@@ -16,8 +17,6 @@ import type { ServerDeps, ServerState, SocketData, Ws } from './types.js';
 const MAX_CLIENT_FRAME_BYTES = 16 * 1024 * 1024;
 /** Output waiting for a client that does not read; past it the client is closed as too slow. */
 const MAX_CLIENT_BACKLOG_BYTES = 1024 * 1024;
-/** uWS's ws.send result when the message was dropped (over maxBackpressure). */
-const SEND_DROPPED = 2;
 
 /** The socket whose uWS callback is running: uWS corks a socket for its own callbacks. */
 let inCallback: Ws | undefined;

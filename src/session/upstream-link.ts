@@ -8,7 +8,7 @@
 // accepts and drops again and again runs the budget out; and the audio replayed over the whole
 // session is bounded (MAX_REPLAY_FACTOR), so a flapping upstream cannot multiply the traffic.
 import type { ReplayBuffer, ReplayKind, Unit } from '../audio/index.js';
-import { createTimeline, upstreamMessageType, type Endpoint, type ErrorId, type Timeline } from '../protocol/index.js';
+import { createTimeline, upstreamMessageType, UPSTREAM_MAX_FRAME_BYTES, type Endpoint, type ErrorId, type Timeline } from '../protocol/index.js';
 import { errorMessage } from '../protocol/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import { connectUpstream, UpstreamError, type UpstreamConnection, type UpstreamLiveness, type UpstreamTarget } from '../upstream/index.js';
@@ -16,8 +16,6 @@ import { connectUpstream, UpstreamError, type UpstreamConnection, type UpstreamL
 /** A client's words for an upstream socket that failed for a cause only the log gets. */
 const FAILED = 'the connection to the speech service failed';
 
-/** The upstream protocol's frame limit: replayed audio is cut to it too. */
-const MAX_FRAME_BYTES = 64_000;
 /** An upstream session that stays up this long ends the incident: the next loss has the whole budget
  *  again. Time, not a final transcript: a healthy upstream hears silence without finals. */
 export const UPSTREAM_HEALTHY_MS = 10_000;
@@ -287,7 +285,7 @@ export class UpstreamLink {
       this.timeline.offset = replay.offset;
       for (const frame of replay.frames) {
         // A single unit over the frame limit comes alone: cut it as the re-chunker would.
-        for (let off = 0; off < frame.length; off += MAX_FRAME_BYTES) this.conn?.send(frame.subarray(off, off + MAX_FRAME_BYTES));
+        for (let off = 0; off < frame.length; off += UPSTREAM_MAX_FRAME_BYTES) this.conn?.send(frame.subarray(off, off + UPSTREAM_MAX_FRAME_BYTES));
       }
       metrics.upstreamReplayedBytes.inc(replay.bytes);
       metrics.upstreamReconnectResults.inc({ result: 'ok' });
