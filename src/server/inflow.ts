@@ -12,7 +12,7 @@ import { loopTurn } from './turn.js';
 
 /** Frames a socket gets handled in one turn before the rest wait for the next. */
 export const FRAMES_PER_TURN = 1024;
-/** Bytes a socket may have waiting; past them it is closed with CLOSE_FLOODED. */
+/** Bytes a socket may have waiting; past them it is closed (CLOSE.flooded, 1008). */
 export const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
 /** What a waiting frame costs besides its bytes: the copy's object and its queue entry. */
 const ENTRY_COST = 160;

@@ -36,10 +36,10 @@ export function guarded<A extends unknown[]>(log: Logger, where: string, fn: (ws
   };
 }
 
-function failed(log: Logger, where: string, ws: Ws, err: unknown): void {
+/** `data` when the socket may have closed already: uWS throws on any use of a closed socket. */
+function failed(log: Logger, where: string, ws: Ws, err: unknown, data: SocketData = ws.getUserData()): void {
   log.error({ event: 'socket_callback_failed', where, err }, 'socket callback threw; closing that socket');
   metrics.internalErrors.inc({ where: 'socket' });
-  const data = ws.getUserData();
   if (data.closed) return;
   data.closed = true;
   ws.end(CLOSE.internal, 'internal error');
@@ -183,11 +183,11 @@ function inflowOf(deps: ServerDeps, ws: Ws, data: SocketData): Inflow {
   return new Inflow({
     deliver: (message, isBinary) => {
       if (inCallback === ws) return deliver(message, isBinary);
-      // A queued frame, handled after the callback: a throw ends this socket, as in the callback.
+      // A queued frame, handled after the callback (the socket may have closed): a throw ends this socket, as in the callback.
       try {
         deliver(message, isBinary);
       } catch (err) {
-        failed(deps.logger, 'message', ws, err);
+        failed(deps.logger, 'message', ws, err, data);
       }
     },
     flooded: () => {
@@ -243,8 +243,12 @@ export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: E
       // Frames still waiting in the inflow go first (an end, say), then the close.
       const copied = reason.slice(0);
       const closed = () => {
-        data.hop?.clientClosed(code, copied);
-        if (data.sink) data.session?.onClientClosed(data.sink);
+        try {
+          data.hop?.clientClosed(code, copied);
+          if (data.sink) data.session?.onClientClosed(data.sink);
+        } catch (err) {
+          failed(log, 'close', ws, err, data); // after the queue, outside uWS's callback: never the process
+        }
       };
       if (data.inflow) data.inflow.close(closed);
       else closed();
