@@ -20,10 +20,11 @@ export function sendJson(res: uWS.HttpResponse, status: number, body: unknown): 
 }
 
 /** Accepts the WebSocket, not inside res.cork: with uWS 20.57 as with the build before it, cork()
- * around an upgrade that resolves in the handler's own turn (a token checked in the last minute)
- * can misread the new WebSocket's memory as HTTP state and drop it (its client sees 1006 right after
- * the open); measured here in several suite files per run. Uncorked, uWS prints a warning on stderr
- * for an upgrade after a real await (worker thread, Redis) and the socket works. */
+ * around an upgrade after an await drops some new sockets (their clients see 1006 right after the
+ * open, before CONFIG_ACCEPTED): measured in about ten suite files a run, both when every such
+ * upgrade was corked and when only those after the handler's own loop turn were. Uncorked, uWS
+ * prints a warning on stderr for an upgrade after a real await (worker thread, Redis) and the
+ * socket works. */
 export function acceptSocket<T>(res: uWS.HttpResponse, data: T, secKey: string, protocol: string, extensions: string, context: uWS.us_socket_context_t): void {
   res.upgrade(data, secKey, protocol, extensions, context);
 }
