@@ -37,6 +37,9 @@ export interface Cluster {
   kill(i: number): Promise<void>;
   /** SIGTERM (a drain): resolves with its exit code. */
   stop(i: number): Promise<number | null>;
+  /** Every replica running and ready again: one left stopped, or still draining, by a test that failed
+   *  half-way is SIGKILLed if need be and started (so one failure does not fail the tests after it). */
+  allUp(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -94,6 +97,13 @@ export async function startCluster(n: number, env: Record<string, string> = {}, 
     start,
     kill: async (i) => void (await signal(i, 'SIGKILL')),
     stop: (i) => signal(i, 'SIGTERM'),
+    async allUp() {
+      await Promise.all(replicas.map(async (r, i) => {
+        if (r.child && (await fetch(`http://127.0.0.1:${r.port}/readyz`).then((res) => res.status === 200, () => false))) return;
+        if (r.child) await signal(i, 'SIGKILL');
+        await start(i);
+      }));
+    },
     async close() {
       await Promise.all(replicas.map((r) => r.child && signal(r.index, 'SIGKILL')));
       await emulator.close();

@@ -117,7 +117,7 @@ export function openClient(url: string, protocols?: string[], headers?: Record<s
     ws.once('unexpected-response', (_req, res) => {
       let body = '';
       res.on('data', (c: Buffer) => (body += c));
-      res.on('end', () => reject(Object.assign(new Error(`HTTP ${res.statusCode}`), { status: res.statusCode, body })));
+      res.on('end', () => reject(Object.assign(new Error(`HTTP ${res.statusCode} ${body.slice(0, 300)}`), { status: res.statusCode, body })));
     });
     ws.once('error', reject);
   });
