@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { createEncoderPool, createPcmToOpus } from '../../src/audio/transcode/index.js';
 import { getDefaultEncoderPool } from '../../src/audio/transcode/encoder-pool.js';
-import { startStack, delay } from '../support/stack.js';
+import { startStack } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 
 const FORMAT = { sampleRate: 16000, channels: 1, encoding: 's16le' } as const;
 const pcm = await readFile(new URL('../fixtures/dictation-16k-s16le.pcm', import.meta.url));

@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { signHop, type HopIdentity } from '../../src/cluster/index.js';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { newResumeKey } from '../support/sdk.js';
-import { delay, endpointPath, openClient, refusal } from '../support/stack.js';
+import { endpointPath, openClient, refusal } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 
 const SECRET = randomBytes(32).toString('hex');
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };

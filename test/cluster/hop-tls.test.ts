@@ -14,7 +14,8 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
-import { delay, endpointPath, openClient } from '../support/stack.js';
+import { endpointPath, openClient } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
 const chunks = chromeChunks('webm-opus');

@@ -9,8 +9,9 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { signHop, type HopIdentity } from '../../src/cluster/index.js';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
-import { delay, openClient, refusal, type TestClient } from '../support/stack.js';
+import { openClient, refusal, type TestClient } from '../support/stack.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { delay } from '../support/wait.js';
 
 const SECRET = randomBytes(32).toString('hex');
 const API = 'hop-usage-token';

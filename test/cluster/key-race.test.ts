@@ -8,8 +8,9 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
-import { delay, endpointPath, openClient, startStack, type Stack } from '../support/stack.js';
+import { endpointPath, openClient, startStack, type Stack } from '../support/stack.js';
 import { ledgerSessionsAt, type LedgerSession } from '../support/usage-api.js';
+import { delay } from '../support/wait.js';
 
 const API_TOKEN = 'key-race-usage-token';
 const pieces = chromeChunks('webm-opus').slice(0, 10); // 3 s of live Chromium WebM/Opus

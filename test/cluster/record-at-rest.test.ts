@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { finals, resendFrom, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
-import { delay, endpointPath, openClient } from '../support/stack.js';
+import { endpointPath, openClient } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 
 const pieces = chromeChunks('webm-opus'); // ~9 s of live Chromium WebM/Opus, 0.3 s a piece
 const stream = Buffer.concat(pieces);

@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { createRecordStore, recordKeyHash, type RecordStore, type SealedRecord } from '../../src/cluster/records.js';
+import { delay } from '../support/wait.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
-import { delay } from '../support/stack.js';
 
 const KEY = 'resume-key-0123456789abcdefXYZ';
 

@@ -14,8 +14,9 @@ import { readVint } from '../../src/audio/containers/webm.js';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey, streamWithSdk } from '../support/sdk.js';
-import { delay, endpointPath, openClient, type TestClient } from '../support/stack.js';
+import { endpointPath, openClient, type TestClient } from '../support/stack.js';
 import { startTcpBalancer, type TcpBalancer } from '../support/tcp-balancer.js';
+import { delay } from '../support/wait.js';
 
 const TENANT = 'rolling';
 const API_TOKEN = 'rolling-usage-token';

@@ -8,11 +8,12 @@ import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { recordKeyHash } from '../../src/cluster/index.js';
+import { delay } from '../support/wait.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
 import { finals, resendFrom, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
-import { delay, endpointPath, openClient, refusal, startStack, type Stack } from '../support/stack.js';
+import { endpointPath, openClient, refusal, startStack, type Stack } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
 
 const API_TOKEN = 'takeover-usage-token';

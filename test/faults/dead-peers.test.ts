@@ -10,17 +10,17 @@ import { metrics } from '../../src/telemetry/index.js';
 import { fixture } from '../support/fixtures.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
 import { ledgerSessions, type LedgerSession } from '../support/usage-api.js';
+import { delay, until } from '../support/wait.js';
 
 const ogg = fixture('dictation.ogg'); // ~26 s
 const API = 'test-usage-token';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The ledger row of the session that closed last, once `count` sessions are all closed. */
 async function closedRow(stack: Stack, count: number): Promise<LedgerSession & { segments: unknown[] }> {
   for (let i = 0; i < 100; i++) {
     const rows = await ledgerSessions(stack, API);
     if (rows.length >= count && rows.every((r) => r.end !== null)) return rows.sort((a, b) => a.end!.localeCompare(b.end!)).at(-1) as LedgerSession & { segments: unknown[] };
-    await sleep(50);
+    await delay(50);
   }
   assert.fail(`no closed ledger row: ${JSON.stringify(await ledgerSessions(stack, API))}`);
 }
@@ -39,12 +39,8 @@ async function dictating(stack: Stack): Promise<TestClient> {
   return c;
 }
 
-/** Polls until `check` holds; fails with `what` after `ms`. */
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 5000): Promise<void> {
-  for (const end = Date.now() + ms; !(await check()); await sleep(20)) {
-    if (Date.now() > end) assert.fail(`${what}: not within ${ms} ms`);
-  }
-}
+/** How until() polls here: every 20 ms (the detection time below is measured with it), for 5 s at most. */
+const POLL = { withinMs: 5000, everyMs: 20 };
 
 /** Ends the dictation and checks what its user sees: every final once, on one timeline, no error, 1000. */
 async function endsCleanly(c: TestClient): Promise<void> {
@@ -75,10 +71,10 @@ describe('an upstream that stops answering', () => {
     stack.emulator.faults.halfOpen = true;
     const since = Date.now();
     try {
-      await until('the dead upstream is found', async () => (await failures('dead')) > dead);
+      await until(async () => (await failures('dead')) > dead, 'the dead upstream is found', POLL);
       const waited = Date.now() - since;
       assert.ok(waited < 800 + 700, `found in ${waited} ms (ping 0.3 s + timeout 0.5 s)`);
-      await until('a new upstream session is opened', () => stack.emulator.sessions.length > upstreams);
+      await until(() => stack.emulator.sessions.length > upstreams, 'a new upstream session is opened', POLL);
     } finally {
       stack.emulator.faults.halfOpen = false; // the network heals: the new upstream session answers
     }
@@ -93,7 +89,7 @@ describe('an upstream that stops answering', () => {
     sessions++;
     const upstreams = stack.emulator.sessions.length;
     stack.emulator.faults.stall = true;
-    await sleep(1500);
+    await delay(1500);
     stack.emulator.faults.stall = false;
     await endsCleanly(c);
     assert.equal(stack.emulator.sessions.length, upstreams, 'the same upstream session throughout');
@@ -110,8 +106,8 @@ describe('an upstream that stops answering', () => {
       const lost = stack.emulator.sessions.at(-1)!;
       stack.emulator.faults.goingAway = code;
       try {
-        await until('the upstream session is closed', () => lost.closed);
-        await sleep(200); // still restarting: new sockets are closed with the code too
+        await until(() => lost.closed, 'the upstream session is closed', POLL);
+        await delay(200); // still restarting: new sockets are closed with the code too
       } finally {
         stack.emulator.faults.goingAway = null;
       }
@@ -224,12 +220,12 @@ describe('a client that stops answering', () => {
     const c = await rawClient(stack);
     const message = (type: string) => c.frames.find((f) => f.message?.type === type);
     c.send(1, Buffer.from(JSON.stringify({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } })));
-    await until('CONFIG_ACCEPTED', () => !!message('CONFIG_ACCEPTED'));
+    await until(() => !!message('CONFIG_ACCEPTED'), 'CONFIG_ACCEPTED', POLL);
     for (let off = 0; off < 24_000; off += 8000) c.send(2, ogg.subarray(off, off + 8000)); // ~8 s of audio
     const silentSince = Date.now(); // from here on the client sends nothing, pongs included
-    await until('a transcript', () => !!message('transcript'));
+    await until(() => !!message('transcript'), 'a transcript', POLL);
 
-    const closedAt = await Promise.race([c.closedAt, sleep((IDLE + 6) * 1000).then(() => assert.fail('the silent client is still open'))]);
+    const closedAt = await Promise.race([c.closedAt, delay((IDLE + 6) * 1000).then(() => assert.fail('the silent client is still open'))]);
     const ping = c.frames.find((f) => f.op === 9);
     assert.ok(ping, `the gateway pinged the silent client (frames: ${JSON.stringify(c.frames.map((f) => f.op))})`);
     assert.ok(closedAt - silentSince < (IDLE + 4) * 1000, `closed ${closedAt - silentSince} ms after the client fell silent`);

@@ -10,7 +10,8 @@ import { UsageHttpApi } from '../../src/usage/api.js';
 import type { LedgerSession } from '../support/usage-api.js';
 import { RedisUsageStore, createRedisClient } from '../../src/usage/redis-store.js';
 import { chromeChunks } from '../support/fixtures.js';
-import { delay, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { startStack, type Stack, type TestClient } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 import { get } from '../usage/helpers.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
 

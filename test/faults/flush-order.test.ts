@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks, fixture } from '../support/fixtures.js';
-import { delay, startStack, type Stack } from '../support/stack.js';
+import { startStack, type Stack } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 
 const webm = chromeChunks('webm-opus');
 const pcm = fixture('dictation-16k-s16le.pcm');

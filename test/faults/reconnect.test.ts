@@ -5,8 +5,9 @@
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks, fixture } from '../support/fixtures.js';
-import { delay, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { startStack, type Stack, type TestClient } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
+import { delay } from '../support/wait.js';
 
 const API = 'test-usage-token';
 const ogg = fixture('dictation.ogg'); // ~26 s

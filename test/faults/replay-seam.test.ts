@@ -12,8 +12,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { run } from '../audio-transcode/ogg-check.js';
 import { chromeChunks, FIXTURES } from '../support/fixtures.js';
-import { delay, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { startStack, type Stack, type TestClient } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
+import { delay } from '../support/wait.js';
 
 const API = 'seam-usage-token';
 /** The longest Opus packet the streams here carry (Chromium's); a seam may overlap by less. */

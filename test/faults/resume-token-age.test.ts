@@ -8,7 +8,8 @@ import { createAuthenticator, type AuthDecision } from '../../src/auth/index.js'
 import { startAuthServer, type SigningKey, type TestAuthServer } from '../auth/auth-server.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
-import { delay, endpointPath, openClient, refusal, startStack, type Stack } from '../support/stack.js';
+import { endpointPath, openClient, refusal, startStack, type Stack } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 
 const GRACE = 30;
 const TOLERANCE = 30; // the authenticator's clock tolerance

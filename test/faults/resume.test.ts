@@ -4,8 +4,9 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks } from '../support/fixtures.js';
-import { delay, openClient, refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { openClient, refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
+import { delay } from '../support/wait.js';
 
 const API = 'test-usage-token';
 const chunks = chromeChunks('webm-opus'); // ~7.7 s of live Chromium WebM, 250 ms a chunk

@@ -7,9 +7,10 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks } from '../support/fixtures.js';
 import type { Endpoint } from '../../src/protocol/endpoint.js';
 import { newResumeKey, SDK_MESSAGE_TYPES, streamWithSdk, type SdkRun } from '../support/sdk.js';
-import { delay, endpointPath, startStack, type Stack } from '../support/stack.js';
+import { endpointPath, startStack, type Stack } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
 import { clientFrames, startTcpProxy, type ProxiedConnection, type TcpProxy } from '../support/tcp-proxy.js';
+import { delay } from '../support/wait.js';
 
 const webm = chromeChunks('webm-opus'); // ~7.7 s, one MediaRecorder chunk every 250 ms
 const audioFormat = 'audio/webm;codecs=opus';

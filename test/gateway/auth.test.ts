@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { delay, openClient, refusal, startStack, type Stack } from '../support/stack.js';
+import { openClient, refusal, startStack, type Stack } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 
 const path = '/audio-bridge/v2/transcribe';
 const q = (token: string, tenant = 'base') => new URLSearchParams({ 'tenant-name': tenant, token: `Bearer ${token}` }).toString();

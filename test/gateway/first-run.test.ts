@@ -6,21 +6,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { refusal } from '../support/stack.js';
+import { waitForOutput } from '../support/wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-
-function waitFor(getText: () => string, re: RegExp, ms: number): Promise<RegExpMatchArray> {
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    const tick = () => {
-      const m = getText().match(re);
-      if (m) return resolve(m);
-      if (Date.now() - started > ms) return reject(new Error(`timed out waiting for ${re}; output:\n${getText()}`));
-      setTimeout(tick, 50);
-    };
-    tick();
-  });
-}
 
 function run(cmd: string, args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
@@ -45,8 +33,8 @@ describe('first run: npm start, a dev token, npm run stream', () => {
     });
     gateway.stdout!.on('data', (c: Buffer) => (output += c));
     gateway.stderr!.on('data', (c: Buffer) => (output += c));
-    port = Number((await waitFor(() => output, /listening on http:\/\/localhost:(\d+)/, 20_000))[1]);
-    authBase = (await waitFor(() => output, /(http:\/\/127\.0\.0\.1:\d+)\/realms\/base\/protocol\/openid-connect\/token/, 5000))[1];
+    port = Number((await waitForOutput(() => output, /listening on http:\/\/localhost:(\d+)/, 20_000))[1]);
+    authBase = (await waitForOutput(() => output, /(http:\/\/127\.0\.0\.1:\d+)\/realms\/base\/protocol\/openid-connect\/token/, 5000))[1];
   });
   afterAll(() => {
     gateway.kill('SIGKILL');
@@ -92,7 +80,7 @@ describe('uWS native build guard', () => {
     allowed.stdout!.on('data', (c: Buffer) => (out += c));
     allowed.stderr!.on('data', (c: Buffer) => (out += c));
     try {
-      await waitFor(() => out, /listening on http:\/\/localhost:\d+/, 20_000);
+      await waitForOutput(() => out, /listening on http:\/\/localhost:\d+/, 20_000);
     } finally {
       allowed.kill('SIGKILL');
     }

@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { delay, refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 
 const ogg = readFileSync(new URL('../fixtures/dictation.ogg', import.meta.url));
 const chromeWebm = Array.from({ length: 31 }, (_, i) =>

@@ -10,8 +10,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { delay } from '../support/wait.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
-import { delay, openClient, refusal, type TestClient } from '../support/stack.js';
+import { openClient, refusal, type TestClient } from '../support/stack.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const folder = new URL('../fixtures/chrome/webm-opus/', import.meta.url);

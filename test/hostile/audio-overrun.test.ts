@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fixture } from '../support/fixtures.js';
-import { delay, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { startStack, type Stack, type TestClient } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 
 const PCM = fixture('dictation-16k-s16le.pcm'); // 16 kHz mono s16le: 32000 bytes a second
 const PCM_FORMAT = 'audio/pcm;rate=16000;channels=1';

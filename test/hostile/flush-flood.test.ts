@@ -10,7 +10,8 @@ import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fixture } from '../support/fixtures.js';
 import WebSocket from 'ws';
-import { delay, endpointPath, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { endpointPath, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 
 const FLUSHES = 1_000_000;
 const ogg = fixture('dictation.ogg'); // ~26 s, ~70 KB

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import WebSocket from 'ws';
-import { delay, endpointPath, startStack, type Stack } from '../support/stack.js';
+import { endpointPath, startStack, type Stack } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 
 const FRAMES = 500_000;
 

@@ -11,7 +11,8 @@ import { UsageHttpApi } from '../../src/usage/api.js';
 import { RedisUsageStore, createRedisClient } from '../../src/usage/redis-store.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { openClient, type TestClient } from '../support/stack.js';
-import { get, tempDir, until } from '../usage/helpers.js';
+import { until } from '../support/wait.js';
+import { get, tempDir } from '../usage/helpers.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -161,7 +162,7 @@ describe('stop signals to the process group of npm start', () => {
     }
     await Promise.all(sessions.map((s) => s.done));
     assert.equal(await g.exited, 0, `npm start exit code; output:\n${g.output().slice(-3000)}`);
-    await until(() => groupGone(g.child.pid!), 'every process of the group to exit', 5000);
+    await until(() => groupGone(g.child.pid!), 'every process of the group to exit', { withinMs: 5000 });
     assert.equal(g.output().match(/"msg":"draining"/g)?.length, 1, 'one drain, however many signals');
   }
 

@@ -5,8 +5,9 @@ import assert from 'node:assert/strict';
 import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fixture } from '../support/fixtures.js';
-import { delay, startStack, type Stack } from '../support/stack.js';
+import { startStack, type Stack } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
+import { delay } from '../support/wait.js';
 
 const ogg = fixture('dictation.ogg');
 const API = 'test-usage-token';

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import WebSocket from 'ws';
 import { endpointPath, openClient, startStack, type Stack, type TestClient } from '../support/stack.js';
-import { until } from '../usage/helpers.js';
+import { until } from '../support/wait.js';
 
 const API_TOKEN = 'unconfigured-ops-token';
 const SOCKETS = 5000;

@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { freePort } from '../support/ports.js';
 import { endpointPath, openClient, startStack, type Stack } from '../support/stack.js';
-import { tempDir, until } from '../usage/helpers.js';
+import { until } from '../support/wait.js';
+import { tempDir } from '../usage/helpers.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const ogg = readFileSync(new URL('../fixtures/dictation.ogg', import.meta.url));

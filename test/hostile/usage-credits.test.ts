@@ -6,9 +6,10 @@
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks } from '../support/fixtures.js';
-import { delay, startStack, type Stack } from '../support/stack.js';
+import { startStack, type Stack } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
 import { metrics } from '../../src/telemetry/index.js';
+import { delay } from '../support/wait.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
 
 const API_TOKEN = 'usage-credits-token';

@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fixture, randomChunks } from '../support/fixtures.js';
 import { openClient } from '../support/stack.js';
+import { waitForOutput } from '../support/wait.js';
 import { dockerignore, execForm, runRecipe, type Stage } from './dockerfile.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -28,21 +29,6 @@ function buildContext(dir: string): void {
     mkdirSync(dirname(join(dir, f)), { recursive: true });
     cpSync(join(root, f), join(dir, f));
   }
-}
-
-/** The first match of `re` in the process's output; fails at once when it exits (a missing module, say). */
-function waitFor(p: ChildProcess, getText: () => string, re: RegExp, ms: number): Promise<RegExpMatchArray> {
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    const tick = () => {
-      const m = getText().match(re);
-      if (m) return resolve(m);
-      if (p.exitCode !== null) return reject(new Error(`exited ${p.exitCode} before ${re}; output:\n${getText()}`));
-      if (Date.now() - started > ms) return reject(new Error(`timed out waiting for ${re}; output:\n${getText()}`));
-      setTimeout(tick, 50);
-    };
-    tick();
-  });
 }
 
 describe('the Dockerfile recipe builds an image directory that serves a session', () => {
@@ -68,8 +54,8 @@ describe('the Dockerfile recipe builds an image directory that serves a session'
     });
     gateway.stdout!.on('data', (c: Buffer) => (output += c));
     gateway.stderr!.on('data', (c: Buffer) => (output += c));
-    port = Number((await waitFor(gateway, () => output, /listening on http:\/\/localhost:(\d+)/, 30_000))[1]);
-    authBase = (await waitFor(gateway, () => output, /(http:\/\/127\.0\.0\.1:\d+)\/realms\/base\/protocol\/openid-connect\/token/, 5000))[1];
+    port = Number((await waitForOutput(() => output, /listening on http:\/\/localhost:(\d+)/, 30_000, gateway))[1]);
+    authBase = (await waitForOutput(() => output, /(http:\/\/127\.0\.0\.1:\d+)\/realms\/base\/protocol\/openid-connect\/token/, 5000, gateway))[1];
   }, RECIPE_MS);
   afterAll(() => {
     gateway?.kill('SIGKILL');

@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../support/ports.js';
+import { delay } from '../support/wait.js';
 
 export const PROMETHEUS = '/usr/bin/prometheus';
 export const PROMTOOL = '/usr/bin/promtool';
@@ -21,8 +22,6 @@ export interface TestPrometheus {
   scrapedAfter(job: string, sinceMs: number, timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
-
-const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Starts Prometheus and waits for /-/ready. `ruleFiles` are loaded as its rule_files. */
 export async function startPrometheus(o: { job: string; targets: string[]; ruleFiles?: string[] }): Promise<TestPrometheus> {

@@ -9,8 +9,9 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks, fixture } from '../support/fixtures.js';
-import { delay, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { startStack, type Stack, type TestClient } from '../support/stack.js';
 import { metrics } from '../../src/telemetry/index.js';
+import { delay } from '../support/wait.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
 import { PROMTOOL, startPrometheus, type TestPrometheus } from './prom-server.js';
 

@@ -10,7 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
 import { freePort } from './ports.js';
-import { delay, type TestClient } from './stack.js';
+import { type TestClient } from './stack.js';
+import { delay } from './wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 /** Output kept per process (its last bytes), for failure messages. */

@@ -35,7 +35,8 @@
 import { randomBytes } from 'node:crypto';
 import { CortiWebSocketProxyClient } from '@corti/sdk';
 import type { Endpoint } from '../../src/protocol/endpoint.js';
-import { delay, endpointPath } from './stack.js';
+import { endpointPath } from './stack.js';
+import { delay } from './wait.js';
 
 export interface SdkStreamOptions {
   /** The gateway (or a proxy in front of it): ws://127.0.0.1:PORT */

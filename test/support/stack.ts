@@ -136,4 +136,5 @@ export async function refusal(url: string, protocols?: string[], headers?: Recor
   }
 }
 
-export const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// handover.test.ts and takeover-resend.test.ts still import delay from here; it is wait.ts's.
+export { delay } from './wait.js';

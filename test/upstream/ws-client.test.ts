@@ -13,6 +13,7 @@ import type { TLSSocket } from 'node:tls';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { connectUpstream, type UpstreamConnection, type UpstreamOptions } from '../../src/upstream/index.js';
+import { delay } from '../support/wait.js';
 
 const MAX = 4 * 1024 * 1024;
 const TOKEN = 'secret-token-value';
@@ -51,8 +52,6 @@ function connect(port: number, o: Partial<UpstreamOptions> = {}): Seen {
   return seen;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 describe('against a ws server', () => {
   let wss: WebSocketServer;
   let port: number;
@@ -83,7 +82,7 @@ describe('against a ws server', () => {
     c.conn.send(audio.subarray(0, 300)); // the 16-bit length
     c.conn.sendJson({ type: 'flush', note: 'grüße' });
     c.conn.send(Buffer.alloc(0));
-    await sleep(100);
+    await delay(100);
     assert.deepEqual(got.map(([d, b]) => [d.length, b]), [[70_000, true], [300, true], [33, false], [0, true]]);
     assert.ok(got[0][0].equals(audio));
     assert.deepEqual(JSON.parse(got[2][0].toString()), { type: 'flush', note: 'grüße' });
@@ -107,7 +106,7 @@ describe('against a ws server', () => {
     for (const f of frames) a.c.conn.send(f); // 16 MB: far more than the loopback buffers hold
     for (let i = 0; i < 20; i++) b.c.conn.send(Buffer.alloc(8000, 0xfe));
     (a.server as unknown as { _socket: Socket })._socket.resume();
-    for (let i = 0; i < 200 && gotA.length < frames.length; i++) await sleep(50);
+    for (let i = 0; i < 200 && gotA.length < frames.length; i++) await delay(50);
     assert.equal(gotA.length, frames.length);
     assert.equal(gotA.findIndex((d, i) => !d.equals(frames[i])), -1, 'every frame of A arrives as it was sent');
     assert.ok(gotB.length === 20 && gotB.every((d) => d.equals(Buffer.alloc(8000, 0xfe))));
@@ -127,7 +126,7 @@ describe('against a ws server', () => {
     server.send(Buffer.from([4, 5]), { binary: true, fin: true });
     server.send('whole');
     assert.equal((await pong).toString(), 'are you there');
-    await sleep(50);
+    await delay(50);
     assert.deepEqual(c.messages.map((m) => [m.data.toString('hex'), m.isBinary]), [
       [Buffer.from('{"type":"transcript","data":{}}').toString('hex'), false],
       ['0102030405', true],
@@ -142,7 +141,7 @@ describe('against a ws server', () => {
     server.send(Buffer.alloc(MAX, 7));
     server.send(Buffer.alloc(MAX / 2, 1), { fin: false });
     server.send(Buffer.alloc(MAX / 2, 2), { fin: true });
-    await sleep(200);
+    await delay(200);
     assert.deepEqual(c.messages.map((m) => m.data.length), [MAX, MAX]);
     assert.equal(c.messages[1].data[MAX - 1], 2);
     const closed = new Promise<number>((r) => server.once('close', r));
@@ -173,7 +172,7 @@ describe('against a ws server', () => {
     server.close(4001, 'going');
     assert.deepEqual(await c.ended, { close: { code: 4001, reason: 'going' } });
     assert.equal(await echoed, 4001);
-    await sleep(50);
+    await delay(50);
     assert.equal(c.endings, 1);
   });
 
@@ -181,14 +180,14 @@ describe('against a ws server', () => {
     const { c, server } = await open({ liveness: { pingMs: 150, pongTimeoutMs: 200 } });
     let pings = 0;
     server.on('ping', () => pings++);
-    await sleep(700);
+    await delay(700);
     assert.ok(pings >= 2 && pings <= 5, `${pings} pings in 700 ms of quiet at one per 150 ms`);
     assert.ok(c.conn.isOpen);
     // Messages every 50 ms: never quiet for 150 ms, so no ping at all.
     pings = 0;
     for (let i = 0; i < 10; i++) {
       server.send('{"type":"x"}');
-      await sleep(50);
+      await delay(50);
     }
     assert.equal(pings, 0);
     c.conn.close();
@@ -280,12 +279,12 @@ describe('against a broken server', () => {
       const bytes = Buffer.concat([Buffer.from(upgraded(acceptOf(key))), Buffer.from([0x81, 126, message.length >> 8, message.length & 0xff]), message]);
       for (let i = 0; i < bytes.length; i += 1 + (i % 7)) {
         s.write(bytes.subarray(i, i + 1 + (i % 7)));
-        await sleep(1);
+        await delay(1);
       }
     });
     const c = connect(port);
     await c.opened;
-    for (let i = 0; i < 100 && c.messages.length === 0; i++) await sleep(10);
+    for (let i = 0; i < 100 && c.messages.length === 0; i++) await delay(10);
     assert.deepEqual(c.messages.map((m) => m.data.toString()), [message.toString()]);
     c.conn.close();
   });

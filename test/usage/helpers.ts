@@ -1,4 +1,4 @@
-// Test helpers for the usage tests: temp dirs, polling for an eventual state, API calls.
+// Test helpers for the usage tests: temp dirs, key prefixes, API calls.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,15 +18,6 @@ export function tempDir(): string {
 let n = 0;
 /** A Redis key prefix of its own per test, so tests sharing one Redis do not see each other. */
 export const uniquePrefix = (): string => `t${process.pid}-${++n}:`;
-
-/** Polls until f() is truthy; the deadline is generous, it only stops a broken test hanging. */
-export async function until(f: () => boolean | Promise<boolean>, what: string, deadlineMs = 20_000): Promise<void> {
-  const end = Date.now() + deadlineMs;
-  while (!(await f())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 export const TOKEN = 'ops-secret-token';
 

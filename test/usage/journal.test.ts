@@ -6,7 +6,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, test } from 'vitest';
 import { createUsage, type UsageOptions } from '../../src/usage/index.js';
-import { TOKEN, get, tempDir, uniquePrefix, until } from './helpers.js';
+import { until } from '../support/wait.js';
+import { TOKEN, get, tempDir, uniquePrefix } from './helpers.js';
 import { startRedis, type TestRedis } from './redis.js';
 
 const DAY = 86_400_000;

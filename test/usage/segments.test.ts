@@ -10,7 +10,8 @@ import { createUsage, type UsageOptions } from '../../src/usage/index.js';
 import { MemoryUsageStore } from '../../src/usage/memory-store.js';
 import type { LedgerEvent, UsageStore } from '../../src/usage/model.js';
 import { RedisUsageStore, createRedisClient } from '../../src/usage/redis-store.js';
-import { TOKEN, get, tempDir, uniquePrefix, until } from './helpers.js';
+import { until } from '../support/wait.js';
+import { TOKEN, get, tempDir, uniquePrefix } from './helpers.js';
 import { startRedis, type TestRedis } from './redis.js';
 
 const DAY = 86_400_000;
