@@ -1,5 +1,5 @@
-// Where a client's credentials come from, in the order the brief fixes: the `token` query
-// parameter, then an Authorization header, then Sec-WebSocket-Protocol pairs (the SDK's proxy
+// Where a client's credentials come from, first found wins: the `token` query parameter, then an
+// Authorization header, then Sec-WebSocket-Protocol pairs (the SDK's proxy
 // mode: [name, encodeURIComponent(value), ...], because browsers can't set headers).
 import { parseBearer } from './bearer.js';
 import type { UpgradeRequest } from './types.js';

@@ -1,5 +1,6 @@
-// The auth server half (spec section 5, Keycloak conventions): client-credentials token endpoint
-// and JWKS per realm. Anything else on HTTP, and any realm the key store does not serve, is 404.
+// The auth server half (Keycloak conventions, docs/protocol.md 'Authentication and tenant'):
+// client-credentials token endpoint and JWKS per realm. Anything else on HTTP, and any realm the
+// key store does not serve, is 404.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { KeyStore, TENANT_NAME } from './keys.js';
 import { MAX_LOG_ENTRIES, pushRecent } from './session-window.js';
@@ -15,7 +16,7 @@ export interface AuthContext {
   tokenRequests: TokenRequestRecord[];
   /** certs (JWKS) requests received, for any realm */
   jwksRequests: number;
-  /** lifetime of tokens from the token endpoint (spec: 300 s; tests shorten it to watch refreshes) */
+  /** lifetime of tokens from the token endpoint (the upstream's: 300 s; tests shorten it to watch refreshes) */
   tokenLifetimeSeconds: number;
 }
 

@@ -1,4 +1,4 @@
-// Minimal config validation as the upstream does it (spec 4.12, 4.13; DESIGN.md section 1), and the
+// Minimal config validation as the upstream does it (docs/protocol.md, 'Configuration'), and the
 // resolved configuration with server defaults that CONFIG_ACCEPTED carries.
 import type { Endpoint } from '../protocol/index.js';
 

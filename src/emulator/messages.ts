@@ -1,5 +1,5 @@
-// Server messages in the upstream's exact shapes (DESIGN.md section 1). The text says plainly that
-// it comes from the emulator, not from speech recognition.
+// Server messages in the upstream's exact shapes (docs/protocol.md, 'Server messages'). The text
+// says plainly that it comes from the emulator, not from speech recognition.
 import { randomUUID } from 'node:crypto';
 
 const r2 = (s: number) => Math.round(s * 1000) / 1000;

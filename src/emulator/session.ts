@@ -1,9 +1,11 @@
-// One upstream socket session: the spec 3.3 state machine, transcripts derived from media time,
-// facts, commands, usage, violations of the client, and the fault switches. Outgoing messages go
-// through one ordered queue so delays and stalls never reorder them.
+// One upstream socket session: the upstream's states (docs/protocol.md, 'Per-connection states'),
+// transcripts derived from media time, facts, commands, usage, violations of the client, and the
+// fault switches. Outgoing messages go through one ordered queue so delays and stalls never reorder
+// them.
 // Close codes: 1000 after `ended`/`ENDED`; 1008 (policy violation) after CONFIG_DENIED,
-// CONFIG_REJECTED, CONFIG_TIMEOUT and CONFIG_NOT_PROVIDED (the spec only says the session closes
-// and a new connection is required); faults and dropAllSessions end the TCP stream with no close
+// CONFIG_REJECTED, CONFIG_TIMEOUT and CONFIG_NOT_PROVIDED (the upstream documents only that the
+// session closes and a new connection is required: our choice, docs/protocol.md 'Not documented by
+// the service'); faults and dropAllSessions end the TCP stream with no close
 // frame, so the client sees 1006; the goingAway switch closes with its own code.
 import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';

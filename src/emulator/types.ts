@@ -18,11 +18,11 @@ export interface EmulatorOptions {
   /** credits per second of media, default 0.1 */
   creditsPerSecond?: number;
   now?: () => number; // ms clock, default Date.now (token iat/exp)
-  /** expires_in of tokens from the token endpoint, default 300 (spec section 5) */
+  /** expires_in of tokens from the token endpoint, default 300 (the upstream's token lifetime) */
   tokenLifetimeSeconds?: number;
-  /** deadline for the config message, default 10000 (spec section 8) */
+  /** deadline for the config message, default 10000 (the upstream's 10 s) */
   configTimeoutMs?: number;
-  /** /streams maximum connection age, default 2 h (spec section 8); then the end sequence runs */
+  /** /streams maximum connection age, default 2 h (the upstream's limit); then the end sequence runs */
   streamsMaxAgeMs?: number;
 }
 

@@ -37,7 +37,8 @@ export function parseAudioFormat(mime: string): AudioFormat | null {
   return { type, subtype, params };
 }
 
-// DESIGN.md section 1: what the upstream takes, and which codecs each type may name.
+// What the upstream takes, and which codecs each type may name (docs/protocol.md, 'Accepted audio
+// formats'); an empty list: no codecs parameter. Raw PCM and WAV are not taken at all.
 const UPSTREAM_TYPES: Record<string, readonly string[]> = {
   ogg: ['opus', 'vorbis'],
   webm: ['opus', 'vorbis'],

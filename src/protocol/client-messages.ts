@@ -1,6 +1,6 @@
-// Client TEXT frames: config, flush, end (spec 4.12 "Client messages"). Never throws; each failure
-// is a catalogue error whose details say exactly what is wrong. The configuration itself is not
-// checked here: validateConfig does that, so a bad or missing configuration gets CONFIG_DENIED.
+// Client TEXT frames: config, flush, end (docs/protocol.md, 'Client messages'). Never throws; each
+// failure is a catalogue error whose details say exactly what is wrong. The configuration itself is
+// not checked here: validateConfig does that, so a bad or missing configuration gets CONFIG_DENIED.
 // The text is bounded before JSON.parse; an oversized one is flagged `tooLarge` so the session can
 // answer CONFIG_DENIED when it was waiting for a config.
 import { z } from 'zod';

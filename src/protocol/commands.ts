@@ -1,6 +1,6 @@
-// `/transcribe` voice commands (spec 4.12): shape, unique ids, and the phrase rules the upstream
-// documents for variables: every {name} is declared, a wildcard has a literal trigger word before
-// it, and two wildcards are separated by a non-empty literal.
+// `/transcribe` voice commands (docs/protocol.md, 'Voice commands'): shape, unique ids, and the
+// phrase rules the upstream documents for variables: every {name} is declared, a wildcard has a
+// literal trigger word before it, and two wildcards are separated by a non-empty literal.
 import { z } from 'zod';
 import { nonBlank } from './config-common.js';
 import { echo } from './echo.js';

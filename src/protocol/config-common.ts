@@ -1,15 +1,17 @@
-// Configuration pieces both sockets share (spec 4.12 formatting/audioEvents/replacements/keyterms).
-// Objects pass unknown fields through: the upstream may know fields the spec does not show.
+// Configuration pieces both sockets share: formatting, audioFormat, audioEvents, replacements, keyterms
+// (docs/protocol.md, 'Shared configuration pieces'). Objects pass unknown fields through: the upstream
+// may know fields it does not document.
 import { z } from 'zod';
 
 // Bounds on what any configuration may carry (checked by config-bounds.ts, whatever the field). The
 // size fits the largest legal /streams lists (1,000 replacements and 1,000 keyterms of 50 characters,
-// about 190 KB) with room; depth 10 is twice what the spec's deepest field (commands[].variables[].enum) needs.
+// about 190 KB) with room; depth 10 is twice what the deepest documented field
+// (commands[].variables[].enum) needs.
 export const MAX_CONFIG_BYTES = 256 * 1024;
 export const MAX_CONFIG_DEPTH = 10;
 export const MAX_STRING_CHARS = 1000;
 export const MAX_OBJECT_KEYS = 100;
-/** Every array, spec lists included (replacements, keyterms: "maximum 1,000 items"). */
+/** Every array; also the upstream's own bound on replacements and keyterms (at most 1,000 items each). */
 export const MAX_LIST_ITEMS = 1000;
 // Tighter caps for fields that are short by nature: RFC 5646 (4.4.1) says 35 characters hold any
 // practical language tag; RFC 6838 caps a MIME type and subtype at 127 each, so 255 leaves room for codecs.

@@ -1,6 +1,7 @@
 // The one catalogue of errors the gateway itself sends on a socket or in an HTTP refusal.
-// Every message the gateway originates that is not one of the spec's own messages is built here,
-// in the upstream's error shape (DESIGN.md section 1), so error ids stay stable for clients.
+// Every message the gateway originates that is not one of the upstream's own messages is built here,
+// in the upstream's error shape {"type":"error","error":{"id","title","status","details","doc"}}
+// (docs/protocol.md, 'Errors'), so error ids stay stable for clients.
 
 export const ERRORS = {
   // protocol

@@ -5,10 +5,12 @@
 //   validate-config.ts   validateConfig: per-endpoint config validation with reasons naming the field
 //   config-bounds.ts     what any config may carry (depth, sizes, lengths), unknown fields included
 //   echo.ts              echo: the one way client input is quoted in an error or reason
-//   transcribe-config.ts / streams-config.ts / commands.ts / config-common.ts   the zod schemas (spec 4.12, 4.13)
+//   transcribe-config.ts / streams-config.ts / commands.ts / config-common.ts
+//                        the zod schemas of the configuration (docs/protocol.md, 'Configuration')
 //   reasons.ts           human zod messages and field paths ("configuration.commands[2].phrases: ...")
-//   audio-format.ts      parseAudioFormat, isUpstreamAudioFormat (DESIGN.md section 1 MIME list)
-//   server-messages.ts   serverMessages: config status, flushed, usage, ended in the spec's shapes
+//   audio-format.ts      parseAudioFormat, isUpstreamAudioFormat: the MIME types the upstream takes
+//                        (docs/protocol.md, 'Accepted audio formats')
+//   server-messages.ts   serverMessages: config status, flushed, usage, ended in the upstream's shapes
 //   upstream-type.ts     upstreamMessageType: hot-path classification of upstream messages
 //   frame-limit.ts       UPSTREAM_MAX_FRAME_BYTES: the upstream's limit on one audio frame
 //   timeline.ts          createTimeline: one client timeline across upstream sessions (offset, repeated finals)

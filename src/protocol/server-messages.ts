@@ -1,4 +1,4 @@
-// Messages the gateway itself sends in the spec's shapes (spec section 6, DESIGN.md section 1).
+// Messages the gateway itself sends, in the upstream's own shapes (docs/protocol.md, 'Server messages').
 // Errors are built by errors.ts (errorMessage).
 import type { Endpoint } from './endpoint.js';
 
@@ -52,7 +52,8 @@ export const serverMessages = {
 
 export type NoticeId = 'UPSTREAM_RECONNECTED';
 
-/** Spec 3.3: the timeout message differs per socket. */
+/** No config in time: /transcribe says CONFIG_TIMEOUT, /streams CONFIG_NOT_PROVIDED
+ *  (docs/protocol.md, 'Per-connection states'). */
 export function configTimeoutType(endpoint: Endpoint): 'CONFIG_TIMEOUT' | 'CONFIG_NOT_PROVIDED' {
   return endpoint === 'transcribe' ? 'CONFIG_TIMEOUT' : 'CONFIG_NOT_PROVIDED';
 }

@@ -1,5 +1,6 @@
-// `/streams` configuration (spec 4.13). The legacy `transcription.isDiarization` is accepted and
-// normalised to `diarize`, so the upstream and everything after validation see one name.
+// `/streams` configuration (docs/protocol.md, '/streams configuration'). The legacy
+// `transcription.isDiarization` is accepted and normalised to `diarize`, so the upstream and
+// everything after validation see one name.
 import { z } from 'zod';
 import {
   audioEventsSchema,

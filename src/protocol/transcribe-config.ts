@@ -1,5 +1,5 @@
-// `/transcribe` configuration (spec 4.12). Field order follows the spec table, so the first
-// reported problem is the first one a reader of the table would find.
+// `/transcribe` configuration. Field order follows the table in docs/protocol.md, '/transcribe
+// configuration', so the first reported problem is the first one a reader of the table would find.
 import { z } from 'zod';
 import { audioEventsSchema, audioFormatSchema, formattingSchema, keytermsSchema, languageTag, replacementsSchema } from './config-common.js';
 import { commandsSchema } from './commands.js';

@@ -1,5 +1,6 @@
-// The process's Prometheus registry and every gateway metric, defined once. Names follow the
-// runtime contract (DESIGN.md section 2); label sets are bounded (tenants go through tenantLabel).
+// The process's Prometheus registry and every gateway metric, defined once. The names are part of the
+// runtime contract (docs/design.md, 'Metrics'): add, don't rename. Label sets are bounded (tenants go
+// through tenantLabel).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { HotHistogram } from './hot-histogram.js';
 
