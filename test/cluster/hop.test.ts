@@ -11,6 +11,7 @@ import { startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { openClient, refusal, type TestClient } from '../support/stack.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
+import { finals } from '../support/transcripts.js';
 import { delay } from '../support/wait.js';
 
 const SECRET = randomBytes(32).toString('hex');
@@ -19,7 +20,6 @@ const chunks = chromeChunks('webm-opus'); // ~7.7 s of live Chromium WebM, 250 m
 const whole = Buffer.concat(chunks);
 const config = { type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' } };
 const newKey = () => randomBytes(18).toString('base64url');
-const finals = (...cs: TestClient[]) => cs.flatMap((c) => c.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => m.data as { start: number; end: number }));
 
 async function clientUrl(cluster: Cluster, i: number, key: string, tenant: string): Promise<string> {
   const token = await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
@@ -38,7 +38,7 @@ async function configured(url: string): Promise<{ client: TestClient; accepted: 
 async function dropped(cluster: Cluster, key: string, tenant: string, n: number): Promise<{ first: TestClient; sessionId: unknown }> {
   const { client: first, accepted } = await configured(await clientUrl(cluster, 0, key, tenant));
   chunks.slice(0, n).forEach((c) => first.send(c));
-  for (let t = 0; finals(first).length === 0; t++) {
+  for (let t = 0; finals(first.messages).length === 0; t++) {
     if (t === 100) throw new Error(`no final within 10 s: ${JSON.stringify(first.types())}`);
     await delay(100);
   }
@@ -90,7 +90,7 @@ describe('the internal hop between two replicas', () => {
     second.sendJson({ type: 'end' });
     await second.next('ended', 20_000);
     assert.equal((await second.closed).code, 1000, 'the owner\'s close, passed on');
-    assertOneTimeline(finals(first, second), 7);
+    assertOneTimeline(finals([...first.messages, ...second.messages]), 7);
     assert.equal(second.types().filter((t) => t === 'usage').length, 1);
 
     const res = await fetch(`http://127.0.0.1:${cluster.replicas[1].port}/v1/usage/sessions?tenant=${tenant}`, { headers: { authorization: `Bearer ${API}` } });
@@ -140,7 +140,7 @@ describe('the internal hop between two replicas', () => {
     await delay(3000);
     const { client: third } = await configured(await clientUrl(cluster, 0, key, tenant));
     await third.next('ended', 20_000);
-    assertOneTimeline(finals(first, second, third), 7);
+    assertOneTimeline(finals([...first.messages, ...second.messages, ...third.messages]), 7);
   });
 
   it('what the session sent into the hop as its client left, not yet passed on, waits for the next socket', async () => {
@@ -167,7 +167,7 @@ describe('the internal hop between two replicas', () => {
     for (let off = resumed.audioBytes; off < whole.length; off += 16_000) third.send(whole.subarray(off, off + 16_000));
     third.sendJson({ type: 'end' });
     await third.next('ended', 20_000);
-    assertOneTimeline(finals(first, second, third), 7);
+    assertOneTimeline(finals([...first.messages, ...second.messages, ...third.messages]), 7);
   });
 
   it('carries a /streams resume too (the interaction in the internal path and in the signed identity)', async () => {
@@ -230,7 +230,7 @@ describe('the internal hop between two replicas', () => {
     second.sendJson({ type: 'end' });
     await second.next('ended', 20_000);
     assert.equal((await second.closed).code, 1000);
-    const all = finals(first, second); // what the killed replica held unfinalised may be missing
+    const all = finals([...first.messages, ...second.messages]); // what the killed replica held unfinalised may be missing
     for (let k = 1; k < all.length; k++) assert.ok(all[k].start >= all[k - 1].end - 1e-6, `final ${k} once, in order`);
     assert.ok(all.at(-1)!.end > 7, 'to the end of the audio');
   });

@@ -5,10 +5,11 @@
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { finals, resendFrom, startCluster, type Cluster } from '../support/cluster.js';
+import { resendFrom, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
 import { endpointPath, openClient } from '../support/stack.js';
+import { finals } from '../support/transcripts.js';
 import { delay } from '../support/wait.js';
 
 const pieces = chromeChunks('webm-opus'); // ~9 s of live Chromium WebM/Opus, 0.3 s a piece

@@ -16,6 +16,7 @@ import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey, streamWithSdk } from '../support/sdk.js';
 import { endpointPath, openClient, type TestClient } from '../support/stack.js';
 import { startTcpBalancer, type TcpBalancer } from '../support/tcp-balancer.js';
+import { finals } from '../support/transcripts.js';
 import { delay } from '../support/wait.js';
 
 const TENANT = 'rolling';
@@ -99,12 +100,6 @@ function mediaSeconds(pieces: Buffer[]): number {
 }
 
 interface Run { name: string; resends: boolean; messages: Array<Record<string, any>>; closeCodes: number[]; errors: string[]; resentBytes: number }
-
-/** Final transcripts as [start, end] on the client's timeline, both endpoints' shapes. */
-function finals(run: Run): Array<[number, number]> {
-  return run.messages.filter((m) => m.type === 'transcript').flatMap((m): Array<[number, number]> =>
-    Array.isArray(m.data) ? m.data.filter((d: any) => d.final).map((d: any) => [d.time.start, d.time.end]) : m.data.isFinal ? [[m.data.start, m.data.end]] : []);
-}
 
 /** Overlaps (a final repeated or out of order), and the stretches of media from 0 to `total` no final covers. */
 function timeline(f: Array<[number, number]>, total: number): { overlaps: string[]; gaps: Array<[number, number]>; missing: number } {
@@ -249,7 +244,7 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
     }
     const [{ counted, handedOver }, results] = await Promise.all([chaos(), Promise.all(runs)]);
 
-    const report = results.map((r) => ({ r, t: timeline(finals(r), total) }));
+    const report = results.map((r) => ({ r, t: timeline(finals(r.messages).map((f): [number, number] => [f.start, f.end]), total) }));
     const affected = report.filter((x) => x.t.missing > 0.001);
     const sum = (xs: typeof report, f: (x: (typeof report)[number]) => number) => xs.reduce((n, x) => n + f(x), 0).toFixed(2);
     const underKill = report.filter((x) => x.r.closeCodes.includes(1006));

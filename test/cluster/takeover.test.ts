@@ -8,13 +8,14 @@ import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { recordKeyHash } from '../../src/cluster/index.js';
-import { delay } from '../support/wait.js';
-import { startRedis, type TestRedis } from '../usage/redis.js';
-import { finals, resendFrom, startCluster, type Cluster } from '../support/cluster.js';
+import { resendFrom, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
 import { endpointPath, openClient, refusal, startStack, type Stack } from '../support/stack.js';
+import { finals } from '../support/transcripts.js';
 import { ledgerSessions } from '../support/usage-api.js';
+import { delay } from '../support/wait.js';
+import { startRedis, type TestRedis } from '../usage/redis.js';
 
 const API_TOKEN = 'takeover-usage-token';
 const pieces = chromeChunks('webm-opus'); // ~9 s of live Chromium WebM/Opus, 0.3 s a piece

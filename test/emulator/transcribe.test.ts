@@ -2,16 +2,16 @@ import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { finals, type Final } from '../support/transcripts.js';
 import { chunks, connect, transcribeUrl } from './ws-client.js';
 
 const ogg = readFileSync(new URL('../fixtures/dictation.ogg', import.meta.url));
-const finals = (ms: any[]) => ms.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => [m.data.start, m.data.end]);
 
 /** Asserts the final segments tile [0, end] with no gap and no overlap. */
-function assertTiles(ranges: number[][], end: number) {
-  assert.equal(ranges[0][0], 0);
-  for (let i = 1; i < ranges.length; i++) assert.equal(ranges[i][0], ranges[i - 1][1], `gap/overlap at ${i}`);
-  assert.ok(Math.abs(ranges.at(-1)![1] - end) < 0.001, `ends at ${ranges.at(-1)![1]}`);
+function assertTiles(ranges: Final[], end: number) {
+  assert.equal(ranges[0].start, 0);
+  for (let i = 1; i < ranges.length; i++) assert.equal(ranges[i].start, ranges[i - 1].end, `gap/overlap at ${i}`);
+  assert.ok(Math.abs(ranges.at(-1)!.end - end) < 0.001, `ends at ${ranges.at(-1)!.end}`);
 }
 
 describe('emulator /transcribe', () => {

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { metrics } from '../../src/telemetry/index.js';
 import { fixture } from '../support/fixtures.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
+import { finals } from '../support/transcripts.js';
 import { ledgerSessions, type LedgerSession } from '../support/usage-api.js';
 import { delay, until } from '../support/wait.js';
 
@@ -48,9 +49,9 @@ async function endsCleanly(c: TestClient): Promise<void> {
   await c.next('ended', 40_000);
   assert.equal((await c.closed).code, 1000);
   assert.ok(!c.types().includes('error'), `no error: ${JSON.stringify(c.messages.filter((m) => m.type === 'error'))}`);
-  const finals = c.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => m.data);
-  for (let i = 1; i < finals.length; i++) assert.equal(finals[i].start, finals[i - 1].end, `final ${i} follows final ${i - 1}`);
-  assert.ok(finals.at(-1).end > 25, `the finals cover the whole dictation (last ends at ${finals.at(-1)?.end})`);
+  const f = finals(c.messages);
+  for (let i = 1; i < f.length; i++) assert.equal(f[i].start, f[i - 1].end, `final ${i} follows final ${i - 1}`);
+  assert.ok(f.at(-1)!.end > 25, `the finals cover the whole dictation (last ends at ${f.at(-1)?.end})`);
 }
 
 const FAST_PINGS = { UPSTREAM_PING_SECONDS: '0.3', UPSTREAM_PONG_TIMEOUT_SECONDS: '0.5', PACE: '8', USAGE_API_TOKEN: API };

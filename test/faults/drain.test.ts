@@ -11,6 +11,7 @@ import type { LedgerSession } from '../support/usage-api.js';
 import { RedisUsageStore, createRedisClient } from '../../src/usage/redis-store.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
+import { finals } from '../support/transcripts.js';
 import { delay } from '../support/wait.js';
 import { get } from '../usage/helpers.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
@@ -92,10 +93,10 @@ describe('drain', () => {
     const { code } = await client.closed;
     await stopped;
 
-    const finals = client.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => m.data as { start: number; end: number });
-    for (let i = 1; i < finals.length; i++) assert.equal(finals[i].start, finals[i - 1].end, `final ${i} follows the one before`);
-    assert.equal(finals[0]?.start, 0);
-    assert.ok(finals.at(-1)!.end > 8.9, `the finals cover the 9 s; they end at ${finals.at(-1)?.end}`);
+    const f = finals(client.messages);
+    for (let i = 1; i < f.length; i++) assert.equal(f[i].start, f[i - 1].end, `final ${i} follows the one before`);
+    assert.equal(f[0]?.start, 0);
+    assert.ok(f.at(-1)!.end > 8.9, `the finals cover the 9 s; they end at ${f.at(-1)?.end}`);
     assert.deepEqual(client.types().slice(-2), ['usage', 'ended']);
     assert.equal(code, 1012);
     const [row, ...more] = await ledgerRows();

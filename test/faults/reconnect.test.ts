@@ -6,23 +6,13 @@ import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks, fixture } from '../support/fixtures.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
+import { finals, type Final } from '../support/transcripts.js';
 import { ledgerSessions } from '../support/usage-api.js';
 import { delay } from '../support/wait.js';
 
 const API = 'test-usage-token';
 const ogg = fixture('dictation.ogg'); // ~26 s
 const webm = chromeChunks('webm-opus'); // ~7.7 s of live Chromium WebM, 250 ms a chunk
-
-type Final = { start: number; end: number };
-
-/** /transcribe and /streams finals on the client's side, in arrival order. */
-function finals(c: TestClient): Final[] {
-  return c.messages.flatMap((m) => {
-    if (m.type !== 'transcript') return [];
-    if (!Array.isArray(m.data)) return m.data.isFinal ? [{ start: m.data.start, end: m.data.end }] : [];
-    return m.data.filter((d: { final: boolean }) => d.final).map((d: { time: Final }) => d.time);
-  });
-}
 
 /** One increasing timeline: each final ends after the one before, starts no earlier, no gap. */
 function assertOneTimeline(f: Final[], until: number, label: string) {
@@ -80,7 +70,7 @@ describe('the upstream lost mid-session, many sessions at once', () => {
       const label = `session ${i}`;
       assert.deepEqual(c.messages.filter((m) => m.type === 'error'), [], `${label}: the client was not told of a failure`);
       assert.equal((await c.closed).code, 1000);
-      assertOneTimeline(finals(c), i < 3 ? 25 : 7, label);
+      assertOneTimeline(finals(c.messages), i < 3 ? 25 : 7, label);
       assert.equal(c.types().at(-2), 'usage', `${label}: usage, then the end message`);
     }
 

@@ -12,7 +12,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { run } from '../audio-transcode/ogg-check.js';
 import { chromeChunks, FIXTURES } from '../support/fixtures.js';
-import { startStack, type Stack, type TestClient } from '../support/stack.js';
+import { startStack, type Stack } from '../support/stack.js';
+import { finals, type Final } from '../support/transcripts.js';
 import { ledgerSessions } from '../support/usage-api.js';
 import { delay } from '../support/wait.js';
 
@@ -20,8 +21,6 @@ const API = 'seam-usage-token';
 /** The longest Opus packet the streams here carry (Chromium's); a seam may overlap by less. */
 const PACKET = 0.06;
 
-type Final = { start: number; end: number };
-const finals = (c: TestClient): Final[] => c.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => ({ start: m.data.start, end: m.data.end }));
 const pieces = (b: Buffer, n: number) => Array.from({ length: Math.ceil(b.length / n) }, (_, i) => b.subarray(i * n, (i + 1) * n));
 
 /** Finals one after another: none starts later than its predecessor's end (no gap) nor more than a packet before it. */
@@ -92,17 +91,17 @@ describe('the seam of a replaced upstream session', () => {
 
   it("Chromium's live WebM (0.3 s Clusters): finals overlap by less than one packet", async () => {
     const { c } = await dictate('seam-chrome', 'audio/webm;codecs=opus', chromeChunks('webm-opus'), 80, [7, 17], [12, 24]);
-    assertSeams(finals(c), 7, 'chrome');
+    assertSeams(finals(c.messages), 7, 'chrome');
   });
 
   it('WebM with 5 s Clusters (ffmpeg): finals overlap by less than one packet', async () => {
     const { c } = await dictate('seam-webm5', 'audio/webm;codecs=opus', pieces(webm5s, 2000), 150, [4, 17], [10, 24]);
-    assertSeams(finals(c), 25, 'webm 5 s clusters');
+    assertSeams(finals(c.messages), 25, 'webm 5 s clusters');
   });
 
   it('Ogg with 1.3 s pages (ffmpeg): finals overlap by less than one packet', async () => {
     const { c } = await dictate('seam-ogg', 'audio/ogg', pieces(ogg13, 2000), 150, [6], [12, 20, 27]);
-    assertSeams(finals(c), 25, 'ogg 1.3 s pages');
+    assertSeams(finals(c.messages), 25, 'ogg 1.3 s pages');
   });
 
   it("after reconnections, the client's final usage is the session's, as the ledger has it", async () => {

@@ -7,6 +7,7 @@ import { chromeChunks } from '../support/fixtures.js';
 import { openClient, refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
 import { delay } from '../support/wait.js';
+import { finals } from '../support/transcripts.js';
 
 const API = 'test-usage-token';
 const chunks = chromeChunks('webm-opus'); // ~7.7 s of live Chromium WebM, 250 ms a chunk
@@ -26,8 +27,6 @@ async function configured(url: string): Promise<{ client: TestClient; accepted: 
   client.sendJson(config);
   return { client, accepted: await client.next('CONFIG_ACCEPTED') };
 }
-
-const finals = (c: TestClient) => c.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => m.data as { start: number; end: number; text: string });
 
 describe('a client that drops and resumes', () => {
   let stack: Stack;
@@ -61,7 +60,7 @@ describe('a client that drops and resumes', () => {
   it('many at once: every final exactly once across both sockets, on one timeline; one session in the ledger', async () => {
     const runs = await Promise.all(Array.from({ length: 5 }, () => dropAndResume()));
     for (const [i, { first, second }] of runs.entries()) {
-      const all = [...finals(first), ...finals(second)];
+      const all = finals([...first.messages, ...second.messages]);
       for (let k = 1; k < all.length; k++) {
         assert.ok(Math.abs(all[k].start - all[k - 1].end) < 1e-6, `run ${i}: final ${k} follows final ${k - 1} (${all[k - 1].end} → ${all[k].start})`);
       }
@@ -143,7 +142,7 @@ describe('a client that drops after its end', () => {
     second.sendJson({ type: 'end' }); // a client that resends its end: harmless
     await second.next('ended', 10_000);
     assert.equal((await second.closed).code, 1000);
-    const all = [...finals(first), ...finals(second)];
+    const all = finals([...first.messages, ...second.messages]);
     for (let k = 1; k < all.length; k++) assert.ok(Math.abs(all[k].start - all[k - 1].end) < 1e-6, `final ${k} follows final ${k - 1}`);
     assert.ok(all.at(-1)!.end > 7, 'every final, those sent while it was away included');
     assert.ok(!second.types().includes('error'), `no error: ${JSON.stringify(second.messages.filter((m) => m.type === 'error'))}`);
@@ -177,7 +176,7 @@ describe('a client whose bytes were lost in flight', () => {
     await second.next('ended', 20_000);
     assert.equal((await second.closed).code, 1000);
     assert.deepEqual(second.messages.filter((m) => m.type === 'error'), [], 'the lost bytes are skipped, not an error');
-    const all = [...finals(first), ...finals(second)];
+    const all = finals([...first.messages, ...second.messages]);
     for (let k = 1; k < all.length; k++) assert.ok(all[k].end > all[k - 1].end, `final ${k} goes on after final ${k - 1}`);
     assert.ok(all.at(-1)!.end > 5, `the audio after the gap is transcribed (last final ends at ${all.at(-1)!.end})`);
     const metrics = await (await fetch(`http://127.0.0.1:${stack.gateway.server.port}/metrics`)).text();

@@ -8,6 +8,7 @@ import { chromeChunks } from '../support/fixtures.js';
 import type { Endpoint } from '../../src/protocol/endpoint.js';
 import { newResumeKey, SDK_MESSAGE_TYPES, streamWithSdk, type SdkRun } from '../support/sdk.js';
 import { endpointPath, startStack, type Stack } from '../support/stack.js';
+import { finals } from '../support/transcripts.js';
 import { ledgerSessions } from '../support/usage-api.js';
 import { clientFrames, startTcpProxy, type ProxiedConnection, type TcpProxy } from '../support/tcp-proxy.js';
 import { delay } from '../support/wait.js';
@@ -110,9 +111,9 @@ describe('the vendor SDK, unmodified, resumes its session through a network drop
       assertCompleteRun(run, 'transcribe', 'ended');
       const resumed = run.messages.find((m) => m.type === 'CONFIG_ACCEPTED');
       assert.equal(resumed?.resumed, true, `run ${i}: its session was resumed, not restarted`);
-      const finals = run.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => m.data as { start: number; end: number });
-      for (let k = 1; k < finals.length; k++) assert.ok(Math.abs(finals[k].start - finals[k - 1].end) < 1e-6, `run ${i}: final ${k} follows final ${k - 1}`);
-      assert.ok(finals.at(-1)!.end > 6, `run ${i}: the finals cover the stream but what was lost in flight (${finals.at(-1)!.end} s)`);
+      const f = finals(run.messages);
+      for (let k = 1; k < f.length; k++) assert.ok(Math.abs(f[k].start - f[k - 1].end) < 1e-6, `run ${i}: final ${k} follows final ${k - 1}`);
+      assert.ok(f.at(-1)!.end > 6, `run ${i}: the finals cover the stream but what was lost in flight (${f.at(-1)!.end} s)`);
       assert.equal(run.messages.filter((m) => m.type === 'usage').length, 1, `run ${i}: usage once`);
     }
     let rows = await ledgerSessions(stack, API);

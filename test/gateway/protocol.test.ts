@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { finals } from '../support/transcripts.js';
 import { delay } from '../support/wait.js';
 
 const ogg = readFileSync(new URL('../fixtures/dictation.ogg', import.meta.url));
@@ -54,10 +55,10 @@ describe('gateway protocol over real sockets', () => {
     const t = c.types();
     assert.ok(t.indexOf('flushed') < t.indexOf('delta_usage'), 'flushed before delta_usage');
     assert.ok(t.indexOf('usage') < t.indexOf('ended') && t.indexOf('ended') === t.length - 1, 'usage, then ended, last');
-    const finals = c.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => m.data);
+    const f = finals(c.messages);
     // The emulator emits one final segment per second of media received: contiguous, no gap, no repeat.
-    for (let i = 1; i < finals.length; i++) assert.equal(finals[i].start, finals[i - 1].end, `segment ${i} follows ${i - 1}`);
-    assert.ok(finals.at(-1).end > 25 && finals.at(-1).end < 27.5, `transcripts cover the ~26 s file (got ${finals.at(-1).end})`);
+    for (let i = 1; i < f.length; i++) assert.equal(f[i].start, f[i - 1].end, `segment ${i} follows ${i - 1}`);
+    assert.ok(f.at(-1)!.end > 25 && f.at(-1)!.end < 27.5, `transcripts cover the ~26 s file (got ${f.at(-1)!.end})`);
 
     const up = stack.emulator.sessions.at(-1)!;
     assert.ok(Buffer.compare(up.audio, ogg) === 0, 'the upstream received the Ogg file byte for byte');

@@ -7,6 +7,7 @@ import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fixture } from '../support/fixtures.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
+import { finals } from '../support/transcripts.js';
 import { ledgerSessions } from '../support/usage-api.js';
 
 const ogg = fixture('dictation.ogg'); // ~26 s, ~70 KB
@@ -24,8 +25,6 @@ const heapAfterGc = () => {
   gc();
   return process.memoryUsage().heapUsed;
 };
-
-const finals = (c: TestClient) => c.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => m.data);
 
 async function recorded(stack: Stack, sessionCount: number) {
   for (let i = 0; i < 100; i++) {
@@ -52,7 +51,7 @@ describe('end waits for paced audio, and the outcome is the truth', () => {
     await c.next('ended', 30_000);
     assert.equal((await c.closed).code, 1000);
     assert.ok(!c.types().includes('error'), `no error: ${JSON.stringify(c.messages.filter((m) => m.type === 'error'))}`);
-    assert.ok(finals(c).at(-1).end > 25, `transcripts cover the whole file (last ends at ${finals(c).at(-1)?.end})`);
+    assert.ok(finals(c.messages).at(-1)!.end > 25, `transcripts cover the whole file (last ends at ${finals(c.messages).at(-1)?.end})`);
     assert.ok(Buffer.compare(stack.emulator.sessions.at(-1)!.audio, ogg) === 0, 'the upstream got every byte');
     const row = (await recorded(stack, 1)).at(-1)!;
     assert.equal(row.outcome, 'ended');

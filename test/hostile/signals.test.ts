@@ -11,6 +11,7 @@ import { UsageHttpApi } from '../../src/usage/api.js';
 import { RedisUsageStore, createRedisClient } from '../../src/usage/redis-store.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { openClient, type TestClient } from '../support/stack.js';
+import { finals } from '../support/transcripts.js';
 import { until } from '../support/wait.js';
 import { get, tempDir } from '../usage/helpers.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
@@ -152,13 +153,11 @@ describe('stop signals to the process group of npm start', () => {
       const ended = types.indexOf(END_MESSAGE[endpoint]);
       assert.equal(code, 1012, `${endpoint} closed ${code}; got ${JSON.stringify(types)}`);
       assert.ok(ended > 0 && types.lastIndexOf('usage', ended) >= 0, `${endpoint}: usage then ${END_MESSAGE[endpoint]}; got ${JSON.stringify(types)}`);
-      const finals = client.messages.flatMap((m) => (m.type !== 'transcript' ? [] : Array.isArray(m.data)
-        ? m.data.filter((d: { final: boolean }) => d.final).map((d: { time: { start: number; end: number } }) => d.time)
-        : m.data.isFinal ? [m.data] : []));
-      for (let k = 1; k < finals.length; k++) {
-        assert.ok(Math.abs(finals[k].start - finals[k - 1].end) < 1e-6, `${endpoint}: every final once, on one timeline (${finals[k - 1].end} → ${finals[k].start})`);
+      const f = finals(client.messages);
+      for (let k = 1; k < f.length; k++) {
+        assert.ok(Math.abs(f[k].start - f[k - 1].end) < 1e-6, `${endpoint}: every final once, on one timeline (${f[k - 1].end} → ${f[k].start})`);
       }
-      assert.ok(finals.length > 0 && finals[0].start === 0, `${endpoint}: finals from the start`);
+      assert.ok(f.length > 0 && f[0].start === 0, `${endpoint}: finals from the start`);
     }
     await Promise.all(sessions.map((s) => s.done));
     assert.equal(await g.exited, 0, `npm start exit code; output:\n${g.output().slice(-3000)}`);

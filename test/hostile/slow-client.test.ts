@@ -6,6 +6,7 @@ import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fixture } from '../support/fixtures.js';
 import { startStack, type Stack } from '../support/stack.js';
+import { finals } from '../support/transcripts.js';
 import { ledgerSessions } from '../support/usage-api.js';
 import { delay } from '../support/wait.js';
 
@@ -35,9 +36,9 @@ describe('a client that stops reading', () => {
     for (const client of normal) {
       await client.next('ended', 30_000);
       assert.equal((await client.closed).code, 1000);
-      const finals = client.messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => m.data);
-      for (let k = 1; k < finals.length; k++) assert.equal(finals[k].start, finals[k - 1].end, 'every final, once, in order');
-      assert.ok(finals.at(-1).end > 25, 'the whole file');
+      const f = finals(client.messages);
+      for (let k = 1; k < f.length; k++) assert.equal(f[k].start, f[k - 1].end, 'every final, once, in order');
+      assert.ok(f.at(-1)!.end > 25, 'the whole file');
     }
 
     let rows = await ledgerSessions(stack, API);

@@ -113,11 +113,8 @@ export async function startCluster(n: number, env: Record<string, string> = {}, 
   };
 }
 
-export type Final = { start: number; end: number; text: string };
-
-/** The final transcripts among a client's messages, in order. */
-export const finals = (messages: Array<Record<string, any>>): Final[] =>
-  messages.filter((m) => m.type === 'transcript' && m.data.isFinal).map((m) => ({ start: m.data.start, end: m.data.end, text: m.data.text }));
+// handover.test.ts and takeover-resend.test.ts still import these from here; they are transcripts.ts's.
+export { finals, type Final } from './transcripts.js';
 
 /** A resumed client goes on from the `audioBytes` it was given: the rest of its stream, 5000 bytes every 100 ms. */
 export async function resendFrom(client: TestClient, stream: Buffer, audioBytes: number): Promise<void> {
