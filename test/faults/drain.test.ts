@@ -10,7 +10,7 @@ import { UsageHttpApi } from '../../src/usage/api.js';
 import type { LedgerSession } from '../support/usage-api.js';
 import { RedisUsageStore, createRedisClient } from '../../src/usage/redis-store.js';
 import { chromeChunks } from '../support/fixtures.js';
-import { startStack, type Stack, type TestClient } from '../support/stack.js';
+import { configured, startStack, type Stack } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
 import { delay } from '../support/wait.js';
 import { get } from '../usage/helpers.js';
@@ -55,13 +55,6 @@ async function ledgerRows(): Promise<LedgerSession[]> {
   return body.sessions;
 }
 
-async function configured(s: Stack, audioFormat: string): Promise<TestClient> {
-  const client = await s.connect('transcribe');
-  client.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat } });
-  await client.next('CONFIG_ACCEPTED');
-  return client;
-}
-
 const status = async (s: Stack, path: string) => (await fetch(`http://127.0.0.1:${s.gateway.server.port}${path}`)).status;
 
 async function drainCount(result: 'ended' | 'aborted'): Promise<number> {
@@ -71,7 +64,8 @@ async function drainCount(result: 'ended' | 'aborted'): Promise<number> {
 describe('drain', () => {
   it('keeps serving: /readyz 503 and /healthz 200 at once; a new socket gets 101 then close 1012, not HTTP 503', async () => {
     const s = await start({ DRAIN_SECONDS: '2' });
-    const running = await configured(s, 'audio/webm;codecs=opus');
+    const running = await s.connect('transcribe');
+    await configured(running, { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' });
     const stopped = s.gateway.stop();
     assert.equal(await status(s, '/readyz'), 503);
     assert.equal(await status(s, '/healthz'), 200);
@@ -87,7 +81,8 @@ describe('drain', () => {
 
   it('a session with 9 s of audio held for pacing (PACE=1, DRAIN_SECONDS=4) gets every final transcript, usage and its end; the ledger has it final', async () => {
     const s = await start({ PACE: '1', DRAIN_SECONDS: '4', END_TIMEOUT_MS: '2000' });
-    const client = await configured(s, 'audio/webm;codecs=pcm');
+    const client = await s.connect('transcribe');
+    await configured(client, { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=pcm' });
     for (const chunk of NINE_SECONDS) client.send(chunk);
     const stopped = s.gateway.stop();
     const { code } = await client.closed;
@@ -108,7 +103,8 @@ describe('drain', () => {
 
   it('a session whose upstream stalls is finished after END_TIMEOUT_MS with its provisional usage, estimated and closed in the ledger', async () => {
     const s = await start({ PACE: '1000', DRAIN_SECONDS: '1', END_TIMEOUT_MS: '1000' });
-    const client = await configured(s, 'audio/webm;codecs=opus');
+    const client = await s.connect('transcribe');
+    await configured(client, { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' });
     for (const chunk of OPUS_CHUNKS.slice(0, 12)) client.send(chunk);
     client.sendJson({ type: 'flush' });
     const delta = await client.next('delta_usage');
@@ -132,7 +128,8 @@ describe('drain', () => {
 
   it('stop() twice, and drain() besides, drain once', async () => {
     const s = await start({ DRAIN_SECONDS: '1' });
-    const client = await configured(s, 'audio/webm;codecs=opus');
+    const client = await s.connect('transcribe');
+    await configured(client, { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' });
     for (const chunk of OPUS_CHUNKS.slice(0, 4)) client.send(chunk);
     const ended = await drainCount('ended');
     const first = s.gateway.stop();

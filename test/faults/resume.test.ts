@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks } from '../support/fixtures.js';
-import { openClient, refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { openClient, openConfigured, refusal, startStack, type Stack } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
 import { delay } from '../support/wait.js';
 import { finals } from '../support/transcripts.js';
@@ -12,20 +12,13 @@ import { finals } from '../support/transcripts.js';
 const API = 'test-usage-token';
 const chunks = chromeChunks('webm-opus'); // ~7.7 s of live Chromium WebM, 250 ms a chunk
 const whole = Buffer.concat(chunks);
-const config = { type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' } };
+const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
 
 /** A /transcribe URL with a fresh resume key (the same URL for every connection of one session). */
 async function resumableUrl(stack: Stack, o: { key?: string; tenant?: string; token?: string } = {}): Promise<string> {
   const token = o.token ?? (await stack.token('openid transcribe', o.tenant));
   const q = new URLSearchParams({ 'tenant-name': o.tenant ?? 'base', token: `Bearer ${token}`, resume: o.key ?? randomBytes(18).toString('base64url') });
   return `${stack.base}/audio-bridge/v2/transcribe?${q}`;
-}
-
-/** The first connection of a session, configured. */
-async function configured(url: string): Promise<{ client: TestClient; accepted: Record<string, any> }> {
-  const client = await openClient(url);
-  client.sendJson(config);
-  return { client, accepted: await client.next('CONFIG_ACCEPTED') };
 }
 
 describe('a client that drops and resumes', () => {
@@ -38,7 +31,7 @@ describe('a client that drops and resumes', () => {
   /** First connection streams part of the audio and is cut (no close frame); the second resumes it. */
   async function dropAndResume() {
     const url = await resumableUrl(stack);
-    const { client: first, accepted } = await configured(url);
+    const { client: first, accepted } = await openConfigured(url, configuration);
     const cut = 12 + Math.floor(Math.random() * 8);
     for (const chunk of chunks.slice(0, cut)) first.send(chunk);
     await delay(300);
@@ -46,7 +39,7 @@ describe('a client that drops and resumes', () => {
     await delay(400);
 
     // A careful client: config first, then the audio from where the gateway says it stands.
-    const { client: second, accepted: resumed } = await configured(url);
+    const { client: second, accepted: resumed } = await openConfigured(url, configuration);
     assert.equal(resumed.resumed, true);
     assert.equal(resumed.sessionId, accepted.sessionId, 'the original session');
     assert.ok(resumed.audioBytes > 0 && resumed.audioBytes <= whole.length, `audioBytes ${resumed.audioBytes}`);
@@ -76,7 +69,7 @@ describe('a client that drops and resumes', () => {
 
   it('a resume key cannot be taken over by another tenant or subject', async () => {
     const key = randomBytes(18).toString('base64url');
-    const { client: first } = await configured(await resumableUrl(stack, { key }));
+    const { client: first } = await openConfigured(await resumableUrl(stack, { key }), configuration);
     first.ws.terminate();
     await delay(200);
     const r = await refusal(await resumableUrl(stack, { key, tenant: 'acme' }));
@@ -87,7 +80,7 @@ describe('a client that drops and resumes', () => {
 
   it('a resuming socket with another config is denied, and the session stays resumable', async () => {
     const url = await resumableUrl(stack);
-    const { client: first, accepted } = await configured(url);
+    const { client: first, accepted } = await openConfigured(url, configuration);
     first.ws.terminate();
     await delay(200);
     const wrong = await openClient(url);
@@ -95,7 +88,7 @@ describe('a client that drops and resumes', () => {
     const denied = await wrong.next('CONFIG_DENIED');
     assert.match(denied.reason, /differs/);
     assert.equal((await wrong.closed).code, 4400);
-    const { client: right, accepted: resumed } = await configured(url);
+    const { client: right, accepted: resumed } = await openConfigured(url, configuration);
     assert.equal(resumed.resumed, true);
     assert.equal(resumed.sessionId, accepted.sessionId);
     assert.ok(!right.types().includes('CONFIG_DENIED'), 'the denial went to the socket it was for, not to the next one');
@@ -105,7 +98,7 @@ describe('a client that drops and resumes', () => {
 
   it('a client that does not come back: after the grace period its upstream session is ended and its usage is final', async () => {
     const before = (await ledgerSessions(stack, API)).length;
-    const { client: c } = await configured(await resumableUrl(stack));
+    const { client: c } = await openConfigured(await resumableUrl(stack), configuration);
     for (const chunk of chunks.slice(0, 8)) c.send(chunk);
     await delay(300);
     c.ws.terminate();
@@ -127,7 +120,7 @@ describe('a client that drops after its end', () => {
 
   it('gets the finals, usage and end message it missed when it resumes, and the session is over once it has them', async () => {
     const url = await resumableUrl(stack);
-    const { client: first } = await configured(url);
+    const { client: first } = await openConfigured(url, configuration);
     first.send(whole); // everything at once, paced upstream at 4× (about 2 s)
     first.sendJson({ type: 'end' });
     await delay(300);
@@ -135,7 +128,7 @@ describe('a client that drops after its end', () => {
     await delay(2500); // the upstream has ended meanwhile
 
     const second = await openClient(url);
-    second.sendJson(config);
+    second.sendJson({ type: 'config', configuration });
     const resumed = await second.next('CONFIG_ACCEPTED');
     assert.equal(resumed.resumed, true);
     assert.equal(resumed.audioBytes, whole.length);
@@ -161,7 +154,7 @@ describe('a client whose bytes were lost in flight', () => {
 
   it('resumes as the vendor SDK does (queued audio first, then config): the stream goes on from the next cluster, the gap is counted', async () => {
     const url = await resumableUrl(stack);
-    const { client: first } = await configured(url);
+    const { client: first } = await openConfigured(url, configuration);
     for (const chunk of chunks.slice(0, 10)) first.send(chunk);
     first.send(chunks[10].subarray(0, chunks[10].length >> 1)); // half of chunk 10 arrives...
     await delay(300);
@@ -169,7 +162,7 @@ describe('a client whose bytes were lost in flight', () => {
 
     const second = await openClient(url);
     for (const chunk of chunks.slice(11)) second.send(chunk); // mid-element bytes first
-    second.sendJson(config);
+    second.sendJson({ type: 'config', configuration });
     const resumed = await second.next('CONFIG_ACCEPTED');
     assert.equal(resumed.resumed, true);
     second.sendJson({ type: 'end' });

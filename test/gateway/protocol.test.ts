@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { configured, refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
 import { delay } from '../support/wait.js';
 
@@ -15,11 +15,6 @@ const chromeWebm = Array.from({ length: 31 }, (_, i) =>
 
 /** Violations other than pacing: these tests run the gateway at PACE=20 to stay quick. */
 const protocolViolations = (s: Stack) => s.emulator.violations.filter((v) => !/real[- ]time|pac/i.test(v));
-
-async function configured(c: TestClient, configuration: object) {
-  c.sendJson({ type: 'config', configuration });
-  return c.next('CONFIG_ACCEPTED');
-}
 
 function sendInChunks(c: TestClient, audio: Buffer, size: number) {
   for (let off = 0; off < audio.length; off += size) c.send(audio.subarray(off, off + size));

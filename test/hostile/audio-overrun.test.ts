@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fixture } from '../support/fixtures.js';
-import { startStack, type Stack, type TestClient } from '../support/stack.js';
+import { configured, startStack, type Stack, type TestClient } from '../support/stack.js';
 import { delay } from '../support/wait.js';
 
 const PCM = fixture('dictation-16k-s16le.pcm'); // 16 kHz mono s16le: 32000 bytes a second
@@ -11,12 +11,7 @@ const PCM_FORMAT = 'audio/pcm;rate=16000;channels=1';
 const SECOND = 32000;
 const BOUND = 2_000_000; // about 62 s of this PCM; as Opus, ~10 minutes
 
-async function configured(stack: Stack): Promise<TestClient> {
-  const c = await stack.connect('transcribe');
-  c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: PCM_FORMAT } });
-  await c.next('CONFIG_ACCEPTED');
-  return c;
-}
+const PCM_CONFIG = { primaryLanguage: 'en', audioFormat: PCM_FORMAT };
 
 /** Sends `seconds` of PCM (the fixture repeated), one second of audio every `1000 / speed` ms;
  * stops early when the socket closes. */
@@ -43,7 +38,8 @@ describe('PCM far ahead of real time (PACE 1)', () => {
   afterAll(() => stack.close());
 
   it('at 50× real time: AUDIO_BUFFER_OVERRUN within a few seconds, then close 4422', async () => {
-    const c = await configured(stack);
+    const c = await stack.connect('transcribe');
+    await configured(c, PCM_CONFIG);
     const started = Date.now();
     const sending = sendPcm(c, 1500, 50); // 30 s at 50×
     const e = await c.next('error', 10_000);
@@ -54,7 +50,8 @@ describe('PCM far ahead of real time (PACE 1)', () => {
   });
 
   it('at real time the same stream is not refused', async () => {
-    const c = await configured(stack);
+    const c = await stack.connect('transcribe');
+    await configured(c, PCM_CONFIG);
     for (let i = 0; i < 30; i++) { // 3 s in 100 ms pieces
       c.send(PCM.subarray(i * SECOND / 10, (i + 1) * SECOND / 10));
       await delay(100);
@@ -69,7 +66,8 @@ describe('PCM far ahead of real time with PACE 100', () => {
   afterAll(() => stack.close());
 
   it('at 50× real time the stream goes through: the upstream may take it that fast', async () => {
-    const c = await configured(stack);
+    const c = await stack.connect('transcribe');
+    await configured(c, PCM_CONFIG);
     await sendPcm(c, 60, 50);
     await endsCleanly(c);
   });

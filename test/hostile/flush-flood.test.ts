@@ -10,7 +10,7 @@ import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fixture } from '../support/fixtures.js';
 import WebSocket from 'ws';
-import { endpointPath, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { configured, endpointPath, startStack, type Stack } from '../support/stack.js';
 import { delay } from '../support/wait.js';
 
 const FLUSHES = 1_000_000;
@@ -36,10 +36,7 @@ function textFrames(text: string, n: number): Buffer {
   return out;
 }
 
-async function configured(c: TestClient) {
-  c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } });
-  await c.next('CONFIG_ACCEPTED');
-}
+const OGG_CONFIG = { primaryLanguage: 'en', audioFormat: 'audio/ogg' };
 
 /** What the attacker was told, checked as it comes (a million answers are not kept). */
 interface Tally {
@@ -134,7 +131,7 @@ describe('a flood of flush messages', () => {
         other = (async () => {
           const c = await stack.connect('transcribe');
           const asked = performance.now();
-          await configured(c);
+          await configured(c, OGG_CONFIG);
           const took = performance.now() - asked;
           c.sendJson({ type: 'end' });
           await c.next('ended');

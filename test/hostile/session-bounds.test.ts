@@ -6,17 +6,14 @@ import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fixture } from '../support/fixtures.js';
-import { startStack, type Stack, type TestClient } from '../support/stack.js';
+import { configured, startStack, type Stack } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
 import { ledgerSessions } from '../support/usage-api.js';
 
 const ogg = fixture('dictation.ogg'); // ~26 s, ~70 KB
 const API = 'test-usage-token';
 
-async function configured(c: TestClient) {
-  c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } });
-  await c.next('CONFIG_ACCEPTED');
-}
+const OGG_CONFIG = { primaryLanguage: 'en', audioFormat: 'audio/ogg' };
 
 // The gateway runs in this process: its heap, after a full collection, is what it retains.
 v8.setFlagsFromString('--expose-gc');
@@ -45,7 +42,7 @@ describe('end waits for paced audio, and the outcome is the truth', () => {
 
   it('a whole file sent at once, then end: every second is transcribed, usage is final, close 1000', async () => {
     const c = await stack.connect('transcribe');
-    await configured(c);
+    await configured(c, OGG_CONFIG);
     for (let off = 0; off < ogg.length; off += 32_000) c.send(ogg.subarray(off, off + 32_000)); // `npm run stream -- --fast`
     c.sendJson({ type: 'end' });
     await c.next('ended', 30_000);
@@ -61,7 +58,7 @@ describe('end waits for paced audio, and the outcome is the truth', () => {
 
   it('an upstream that never answers end: the client is told, the ledger says upstream_timeout, estimated', async () => {
     const c = await stack.connect('transcribe');
-    await configured(c);
+    await configured(c, OGG_CONFIG);
     c.send(ogg.subarray(0, 20_000));
     await c.next('transcript', 10_000);
     stack.emulator.faults.stall = true;
@@ -111,7 +108,7 @@ describe('every buffer of a session is bounded, counted in input bytes', () => {
 
   it('audio sent while a flush waits for paced audio is counted: a flood gets AUDIO_BUFFER_OVERRUN, not memory', async () => {
     const c = await stack.connect('transcribe');
-    await configured(c);
+    await configured(c, OGG_CONFIG);
     c.send(ogg); // 26 s at real time: the flush below waits ~26 s for it
     c.sendJson({ type: 'flush' });
     const flood = Buffer.alloc(60_000, 0x55);
@@ -126,7 +123,7 @@ describe('every buffer of a session is bounded, counted in input bytes', () => {
 
   it('one-byte frames held behind a flush cost bytes, not an object each', async () => {
     const c = await stack.connect('transcribe');
-    await configured(c);
+    await configured(c, OGG_CONFIG);
     c.send(ogg.subarray(0, ogg.indexOf('OggS', 40_000))); // ~15 s paced: the flush below stays pending
     c.sendJson({ type: 'flush' });
     const before = heapAfterGc();
@@ -142,7 +139,7 @@ describe('every buffer of a session is bounded, counted in input bytes', () => {
 
   it('one-byte frames are coalesced: the audio arrives whole, in a few frames', async () => {
     const c = await stack.connect('transcribe');
-    await configured(c);
+    await configured(c, OGG_CONFIG);
     const part = ogg.subarray(0, ogg.indexOf('OggS', 12_000)); // whole Ogg pages: a partial last page is never sent
     for (let i = 0; i < part.length; i++) c.send(part.subarray(i, i + 1));
     c.sendJson({ type: 'end' });

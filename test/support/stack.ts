@@ -123,6 +123,18 @@ export function openClient(url: string, protocols?: string[], headers?: Record<s
   });
 }
 
+/** Sends `configuration` as the client's config; resolves with the CONFIG_ACCEPTED it is answered with. */
+export async function configured(c: TestClient, configuration: object): Promise<Record<string, any>> {
+  c.sendJson({ type: 'config', configuration });
+  return c.next('CONFIG_ACCEPTED');
+}
+
+/** A client on `url` that sent `configuration`, and the CONFIG_ACCEPTED it got. */
+export async function openConfigured(url: string, configuration: object): Promise<{ client: TestClient; accepted: Record<string, any> }> {
+  const client = await openClient(url);
+  return { client, accepted: await configured(client, configuration) };
+}
+
 /** The HTTP answer to an upgrade the gateway refuses. */
 export async function refusal(url: string, protocols?: string[], headers?: Record<string, string>): Promise<{ status: number; body: any }> {
   try {
