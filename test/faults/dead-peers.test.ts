@@ -8,6 +8,7 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { metrics } from '../../src/telemetry/index.js';
 import { fixture } from '../support/fixtures.js';
+import { clientFrame } from '../support/raw-client.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
 import { ledgerSessions, type LedgerSession } from '../support/usage-api.js';
@@ -155,14 +156,6 @@ interface RawClient {
   frames: Array<{ op: number; at: number; message?: Record<string, any> }>;
   send(op: 1 | 2, payload: Buffer): void;
   closedAt: Promise<number>;
-}
-
-/** A client frame: FIN, masked with a zero key (so the payload goes as is). */
-function clientFrame(op: number, payload: Buffer): Buffer {
-  const n = payload.length;
-  const head = n < 126 ? Buffer.from([0x80 | op, 0x80 | n]) : Buffer.from([0x80 | op, 0x80 | 126, n >> 8, n & 255]);
-  assert.ok(n < 65536);
-  return Buffer.concat([head, Buffer.alloc(4), payload]);
 }
 
 /** Takes the server's (unmasked) frames off the front of `buf`; returns what is left. */

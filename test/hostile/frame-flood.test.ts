@@ -5,21 +5,18 @@
 // arriving, reset) while the replica stays responsive and another client's session runs whole.
 // Real sockets: raw WebSocket frames → uWS gateway → upstream emulator, all in this process.
 import assert from 'node:assert/strict';
-import type { Socket } from 'node:net';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import WebSocket from 'ws';
-import { endpointPath, startStack, type Stack } from '../support/stack.js';
+import { watchHealth } from '../support/health.js';
+import { clientFrame, openRawSocket } from '../support/raw-client.js';
+import { startStack, type Stack } from '../support/stack.js';
 import { delay } from '../support/wait.js';
 
 const FRAMES = 500_000;
 
-/** `n` masked (zero key) client text frames, each `{"type":"flush","n":i}` with its own i. */
+/** `n` client text frames, each `{"type":"flush","n":i}` with its own i. */
 function distinctFrames(n: number): Buffer {
   const parts: Buffer[] = [];
-  for (let i = 0; i < n; i++) {
-    const payload = Buffer.from(`{"type":"flush","n":${i}}`);
-    parts.push(Buffer.from([0x81, 0x80 | payload.length, 0, 0, 0, 0]), payload);
-  }
+  for (let i = 0; i < n; i++) parts.push(clientFrame(1, Buffer.from(`{"type":"flush","n":${i}}`)));
   return Buffer.concat(parts);
 }
 
@@ -31,26 +28,14 @@ describe('a flood of distinct frames', () => {
   afterAll(() => stack.close());
 
   it('closes the flooding client with 1008 once its queue passes the bound; the replica stays responsive', { timeout: 60_000 }, async () => {
-    const token = await stack.token('openid transcribe');
-    const q = new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` });
-    const ws = new WebSocket(`${stack.base}${endpointPath('transcribe')}?${q}`, { perMessageDeflate: false });
+    const { ws, write } = await openRawSocket(stack);
     const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
     ws.on('message', () => {});
-    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
     ws.send(JSON.stringify({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } }));
     await delay(300);
-    (ws as unknown as { _socket: Socket })._socket.write(distinctFrames(FRAMES));
+    write(distinctFrames(FRAMES));
 
-    const healthz = `http://127.0.0.1:${stack.gateway.server.port}/healthz`;
-    let slowest = 0;
-    let due = performance.now();
-    const until = Date.now() + 4_000;
-    while (Date.now() < until) {
-      assert.equal((await fetch(healthz)).status, 200);
-      slowest = Math.max(slowest, performance.now() - due);
-      due = Math.max(due + 100, performance.now());
-      await delay(due - performance.now());
-    }
+    const slowest = await watchHealth(stack.gateway.server.port, 4_000);
     // 1008 with its reason, or 1006 when the client's unsent bytes made the close a reset first.
     const close = await closed;
     assert.ok(close.code === 1008 || close.code === 1006, `closed ${close.code} ${close.reason}`);
