@@ -1,14 +1,14 @@
 // Encoder threads cost memory: none until a PCM stream needs one, and they go again when idle.
 import { test } from 'vitest';
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
 import { createEncoderPool, createPcmToOpus } from '../../src/audio/transcode/index.js';
 import { getDefaultEncoderPool } from '../../src/audio/transcode/encoder-pool.js';
+import { fixture } from '../support/fixtures.js';
 import { startStack } from '../support/stack.js';
 import { delay } from '../support/wait.js';
 
 const FORMAT = { sampleRate: 16000, channels: 1, encoding: 's16le' } as const;
-const pcm = await readFile(new URL('../fixtures/dictation-16k-s16le.pcm', import.meta.url));
+const pcm = fixture('dictation-16k-s16le.pcm');
 
 test('a fresh gateway runs no encoder thread', async () => {
   const stack = await startStack();

@@ -1,13 +1,13 @@
 import { afterAll, beforeAll, test } from 'vitest';
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import prism from 'prism-media';
 import { createOggOpusMuxer, opusPacketSamples48 } from '../../src/audio/transcode/index.js';
+import { chromeChunks, FIXTURES } from '../support/fixtures.js';
 import { decodedSeconds48k, decodeTo16kMono, parseOggPages, probeDuration } from './ogg-check.js';
 
-const fixture = (name: string) => new URL(`../fixtures/${name}`, import.meta.url).pathname;
 let dir: string;
 beforeAll(async () => { dir = await mkdtemp(join(tmpdir(), 'muxer-test-')); });
 afterAll(async () => { await rm(dir, { recursive: true, force: true }); });
@@ -43,7 +43,7 @@ async function remux(packets: Buffer[], head: Buffer, file: string, writeSize: n
 }
 
 test('WebM Opus packets remuxed into Ogg: same duration as the WebM, decodes cleanly, valid CRCs', async () => {
-  const webm = fixture('dictation.webm');
+  const webm = join(FIXTURES, 'dictation.webm');
   const { packets, head } = await webmPackets([await readFile(webm)]);
   const file = join(dir, 'remux.ogg');
   const { ogg, media } = await remux(packets, head, file, 12);
@@ -66,9 +66,7 @@ test('WebM Opus packets remuxed into Ogg: same duration as the WebM, decodes cle
 });
 
 test("Chromium's live WebM (60 ms packets, 250 ms chunks) remuxes into a valid Ogg of the same duration", async () => {
-  const folder = fixture('chrome/webm-opus');
-  const names = (await readdir(folder)).filter((n) => n.endsWith('.bin')).sort();
-  const chunks = await Promise.all(names.map((n) => readFile(join(folder, n))));
+  const chunks = chromeChunks('webm-opus');
   const { packets, head } = await webmPackets(chunks);
   const file = join(dir, 'chrome.ogg');
   const { ogg } = await remux(packets, head, file, 4);

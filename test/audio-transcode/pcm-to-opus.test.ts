@@ -7,10 +7,11 @@ import { createPcmToOpus, createEncoderPool, closeDefaultEncoderPool, type PcmFo
 import {
   correlation, decodedSeconds48k, decodeTo16kMono, parseOggPages, probeChannels, probeDuration, randomChunks, rmsPerSecond, run,
 } from './ogg-check.js';
+import { FIXTURES } from '../support/fixtures.js';
 import { SPEECH_BOUNDS, speechDistance } from './speech-check.js';
 
-const FIXTURE = new URL('../fixtures/dictation-16k-s16le.pcm', import.meta.url).pathname;
-const WAV44 = new URL('../fixtures/dictation-44k1.wav', import.meta.url).pathname;
+const FIXTURE = join(FIXTURES, 'dictation-16k-s16le.pcm');
+const WAV44 = join(FIXTURES, 'dictation-44k1.wav');
 let dir: string;
 let referenceRms: number[];
 

@@ -1,9 +1,8 @@
 import { describe, it } from 'vitest';
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
 import { createMediaClock, isSupportedAudioFormat, opusPacketSeconds, PacingCheck } from '../../src/emulator/index.js';
+import { chromeChunks, fixture } from '../support/fixtures.js';
 
-const fixture = (name: string) => readFileSync(new URL(`../fixtures/${name}`, import.meta.url));
 
 function mediaSeconds(frames: Buffer[]): number {
   const clock = createMediaClock(frames[0]);
@@ -29,9 +28,7 @@ describe('emulator media time', () => {
   });
 
   it('counts Chromium live WebM chunks as the browser sent them', () => {
-    const dir = new URL('../fixtures/chrome/webm-opus/', import.meta.url);
-    const frames = readdirSync(dir).sort().map((f) => readFileSync(new URL(f, dir)));
-    assert.equal(mediaSeconds(frames), 9);
+    assert.equal(mediaSeconds(chromeChunks('webm-opus')), 9);
   });
 
   it('estimates other codecs within 25% of their real duration (about 26 s)', () => {

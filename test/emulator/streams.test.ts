@@ -1,10 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { chunks, connect, streamsUrl } from './ws-client.js';
+import { evenChunks, fixture } from '../support/fixtures.js';
+import { connect, streamsUrl } from './ws-client.js';
 
-const webm = readFileSync(new URL('../fixtures/dictation.webm', import.meta.url));
+const webm = fixture('dictation.webm');
 const facts = (mode: Record<string, unknown>) => ({
   type: 'config',
   configuration: { transcription: { primaryLanguage: 'en' }, mode: { type: 'facts', outputLocale: 'en', ...mode } },
@@ -26,7 +26,7 @@ describe('emulator /streams', () => {
     c.sendJson(facts({ factGenerationInterval: 'fast_init' }));
     const accepted = await c.next((m) => m.type === 'CONFIG_ACCEPTED');
     assert.equal(accepted.configuration.transcription.diarize, false);
-    for (const f of chunks(webm, 4096)) c.ws.send(f);
+    for (const f of evenChunks(webm, 4096)) c.ws.send(f);
     c.sendJson({ type: 'end' });
     assert.equal((await c.closed).code, 1000);
 
@@ -57,7 +57,7 @@ describe('emulator /streams', () => {
     const c = await open();
     c.sendJson(facts({}));
     await c.next((m) => m.type === 'CONFIG_ACCEPTED');
-    for (const f of chunks(webm, 4096)) c.ws.send(f);
+    for (const f of evenChunks(webm, 4096)) c.ws.send(f);
     c.sendJson({ type: 'flush' });
     await c.next((m) => m.type === 'delta_usage');
     const types = c.messages.map((m) => m.type).filter((t) => t !== 'transcript');
@@ -69,7 +69,7 @@ describe('emulator /streams', () => {
     const c = await open();
     c.sendJson({ type: 'config', configuration: { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' } } });
     await c.next((m) => m.type === 'CONFIG_ACCEPTED');
-    for (const f of chunks(webm, 4096).slice(0, 6)) c.ws.send(f);
+    for (const f of evenChunks(webm, 4096).slice(0, 6)) c.ws.send(f);
     c.sendJson({ type: 'flush' });
     c.sendJson({ type: 'end' });
     await c.closed;

@@ -1,11 +1,11 @@
 import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { evenChunks, fixture } from '../support/fixtures.js';
 import { finals, type Final } from '../support/transcripts.js';
-import { chunks, connect, transcribeUrl } from './ws-client.js';
+import { connect, transcribeUrl } from './ws-client.js';
 
-const ogg = readFileSync(new URL('../fixtures/dictation.ogg', import.meta.url));
+const ogg = fixture('dictation.ogg');
 
 /** Asserts the final segments tile [0, end] with no gap and no overlap. */
 function assertTiles(ranges: Final[], end: number) {
@@ -33,7 +33,7 @@ describe('emulator /transcribe', () => {
     assert.match(accepted.sessionId, /^[0-9a-f-]{36}$/);
     assert.equal(accepted.configuration.primaryLanguage, 'en');
     assert.equal(accepted.configuration.formatting.dates, 'locale:long');
-    for (const f of chunks(ogg, 4096)) c.ws.send(f);
+    for (const f of evenChunks(ogg, 4096)) c.ws.send(f);
     c.sendJson({ type: 'flush' });
     await c.next((m) => m.type === 'delta_usage');
     c.sendJson({ type: 'end' });
@@ -66,7 +66,7 @@ describe('emulator /transcribe', () => {
     const c = await open();
     c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en' } });
     await c.next((m) => m.type === 'CONFIG_ACCEPTED');
-    const frames = chunks(ogg, 4096);
+    const frames = evenChunks(ogg, 4096);
     frames.slice(0, 8).forEach((f) => c.ws.send(f));
     c.sendJson({ type: 'flush' });
     const d1 = await c.next((m) => m.type === 'delta_usage');
@@ -84,7 +84,7 @@ describe('emulator /transcribe', () => {
     const c = await open();
     c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', interimResults: true, commands: [{ id: 'next-section', phrases: ['next section'] }] } });
     await c.next((m) => m.type === 'CONFIG_ACCEPTED');
-    for (const f of chunks(ogg, 1000)) c.ws.send(f);
+    for (const f of evenChunks(ogg, 1000)) c.ws.send(f);
     c.sendJson({ type: 'end' });
     await c.closed;
     const interims = c.messages.filter((m) => m.type === 'transcript' && !m.data.isFinal);
@@ -174,7 +174,7 @@ describe('emulator /transcribe', () => {
     const c = await open();
     c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en' } });
     await c.next((m) => m.type === 'CONFIG_ACCEPTED');
-    for (const f of chunks(ogg, 4096)) if (c.ws.readyState === c.ws.OPEN) c.ws.send(f);
+    for (const f of evenChunks(ogg, 4096)) if (c.ws.readyState === c.ws.OPEN) c.ws.send(f);
     assert.equal((await c.closed).code, 1006);
     const s = em.sessions.at(-1)!;
     assert.ok(s.mediaSeconds >= 3 && s.mediaSeconds < 25);
@@ -184,7 +184,7 @@ describe('emulator /transcribe', () => {
     const c = await open();
     em.faults.stall = true;
     c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en' } });
-    for (const f of chunks(ogg, 4096).slice(0, 4)) c.ws.send(f);
+    for (const f of evenChunks(ogg, 4096).slice(0, 4)) c.ws.send(f);
     c.sendJson({ type: 'flush' });
     // The emulator has received everything (its log shows the flush) yet sent nothing.
     while (!em.sessions.at(-1)!.received.some((r) => r.kind === 'flush')) await new Promise((r) => setTimeout(r, 10));
@@ -201,7 +201,7 @@ describe('emulator /transcribe', () => {
     em.faults.messageDelayMs = 20;
     const c = await open();
     c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en' } });
-    for (const f of chunks(ogg, 4096)) c.ws.send(f);
+    for (const f of evenChunks(ogg, 4096)) c.ws.send(f);
     c.sendJson({ type: 'end' });
     await c.closed;
     assert.equal(c.messages[0].type, 'CONFIG_ACCEPTED');

@@ -58,9 +58,3 @@ export function transcribeUrl(wsBase: string, tenant: string, token: string): st
 export function streamsUrl(wsBase: string, tenant: string, token: string, id = '3f1c2b1e-8f4a-4c7e-9a7e-2b1d3c4e5f60'): string {
   return `${wsBase}/interactions/${id}/streams?tenant-name=${tenant}&token=${encodeURIComponent('Bearer ' + token)}&environment=eu`;
 }
-
-export function chunks(buf: Buffer, size: number): Buffer[] {
-  const out: Buffer[] = [];
-  for (let i = 0; i < buf.length; i += size) out.push(buf.subarray(i, i + size));
-  return out;
-}

@@ -4,7 +4,7 @@
 // again, usage summed over the upstream sessions. Real sockets: ws clients → uWS gateway → emulator.
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { chromeChunks, fixture } from '../support/fixtures.js';
+import { chromeChunks, evenChunks, fixture } from '../support/fixtures.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
 import { finals, type Final } from '../support/transcripts.js';
 import { ledgerSessions } from '../support/usage-api.js';
@@ -43,8 +43,6 @@ async function stream(c: TestClient, chunks: Buffer[], everyMs: number) {
   }
 }
 
-const pieces = (b: Buffer, n: number) => Array.from({ length: Math.ceil(b.length / n) }, (_, i) => b.subarray(i * n, (i + 1) * n));
-
 describe('the upstream lost mid-session, many sessions at once', () => {
   let stack: Stack;
   beforeAll(async () => {
@@ -57,7 +55,7 @@ describe('the upstream lost mid-session, many sessions at once', () => {
       ...Array.from({ length: 3 }, () => session(stack, 'transcribe', 'audio/ogg')),
       ...Array.from({ length: 3 }, () => session(stack, 'streams', 'audio/webm;codecs=opus')),
     ]);
-    const streaming = clients.map((c, i) => (i < 3 ? stream(c, pieces(ogg, 8000), 60) : stream(c, webm, 60)));
+    const streaming = clients.map((c, i) => (i < 3 ? stream(c, evenChunks(ogg, 8000), 60) : stream(c, webm, 60)));
     await delay(700);
     stack.emulator.dropAllSessions(); // a crash: TCP gone, no close frame
     await delay(900);

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { run } from '../audio-transcode/ogg-check.js';
-import { chromeChunks, FIXTURES } from '../support/fixtures.js';
+import { chromeChunks, evenChunks, FIXTURES } from '../support/fixtures.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { finals, type Final } from '../support/transcripts.js';
 import { ledgerSessions } from '../support/usage-api.js';
@@ -20,8 +20,6 @@ import { delay } from '../support/wait.js';
 const API = 'seam-usage-token';
 /** The longest Opus packet the streams here carry (Chromium's); a seam may overlap by less. */
 const PACKET = 0.06;
-
-const pieces = (b: Buffer, n: number) => Array.from({ length: Math.ceil(b.length / n) }, (_, i) => b.subarray(i * n, (i + 1) * n));
 
 /** Finals one after another: none starts later than its predecessor's end (no gap) nor more than a packet before it. */
 function assertSeams(f: Final[], until: number, label: string): void {
@@ -95,12 +93,12 @@ describe('the seam of a replaced upstream session', () => {
   });
 
   it('WebM with 5 s Clusters (ffmpeg): finals overlap by less than one packet', async () => {
-    const { c } = await dictate('seam-webm5', 'audio/webm;codecs=opus', pieces(webm5s, 2000), 150, [4, 17], [10, 24]);
+    const { c } = await dictate('seam-webm5', 'audio/webm;codecs=opus', evenChunks(webm5s, 2000), 150, [4, 17], [10, 24]);
     assertSeams(finals(c.messages), 25, 'webm 5 s clusters');
   });
 
   it('Ogg with 1.3 s pages (ffmpeg): finals overlap by less than one packet', async () => {
-    const { c } = await dictate('seam-ogg', 'audio/ogg', pieces(ogg13, 2000), 150, [6], [12, 20, 27]);
+    const { c } = await dictate('seam-ogg', 'audio/ogg', evenChunks(ogg13, 2000), 150, [6], [12, 20, 27]);
     assertSeams(finals(c.messages), 25, 'ogg 1.3 s pages');
   });
 

@@ -14,7 +14,7 @@ import { closeDefaultEncoderPool } from '../../src/audio/transcode/index.js';
 import { opusHead, opusTags } from '../../src/audio/transcode/opus-headers.js';
 import { writePage } from '../../src/audio/transcode/ogg-page.js';
 import { parseOggPages, run } from '../audio-transcode/ogg-check.js';
-import { chromeChunks, fixture } from '../support/fixtures.js';
+import { chromeChunks, evenChunks, fixture } from '../support/fixtures.js';
 
 let dir: string;
 let files = 0;
@@ -32,7 +32,7 @@ function parse(container: 'webm' | 'ogg' | 'wav', chunks: Buffer[]): Unit[] {
 /** The transcoder's Ogg/Opus for the 16 kHz WAV, one chained stream per part (a client flush between). */
 async function transcoded(parts: number): Promise<Unit[]> {
   const wav = fixture('dictation-16k.wav');
-  const chunks = Array.from({ length: Math.ceil(wav.length / 16000) }, (_, i) => wav.subarray(i * 16000, (i + 1) * 16000));
+  const chunks = evenChunks(wav, 16000);
   const pcm = parse('wav', chunks).filter((u) => u.payload);
   const out: Unit[] = [];
   const route = new PcmRoute({ sampleRate: 16000, channels: 1, encoding: 's16le' }, { unit: (u) => out.push(u), batchEnd: () => {} }, (e) => { throw e; });

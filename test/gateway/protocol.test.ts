@@ -2,16 +2,14 @@
 // loopback. Each test checks what the client sees AND what the upstream received (the gateway must
 // never pass on a config or audio the spec forbids).
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { chromeChunks, fixture } from '../support/fixtures.js';
 import { configured, refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
 import { delay } from '../support/wait.js';
 
-const ogg = readFileSync(new URL('../fixtures/dictation.ogg', import.meta.url));
-const chromeWebm = Array.from({ length: 31 }, (_, i) =>
-  readFileSync(new URL(`../fixtures/chrome/webm-opus/chunk-${String(i).padStart(3, '0')}.bin`, import.meta.url)),
-);
+const ogg = fixture('dictation.ogg');
+const chromeWebm = chromeChunks('webm-opus'); // its 31 chunks
 
 /** Violations other than pacing: these tests run the gateway at PACE=20 to stay quick. */
 const protocolViolations = (s: Stack) => s.emulator.violations.filter((v) => !/real[- ]time|pac/i.test(v));

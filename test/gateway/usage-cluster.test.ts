@@ -4,19 +4,19 @@
 // upstream reported; the tenant cap must hold across both; /metrics must show every series.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { chromeChunks } from '../support/fixtures.js';
+import { openClient, refusal, type TestClient } from '../support/stack.js';
 import { delay } from '../support/wait.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
-import { openClient, refusal, type TestClient } from '../support/stack.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const folder = new URL('../fixtures/chrome/webm-opus/', import.meta.url);
-const chunks = readdirSync(folder).sort().map((f) => readFileSync(new URL(f, folder)));
+const chunks = chromeChunks('webm-opus');
 const API_TOKEN = 'ops-test-token';
 
 interface GatewayProcess { child: ChildProcess; port: number; output: () => string }

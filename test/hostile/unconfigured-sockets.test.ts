@@ -3,9 +3,9 @@
 // are bounded per token subject (MAX_UNCONFIGURED_PER_SUBJECT) with a refusal before the upgrade;
 // the tenant cap is taken when a config arrives, and a config over it is refused on the socket.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import WebSocket from 'ws';
+import { fixture } from '../support/fixtures.js';
 import { endpointPath, openClient, startStack, type Stack, type TestClient } from '../support/stack.js';
 import { until } from '../support/wait.js';
 
@@ -13,7 +13,7 @@ const API_TOKEN = 'unconfigured-ops-token';
 const SOCKETS = 5000;
 const BATCH = 250;
 const BOUND = 10;
-const ogg = readFileSync(new URL('../fixtures/dictation.ogg', import.meta.url));
+const ogg = fixture('dictation.ogg');
 const CONFIG = { primaryLanguage: 'en', audioFormat: 'audio/ogg;codecs=opus' };
 
 /** A token of `tenant` whose subject is per `clientId` (the emulator derives `sub` from both). */

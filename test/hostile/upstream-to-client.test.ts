@@ -4,17 +4,17 @@
 // while the gateway's log has that cause at warn level.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { fixture } from '../support/fixtures.js';
 import { freePort } from '../support/ports.js';
 import { endpointPath, openClient, startStack, type Stack } from '../support/stack.js';
 import { until } from '../support/wait.js';
 import { tempDir } from '../usage/helpers.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const ogg = readFileSync(new URL('../fixtures/dictation.ogg', import.meta.url));
+const ogg = fixture('dictation.ogg');
 const CONFIG = { primaryLanguage: 'en', audioFormat: 'audio/ogg;codecs=opus' };
 
 describe('what of the upstream reaches a client', () => {

@@ -3,15 +3,17 @@
 // own origin, shows live transcripts, flushes, ends with usage, and resumes after a network drop.
 // Without the emulator there is no page.
 import { networkInterfaces } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
+import { FIXTURES } from '../support/fixtures.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
-const FAKE_MIC = fileURLToPath(new URL('../fixtures/dictation-16k.wav', import.meta.url));
+const FAKE_MIC = join(FIXTURES, 'dictation-16k.wav');
 const SCREENSHOT = fileURLToPath(new URL('../../docs/demo.png', import.meta.url));
 const WAIT_MS = 20_000;
 

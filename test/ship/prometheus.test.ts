@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { chromeChunks, fixture } from '../support/fixtures.js';
+import { chromeChunks, evenChunks, fixture } from '../support/fixtures.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
 import { metrics } from '../../src/telemetry/index.js';
 import { delay } from '../support/wait.js';
@@ -59,8 +59,6 @@ async function stream(c: TestClient, chunks: Buffer[]) {
   }
 }
 
-const pieces = (b: Buffer, n: number) => Array.from({ length: Math.ceil(b.length / n) }, (_, i) => b.subarray(i * n, (i + 1) * n));
-
 describe('Grafana dashboard and alert rules against a real Prometheus', () => {
   let redis: TestRedis;
   let stack: Stack;
@@ -90,7 +88,7 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
     assert.equal((await fetch(`http://${instance}/no-such-path`)).status, 404);
     const silent = await stack.connect('transcribe', { tenant: 'clinic-b' });
 
-    const ogg = pieces(fixture('dictation.ogg'), 8000);
+    const ogg = evenChunks(fixture('dictation.ogg'), 8000);
     const webm = chromeChunks('webm-opus');
     const streaming = clients.map((c, i) => stream(c, i < 2 ? ogg : webm));
     await delay(600);

@@ -28,6 +28,13 @@ export function prng(seed: number): () => number {
   };
 }
 
+/** `data` in chunks of `size` bytes, in order (the last one what is left). */
+export function evenChunks(data: Buffer, size: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (let off = 0; off < data.length; off += size) out.push(data.subarray(off, off + size));
+  return out;
+}
+
 /** Random chunks from 1 byte to maxChunk bytes (most small, some large). */
 export function randomChunks(data: Buffer, seed: number, maxChunk = 200_000): Buffer[] {
   const r = prng(seed);
