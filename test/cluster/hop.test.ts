@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { signHop, type HopIdentity } from '../../src/cluster/index.js';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
+import { metric } from '../support/metrics.js';
 import { openClient, openConfigured, refusal, type TestClient } from '../support/stack.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 import { finals } from '../support/transcripts.js';
@@ -44,12 +45,6 @@ async function dropped(cluster: Cluster, key: string, tenant: string, n: number)
 function assertOneTimeline(all: Array<{ start: number; end: number }>, until: number): void {
   for (let k = 1; k < all.length; k++) assert.ok(Math.abs(all[k].start - all[k - 1].end) < 1e-6, `final ${k} follows final ${k - 1} (${all[k - 1].end} → ${all[k].start})`);
   assert.ok(all.length > 0 && all[0].start < 1e-6 && all.at(-1)!.end > until, `the finals cover 0-${until} s: ${JSON.stringify(all)}`);
-}
-
-async function metric(cluster: Cluster, i: number, series: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${cluster.replicas[i].port}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line ? Number(line.split(' ')[1]) : 0;
 }
 
 const hopPath = '/internal/hop/audio-bridge/v2/transcribe';
@@ -90,8 +85,8 @@ describe('the internal hop between two replicas', () => {
     const res = await fetch(`http://127.0.0.1:${cluster.replicas[1].port}/v1/usage/sessions?tenant=${tenant}`, { headers: { authorization: `Bearer ${API}` } });
     const rows = ((await res.json()) as { sessions: Array<{ outcome: string | null }> }).sessions;
     assert.deepEqual(rows.map((r) => r.outcome), ['ended'], 'one ledger session');
-    assert.equal(await metric(cluster, 1, 'speech_gateway_hops_total{result="opened"}'), 1);
-    assert.equal(await metric(cluster, 1, 'speech_gateway_hop_sessions'), 0);
+    assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_hops_total{result="opened"}'), 1);
+    assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_hop_sessions'), 0);
   });
 
   it('the internal route refuses a missing, forged, stale or mismatched signature, and nothing reaches the session', async () => {
@@ -181,13 +176,13 @@ describe('the internal hop between two replicas', () => {
     await delay(2500); // the record is written within 2 s
     first.ws.terminate();
     await delay(300);
-    const hops = await metric(cluster, 1, 'speech_gateway_hops_total{result="opened"}');
+    const hops = await metric(cluster.replicas[1].port, 'speech_gateway_hops_total{result="opened"}');
     const second = await openClient(await streamsUrl(1));
     second.sendJson(streamsConfig);
     const resumed = await second.next('CONFIG_ACCEPTED');
     assert.equal(resumed.resumed, true);
     assert.equal(resumed.sessionId, accepted.sessionId);
-    assert.equal(await metric(cluster, 1, 'speech_gateway_hops_total{result="opened"}'), hops + 1, 'through the hop');
+    assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_hops_total{result="opened"}'), hops + 1, 'through the hop');
     second.sendJson({ type: 'end' });
     await second.next('ENDED', 20_000);
     assert.equal((await second.closed).code, 1000);
@@ -218,8 +213,8 @@ describe('the internal hop between two replicas', () => {
     direct.disconnect();
     const { client: second, accepted } = await openConfigured(await clientUrl(cluster, 1, key, tenant), configuration);
     assert.equal(accepted.resumed, true, 'taken over at the first attempt, not sent to reconnect');
-    assert.equal(await metric(cluster, 1, 'speech_gateway_hops_total{result="not_owner"}'), 1);
-    assert.equal(await metric(cluster, 1, 'speech_gateway_takeovers_total{from="crash"}'), 1);
+    assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_hops_total{result="not_owner"}'), 1);
+    assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_takeovers_total{from="crash"}'), 1);
     for (let off = accepted.audioBytes; off < whole.length; off += 16_000) second.send(whole.subarray(off, off + 16_000));
     second.sendJson({ type: 'end' });
     await second.next('ended', 20_000);

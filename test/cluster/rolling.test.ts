@@ -9,9 +9,9 @@
 // reported; audio may go missing only at the kill (bounded below), and the replicas count it.
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { createMediaClock } from '../../src/emulator/media-clock.js';
 import { readVint } from '../../src/audio/containers/webm.js';
 import { startCluster, type Cluster } from '../support/cluster.js';
+import { mediaSeconds, upstreamCredits } from '../support/emulator.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey, streamWithSdk } from '../support/sdk.js';
 import { endpointPath, openClient, type TestClient } from '../support/stack.js';
@@ -92,13 +92,6 @@ function retimedClusterHead(b: Buffer, at: number, addMs: number): [Buffer, numb
 }
 
 /** Media seconds in the stream, counted as the emulator (the upstream stand-in) counts them. */
-function mediaSeconds(pieces: Buffer[]): number {
-  const clock = createMediaClock(pieces[0]);
-  let s = 0;
-  for (const p of pieces) s = clock.add(p);
-  return s;
-}
-
 interface Run { name: string; resends: boolean; messages: Array<Record<string, any>>; closeCodes: number[]; errors: string[]; resentBytes: number }
 
 /** Overlaps (a final repeated or out of order), and the stretches of media from 0 to `total` no final covers. */
@@ -266,7 +259,7 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
     }
 
     // Usage: the ledger's total is what the upstream reported, one ledger session per client session.
-    const expected = upstreamCredits();
+    const expected = upstreamCredits(cluster.emulator, TENANT);
     let got: { credits: number; sessions: number } = { credits: -1, sessions: -1 };
     for (let i = 0; i < 100 && Math.abs(got.credits - expected) > 1e-6; i++) {
       if (i) await delay(100); // the last usage events may still be on their way to Redis
@@ -276,17 +269,6 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
     if (got.sessions !== SESSIONS) problems.push(`ledger ${got.sessions} sessions, not ${SESSIONS}`);
     assert.deepEqual(problems, []);
   }, 240_000);
-
-  /** What the upstream reported for the tenant: each upstream session's final usage, or its deltas without one. */
-  function upstreamCredits(): number {
-    let total = 0;
-    for (const s of cluster.emulator.sessions.filter((x) => x.tenant === TENANT)) {
-      const sent = s.sent as Array<{ type: string; credits?: number }>;
-      const final = sent.find((m) => m.type === 'usage');
-      total += final ? final.credits! : sent.filter((m) => m.type === 'delta_usage').reduce((n, m) => n + m.credits!, 0);
-    }
-    return total;
-  }
 
   async function usageTotal(): Promise<{ credits: number; sessions: number }> {
     const from = new Date(Date.now() - 86_400_000).toISOString(); // a day back: hour buckets are chosen by their start, and a run may cross an hour

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { recordKeyHash } from '../../src/cluster/index.js';
 import { resendFrom, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
+import { metric } from '../support/metrics.js';
 import { newResumeKey } from '../support/sdk.js';
 import { endpointPath, openClient, refusal, startStack, type Stack } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
@@ -22,12 +23,6 @@ const pieces = chromeChunks('webm-opus'); // ~9 s of live Chromium WebM/Opus, 0.
 const stream = Buffer.concat(pieces);
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
 const tenant = 'takeover';
-
-
-async function metric(port: number, name: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return text.split('\n').filter((l) => l.startsWith(name)).reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
-}
 
 describe('takeover after the owner is SIGKILLed', () => {
   let cluster: Cluster;

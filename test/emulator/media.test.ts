@@ -1,14 +1,9 @@
 import { describe, it } from 'vitest';
 import assert from 'node:assert/strict';
-import { createMediaClock, isSupportedAudioFormat, opusPacketSeconds, PacingCheck } from '../../src/emulator/index.js';
+import { isSupportedAudioFormat, opusPacketSeconds, PacingCheck } from '../../src/emulator/index.js';
+import { mediaSeconds } from '../support/emulator.js';
 import { chromeChunks, fixture } from '../support/fixtures.js';
 
-
-function mediaSeconds(frames: Buffer[]): number {
-  const clock = createMediaClock(frames[0]);
-  for (const f of frames) clock.add(f);
-  return clock.seconds;
-}
 
 describe('emulator media time', () => {
   it('reads Opus packet durations from the TOC byte (RFC 6716 3.1)', () => {

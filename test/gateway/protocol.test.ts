@@ -3,6 +3,7 @@
 // never pass on a config or audio the spec forbids).
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { protocolViolations } from '../support/emulator.js';
 import { chromeChunks, fixture } from '../support/fixtures.js';
 import { configured, refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
@@ -10,9 +11,6 @@ import { delay } from '../support/wait.js';
 
 const ogg = fixture('dictation.ogg');
 const chromeWebm = chromeChunks('webm-opus'); // its 31 chunks
-
-/** Violations other than pacing: these tests run the gateway at PACE=20 to stay quick. */
-const protocolViolations = (s: Stack) => s.emulator.violations.filter((v) => !/real[- ]time|pac/i.test(v));
 
 function sendInChunks(c: TestClient, audio: Buffer, size: number) {
   for (let off = 0; off < audio.length; off += size) c.send(audio.subarray(off, off + size));
@@ -55,7 +53,7 @@ describe('gateway protocol over real sockets', () => {
 
     const up = stack.emulator.sessions.at(-1)!;
     assert.ok(Buffer.compare(up.audio, ogg) === 0, 'the upstream received the Ogg file byte for byte');
-    assert.deepEqual(protocolViolations(stack), []);
+    assert.deepEqual(protocolViolations(stack.emulator), []);
   });
 
   it('/streams: facts mode over browser WebM chunks, ENDED after usage', async () => {
@@ -71,7 +69,7 @@ describe('gateway protocol over real sockets', () => {
     assert.ok(t.includes('transcript') && t.includes('facts'), `transcripts and facts arrive (got ${t})`);
     assert.ok(t.indexOf('usage') < t.indexOf('ENDED'));
     assert.ok(Buffer.compare(stack.emulator.sessions.at(-1)!.audio, Buffer.concat(chromeWebm)) === 0);
-    assert.deepEqual(protocolViolations(stack), []);
+    assert.deepEqual(protocolViolations(stack.emulator), []);
   });
 
   it('no config within CONFIG_TIMEOUT_MS: CONFIG_TIMEOUT on /transcribe, CONFIG_NOT_PROVIDED on /streams, then close; upstream never contacted', async () => {
@@ -154,7 +152,7 @@ describe('gateway protocol over real sockets', () => {
     c.sendJson({ type: 'end' });
     await c.next('ended');
     assert.equal(stack.emulator.sessions.at(-1)!.audio.length, 0);
-    assert.deepEqual(protocolViolations(stack), []);
+    assert.deepEqual(protocolViolations(stack.emulator), []);
   });
 
   it('malformed JSON, wrong types and unknown message types get specific errors; the session carries on', async () => {

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { upstreamCredits } from '../support/emulator.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { openClient, refusal, type TestClient } from '../support/stack.js';
 import { delay } from '../support/wait.js';
@@ -94,17 +95,6 @@ describe('usage across two gateway processes and one Redis', () => {
     return { status: res.status, body: (await res.json()) as any };
   }
 
-  /** What the upstream reported per tenant: the final usage of each session, or its deltas without one. */
-  function upstreamCredits(tenant: string): number {
-    let total = 0;
-    for (const s of emulator.sessions.filter((x) => x.tenant === tenant)) {
-      const sent = s.sent as Array<{ type: string; credits?: number }>;
-      const final = sent.find((m) => m.type === 'usage');
-      total += final ? final.credits! : sent.filter((m) => m.type === 'delta_usage').reduce((n, m) => n + m.credits!, 0);
-    }
-    return total;
-  }
-
   it('credits add up to the upstream figures through a Redis restart and a SIGTERM; the cap holds across processes', async () => {
     // Phase 1: sessions on both processes, two tenants.
     await Promise.all([dictate(a, 'acme'), dictate(b, 'acme'), dictate(a, 'globex'), dictate(b, 'globex')]);
@@ -137,7 +127,7 @@ describe('usage across two gateway processes and one Redis', () => {
     const from = new Date(Date.now() - 86_400_000).toISOString(); // a day back: hour buckets are chosen by their start, and a run may cross an hour
     const to = new Date(Date.now() + 3_600_000).toISOString();
     for (const tenant of ['acme', 'globex']) {
-      const expected = upstreamCredits(tenant);
+      const expected = upstreamCredits(emulator, tenant);
       let got = -1;
       for (let i = 0; i < 100; i++) {
         const r = await api(a, `/v1/usage?tenant=${tenant}&from=${from}&to=${to}&granularity=hour`);

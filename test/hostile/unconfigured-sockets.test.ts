@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import WebSocket from 'ws';
 import { fixture } from '../support/fixtures.js';
+import { metric } from '../support/metrics.js';
 import { endpointPath, openClient, startStack, type Stack, type TestClient } from '../support/stack.js';
 import { until } from '../support/wait.js';
 
@@ -50,11 +51,6 @@ async function openMany(url: string, n: number) {
   return { accepted, refused };
 }
 
-async function metricSum(stack: Stack, name: string): Promise<number> {
-  const text = await (await fetch(`${stack.base.replace('ws:', 'http:')}/metrics`)).text();
-  return text.split('\n').filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `)).reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
-}
-
 async function ledgerSessionCount(stack: Stack, tenant: string): Promise<number> {
   const from = new Date(Date.now() - 86_400_000).toISOString();
   const to = new Date(Date.now() + 86_400_000).toISOString();
@@ -88,12 +84,12 @@ describe('sockets that never send a config', () => {
   it(`${SOCKETS} unconfigured sockets with one token: past the bound refused before the upgrade, no ledger session, no active session`, async () => {
     const tenant = 'idle-flood';
     const sessionsBefore = await ledgerSessionCount(stack, tenant);
-    const activeBefore = await metricSum(stack, 'speech_gateway_active_sessions');
+    const activeBefore = await metric(stack.gateway.server.port, 'speech_gateway_active_sessions');
     const url = urlOf(stack, tenant, await tokenOf(stack, tenant, 'flooder'));
 
     const { accepted, refused } = await openMany(url, SOCKETS);
     try {
-      assert.equal(await metricSum(stack, 'speech_gateway_active_sessions'), activeBefore, 'unconfigured sockets are not active sessions');
+      assert.equal(await metric(stack.gateway.server.port, 'speech_gateway_active_sessions'), activeBefore, 'unconfigured sockets are not active sessions');
       // A configured session of another subject of the tenant: the ledger has it, and only it.
       await dictate(await openClient(urlOf(stack, tenant, await tokenOf(stack, tenant, 'dictating'))));
       await until(async () => (await ledgerSessionCount(stack, tenant)) > sessionsBefore, 'the dictation in the ledger');
@@ -101,12 +97,12 @@ describe('sockets that never send a config', () => {
 
       assert.equal(accepted.length, BOUND, `at most MAX_UNCONFIGURED_PER_SUBJECT (${BOUND}) open; refused: ${JSON.stringify([...refused])}`);
       assert.deepEqual([...refused], [['429 UNCONFIGURED_LIMIT', SOCKETS - BOUND]], 'every other socket refused before the upgrade');
-      assert.equal(await metricSum(stack, 'speech_gateway_unconfigured_sockets'), BOUND);
+      assert.equal(await metric(stack.gateway.server.port, 'speech_gateway_unconfigured_sockets'), BOUND);
     } finally {
       for (const ws of accepted) ws.terminate();
     }
     // Closed sockets give their place back: the same token opens its bound again.
-    await until(async () => (await metricSum(stack, 'speech_gateway_unconfigured_sockets')) === 0, 'the unconfigured sockets to be released');
+    await until(async () => (await metric(stack.gateway.server.port, 'speech_gateway_unconfigured_sockets')) === 0, 'the unconfigured sockets to be released');
     const again = await openMany(url, BOUND);
     assert.equal(again.accepted.length, BOUND);
     for (const ws of again.accepted) ws.terminate();
@@ -121,7 +117,7 @@ describe('sockets that never send a config', () => {
     // The holder keeps its bound of sockets open and reopens them, as every 10 s in the report.
     for (let round = 0; round < 3; round++) {
       for (const ws of held) ws.terminate();
-      await until(async () => (await metricSum(stack, 'speech_gateway_unconfigured_sockets')) === 0, 'the holder\'s sockets released');
+      await until(async () => (await metric(stack.gateway.server.port, 'speech_gateway_unconfigured_sockets')) === 0, 'the holder\'s sockets released');
       held = (await openMany(idle, BOUND)).accepted;
       assert.equal(held.length, BOUND);
     }

@@ -10,6 +10,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
 import { FIXTURES } from '../support/fixtures.js';
+import { metric } from '../support/metrics.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
@@ -58,12 +59,6 @@ const finals = (page: Page) => page.locator('#finals li').allTextContents();
 const waitForFinals = (page: Page, n: number) => page.locator('#finals li').nth(n - 1).waitFor({ timeout: WAIT_MS });
 const waitForEvent = (page: Page, text: string) => page.locator('#events li', { hasText: text }).first().waitFor({ timeout: WAIT_MS });
 
-async function metric(line: RegExp): Promise<number> {
-  const text = await (await fetch(`${http}/metrics`)).text();
-  const m = text.split('\n').find((l) => line.test(l));
-  return m ? Number(m.split(' ').pop()) : 0;
-}
-
 /** Finals' [start-end] in order: one timeline, each second once. */
 function assertOneTimeline(lines: string[]): void {
   const spans = lines.map((l) => /^\[(\d+\.\d+)-(\d+\.\d+) s\]/.exec(l)).map((m) => [Number(m![1]), Number(m![2])]);
@@ -75,7 +70,7 @@ describe('browser demo (Chromium, fake microphone)', () => {
     const { page, errors } = await openDemo(`${http}/`);
     await page.click('#start');
     await waitForFinals(page, 2);
-    assert.equal(await metric(/^speech_gateway_active_sessions\{endpoint="transcribe",tenant="base"\}/), 1);
+    assert.equal(await metric(stack.gateway.server.port, 'speech_gateway_active_sessions{endpoint="transcribe",tenant="base"}'), 1);
     const upstream = stack.emulator.sessions.at(-1)!;
     assert.equal((upstream.config as { audioFormat: string }).audioFormat, 'audio/webm;codecs=opus');
     assert.equal(upstream.audio.subarray(0, 4).toString('hex'), '1a45dfa3', 'the upstream got WebM from its first byte');
@@ -89,8 +84,8 @@ describe('browser demo (Chromium, fake microphone)', () => {
     assert.match(await page.locator('#usage').innerText(), /^\d+(\.\d+)?$/, 'final credits shown');
     assert.ok(Number(await page.locator('#usage').innerText()) > 0);
     assertOneTimeline(await finals(page));
-    assert.ok((await metric(/^speech_gateway_sessions_total\{endpoint="transcribe",outcome="ended"\}/)) >= 1);
-    assert.equal(await metric(/^speech_gateway_active_sessions\{endpoint="transcribe",tenant="base"\}/), 0);
+    assert.ok((await metric(stack.gateway.server.port, 'speech_gateway_sessions_total{endpoint="transcribe",outcome="ended"}')) >= 1);
+    assert.equal(await metric(stack.gateway.server.port, 'speech_gateway_active_sessions{endpoint="transcribe",tenant="base"}'), 0);
     assert.deepEqual(errors, []);
     await page.locator('#start:enabled').waitFor({ timeout: WAIT_MS }); // the close was seen: Start is offered again
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
@@ -112,7 +107,7 @@ describe('browser demo (Chromium, fake microphone)', () => {
     assert.equal(await page.locator('#session').innerText(), sessionId);
     assert.equal(stack.emulator.sessions.length, upstreamSessions, 'no new upstream session');
     assertOneTimeline(await finals(page));
-    assert.ok((await metric(/^speech_gateway_resumes_total\{result="resumed"\}/)) >= 1);
+    assert.ok((await metric(stack.gateway.server.port, 'speech_gateway_resumes_total{result="resumed"}')) >= 1);
     // The drop itself is the only error the browser reports (a reset socket).
     assert.deepEqual(errors.filter((e) => !/WebSocket/.test(e)), []);
     await page.close();
