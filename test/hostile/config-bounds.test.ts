@@ -3,7 +3,8 @@
 // a short, escaped prefix of what the client sent. Large but legal configs still pass.
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
-import { echo, MAX_CLIENT_TEXT_BYTES, parseClientMessage, validateConfig, type Endpoint } from '../../src/protocol/index.js';
+import { echo, MAX_CLIENT_TEXT_BYTES, parseClientMessage, validateConfig } from '../../src/protocol/index.js';
+import { accepted, denied } from '../support/config-validation.js';
 
 const MB10 = 10 * 1024 * 1024;
 const transcribe = { primaryLanguage: 'en' };
@@ -14,19 +15,6 @@ function nested(levels: number): unknown {
   let v: unknown = 1;
   for (let i = 0; i < levels; i++) v = [v];
   return v;
-}
-
-function denied(endpoint: Endpoint, configuration: unknown): string {
-  const r = validateConfig(endpoint, configuration);
-  assert.equal(r.ok, false, 'expected a denial');
-  if (r.ok) throw new Error('unreachable');
-  assert.equal(r.status, 'denied', r.reason);
-  return r.reason;
-}
-
-function accepted(endpoint: Endpoint, configuration: unknown) {
-  const r = validateConfig(endpoint, configuration);
-  assert.equal(r.ok, true, r.ok ? '' : r.reason);
 }
 
 describe('config nesting is bounded without recursion', () => {
