@@ -1,55 +1,27 @@
-// The shell around the pure session machine: it turns socket callbacks into machine events and
-// performs the machine's effects with the real upstream socket, audio pipeline, timers, ledger
-// and metrics. Decisions live in machine.ts; this file only carries them out.
+// The shell around the pure session machine: it turns socket and upstream callbacks into machine
+// events and performs the machine's effects through its collaborators: the client's audio on its way
+// upstream (intake.ts), the client's output (client-output.ts), usage figures (usage-tally.ts), named
+// timers (timers.ts); what happens to the session is told as lifecycle events (lifecycle.ts), which the
+// ledger, metrics and log observe (observers.ts).
 import { createAudioPipeline, createReplayBuffer, planAudio, type AudioPipeline, type AudioPlan } from '../audio/index.js';
 import type { UpstreamCredentials } from '../auth/index.js';
 import { errorMessage, MAX_CLIENT_TEXT_BYTES, oversizedText, parseClientMessage, serverMessages, validateConfig, type Endpoint } from '../protocol/index.js';
-import { metrics, tenantLabel, type Logger } from '../telemetry/index.js';
+import { metrics, type Logger } from '../telemetry/index.js';
 import type { UpstreamLiveness, UpstreamTarget } from '../upstream/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
-import { FlushGate, MAX_UNANSWERED_FLUSHES } from './flushes.js';
-import { AudioInbox } from './inbox.js';
-import { HANDED_OVER_REASON, HANDOVER_CLOSE_WAIT_MS, MAX_INIT_BYTES, MissedOutput, sameConfig, type Restore, type SessionSnapshot } from './resume.js';
+import { ClientOutput, type ClientSink } from './client-output.js';
+import { AudioIntake, type Control } from './intake.js';
+import { Lifecycle } from './lifecycle.js';
+import { observeSession } from './observers.js';
+import { HANDED_OVER_REASON, HANDOVER_CLOSE_WAIT_MS, MAX_INIT_BYTES, sameConfig, type Restore, type SessionSnapshot } from './resume.js';
+import { systemClock, Timers, type Clock } from './timers.js';
 import { UpstreamLink, type ReconnectPolicy } from './upstream-link.js';
-import { SessionCredits } from './usage-figures.js';
+import { UsageTally } from './usage-tally.js';
 import { CLOSE, forwardsAudio, initialState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
 
-/** What the server hands a session to talk to its client socket. */
-export interface ClientSink {
-  /** false: the client is not reading (the message was dropped, or its backlog is over the bound). */
-  sendText(text: string | Buffer): boolean;
-  /** Bytes sent to the client and not yet taken by it. */
-  backlog(): number;
-  close(code: number, reason: string): void;
-  /** Once closed: what it took and its client is known not to have got (through the internal hop). */
-  undelivered(): Array<string | Buffer>;
-}
+export type { ClientSink };
 
-/** Past this much unread output, interim transcripts are dropped (finals, facts, usage never are). */
-const SHED_BACKLOG_BYTES = 64 * 1024;
-
-const FINAL_FALSE = /"(?:isFinal|final)"\s*:\s*false/;
-const FINAL_TRUE = /"(?:isFinal|final)"\s*:\s*true/;
-
-/** An upstream transcript message carrying interim results only (`isFinal` on /transcribe, `final` on
- * /streams, false throughout): the only messages a slow client can do without. Only asked while
- * the client is behind, so the decode is off the normal path. */
-function isInterimOnly(data: Buffer): boolean {
-  const text = data.toString('latin1');
-  return FINAL_FALSE.test(text) && !FINAL_TRUE.test(text);
-}
-
-type Control = { type: 'flush' | 'end' };
-
-/** Held audio pieces smaller than this are joined: a client alternating tiny audio and text frames
- * cannot make the held queue one object per byte. */
-const JOIN_BELOW_BYTES = 1024;
-/** The held queue yields to the event loop after this many pieces, so no client stalls the process. */
-const YIELD_EVERY = 256;
-
-// The per-message latency histogram's two children, taken once (no labels looked up per message).
-const CLIENT_TO_UPSTREAM = metrics.forwardLatency.labels('client_to_upstream');
-const UPSTREAM_TO_CLIENT = metrics.forwardLatency.labels('upstream_to_client');
+type TimerName = 'config_deadline' | 'time_limit' | 'upstream_answer' | 'resume_grace';
 
 export interface SessionSettings {
   upstreamWsBase: string;
@@ -74,6 +46,8 @@ export interface SessionDeps {
   ledger: UsageLedger;
   limiter: SessionLimiter;
   logger: Logger;
+  /** the session's timers run on it (tests give a fake one) */
+  clock?: Clock;
 }
 
 export interface SessionInfo {
@@ -97,51 +71,25 @@ export class Session {
   private state: SessionState;
   private readonly startedAt = Date.now();
   private configReceivedAt = 0;
+  private readonly log: Logger;
+  private readonly lifecycle = new Lifecycle();
+  private readonly timers: Timers<TimerName>;
+  private readonly output: ClientOutput;
+  private readonly intake: AudioIntake;
+  private readonly usage: UsageTally;
   private link?: UpstreamLink;
   private upstreamSessionId?: string;
   private plan?: AudioPlan;
   private pipeline?: AudioPipeline;
-  private readonly timers = new Map<string, NodeJS.Timeout>();
-  /** Audio and flush/end in the client's order while a flush/end waits for the pipeline to drain
-   * what came before it: what follows waits for it to be sent. */
-  private ordered: Array<Buffer | Control> = [];
-  private orderedBytes = 0;
-  private ordering = false;
-  /** client flushes coalesced: at most one pending upstream, each still answered */
-  private readonly flushes = new FlushGate({
-    sendUpstream: () => this.sendControlAfterDrain({ type: 'flush' }),
-    answer: () => {
-      this.sendClient('{"type":"flushed"}');
-      this.sendClient('{"type":"delta_usage","credits":0}');
-    },
-    refuse: () => this.sendClient(JSON.stringify(errorMessage('TOO_MANY_FLUSHES',
-      `${MAX_UNANSWERED_FLUSHES} flushes are waiting for the speech service's answer; flushes are refused until it comes`))),
-  });
-  private readonly inbox = new AudioInbox((audio) => this.onClientAudio(audio));
-  private clientSlow = false;
-  /** while a resumable client is away: what it misses */
-  private missed?: MissedOutput;
   /** the client's validated config and what the first CONFIG_ACCEPTED told it (a resume gets the same) */
   private clientConfig?: unknown;
   private accepted?: { sessionId?: unknown; configuration?: unknown };
   /** a socket took the session over and has not sent its config yet */
   private resumePending = false;
-  /** audio bytes received from the client, over every socket of the session */
-  private audioBytesIn = 0;
-  private usageSeq = 0;
-  /** the socket's own truth (the machine's clientConnected says what it intends) */
-  private clientOpen = true;
-  /** arrival time of the oldest client audio not yet sent upstream (re-chunking + pacing delay) */
-  private oldestUnsentAudioAt?: number;
-  private finalCredits?: number;
-  private deltaCredits = 0;
-  /** the session's usage over every upstream session and replica: what its client is told */
-  private credits = new SessionCredits();
   /** the parser's input byte n is the client's byte n + clientBytesBase, from clientBytesFrom on (a
    *  restored parser reads the record's headers and continuation first) */
   private clientBytesBase = 0;
   private clientBytesFrom = 0;
-  private readonly log: Logger;
   /** the client's container headers as they went upstream (another replica parses the rest with them) */
   private init: Buffer[] = [];
   private initBytes = 0;
@@ -176,15 +124,31 @@ export class Session {
   constructor(
     private readonly deps: SessionDeps,
     readonly info: SessionInfo,
-    private client: ClientSink,
+    client: ClientSink,
     restore?: Restore,
   ) {
     this.key = info.sessionKey;
     this.state = initialState(info.endpoint);
     this.log = deps.logger.child({ session: this.key, tenant: info.tenant, endpoint: info.endpoint, interaction: info.interactionId });
+    observeSession(this.lifecycle, info, deps.ledger, this.log);
+    this.timers = new Timers(deps.clock ?? systemClock);
+    this.usage = new UsageTally(deps.ledger, this.key);
+    this.output = new ClientOutput(client, {
+      tooSlow: () => this.guard(() => this.dispatch({ type: 'client_too_slow', details: 'the client is not reading its messages' })),
+      heldOverflow: () => this.guard(() => this.dispatch({ type: 'resume_grace' })),
+    });
+    this.intake = new AudioIntake({
+      maxBufferedBytes: deps.settings.maxBufferedAudioBytes,
+      pipeline: () => this.pipeline,
+      over: () => this.over,
+      deliver: (audio) => this.onClientAudio(audio),
+      sendControl: (message) => this.guard(() => this.sendControl(message)),
+      failed: (details) => this.guard(() => this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_MALFORMED', details })),
+      tell: (text) => this.output.send(text),
+    });
     this.timer('config_deadline', deps.settings.configTimeoutMs, { type: 'config_deadline' });
     if (info.endpoint === 'streams') this.timer('time_limit', deps.settings.streamMaxSeconds * 1000, { type: 'time_limit' });
-    this.log.info({ event: 'session_start', restored: restore !== undefined }, 'session started');
+    this.lifecycle.emit({ type: 'opened', restored: restore !== undefined });
     if (restore) this.restoreFrom(restore);
   }
 
@@ -199,16 +163,14 @@ export class Session {
     this.clearTimer('config_deadline');
     this.becomeLive(true);
     this.accepted = r.accepted;
-    this.usageSeq = r.seq;
     const resume = r.crash ? r.resume : undefined; // the client resends from there: nothing the finals lack is lost
-    this.audioBytesIn = resume?.audioBytes ?? r.audioBytes;
+    this.intake.bytesIn = resume?.audioBytes ?? r.audioBytes;
     this.mediaBefore = resume?.mediaReceived ?? r.mediaReceived;
-    this.credits = new SessionCredits(r.credits, r.segment);
-    this.clientBytesFrom = this.audioBytesIn;
-    this.clientBytesBase = this.audioBytesIn - r.init.length - (r.continuation?.bytes.length ?? 0);
+    this.usage.restore(r.seq, r.credits, r.segment);
+    this.clientBytesFrom = this.intake.bytesIn;
+    this.clientBytesBase = this.intake.bytesIn - r.init.length - (r.continuation?.bytes.length ?? 0);
     this.finalNoted = r.finalUntil;
-    this.missed = new MissedOutput();
-    for (const m of r.missed) this.missed.push(m);
+    this.output.hold(r.missed);
     this.resumePending = true;
     this.state = { ...this.state, phase: 'reconnecting', resume: 'configured' };
     this.openUpstream(verdict.upstreamConfig, r);
@@ -227,9 +189,9 @@ export class Session {
     if (!kind || source === 'webm-pcm' || !this.link || this.initBytes === 0 || this.initBytes > MAX_INIT_BYTES) return undefined;
     return {
       config: this.clientConfig, accepted: this.accepted, kind, init: Buffer.concat(this.init),
-      offset: this.link.offset, finalUntil: this.link.finalUntil, audioBytes: this.audioBytesIn,
-      mediaReceived: this.mediaBefore + (this.pipeline?.stats.mediaSecondsIn ?? 0), segment: this.link.segment, seq: this.usageSeq,
-      credits: this.credits.soFar, resume: this.resumePoint(),
+      offset: this.link.offset, finalUntil: this.link.finalUntil, audioBytes: this.intake.bytesIn,
+      mediaReceived: this.mediaReceived, segment: this.link.segment, seq: this.usage.lastSeq,
+      credits: this.usage.soFar, resume: this.resumePoint(),
     };
   }
 
@@ -238,9 +200,13 @@ export class Session {
     const p = this.link?.resumePoint();
     if (!p) return undefined;
     const audioBytes = this.clientBytesBase + p.at;
-    if (audioBytes < this.clientBytesFrom || audioBytes > this.audioBytesIn) return undefined;
-    const media = this.mediaBefore + (this.pipeline?.stats.mediaSecondsIn ?? 0);
-    return { audioBytes, mediaReceived: Math.max(this.mediaBefore, media - p.behind) };
+    if (audioBytes < this.clientBytesFrom || audioBytes > this.intake.bytesIn) return undefined;
+    return { audioBytes, mediaReceived: Math.max(this.mediaBefore, this.mediaReceived - p.behind) };
+  }
+
+  /** Media seconds of the client's audio received, over every replica the session was on. */
+  private get mediaReceived(): number {
+    return this.mediaBefore + (this.pipeline?.stats.mediaSecondsIn ?? 0);
   }
 
   /** The drain hands the session to whichever replica its client reconnects to: the client is closed
@@ -255,8 +221,8 @@ export class Session {
     this.leaving = true;
     return new Promise((resolve) => {
       this.handover = resolve;
-      this.missed ??= new MissedOutput(); // output from now on is kept for the successor
-      if (this.clientOpen) this.handoverClose = setTimeout(() => this.guard(() => this.endForHandover()), HANDOVER_CLOSE_WAIT_MS);
+      this.output.hold(); // output from now on is kept for the successor
+      if (this.output.isOpen) this.handoverClose = setTimeout(() => this.guard(() => this.endForHandover()), HANDOVER_CLOSE_WAIT_MS);
       else this.guard(() => this.endForHandover());
     });
   }
@@ -265,11 +231,8 @@ export class Session {
   private endForHandover(): void {
     clearTimeout(this.handoverClose);
     this.handoverClose = undefined;
-    if (this.clientOpen) {
-      this.clientOpen = false;
-      this.client.close(CLOSE.serviceRestart, HANDED_OVER_REASON);
-    }
-    this.inbox.flush();
+    this.output.close(CLOSE.serviceRestart, HANDED_OVER_REASON);
+    this.intake.flushInbox();
     this.pipeline?.hurry();
     this.dispatch({ type: 'shutdown' });
   }
@@ -280,12 +243,10 @@ export class Session {
     const done = this.handover!;
     const continuation = this.pipeline?.continuation();
     const snapshot = { ...this.snapshot()!, continuation: continuation && continuation.bytes.length <= MAX_INIT_BYTES ? continuation : undefined };
-    const missed = (this.missed?.take() ?? []).map((m) => m.toString());
+    const missed = this.output.release().map((m) => m.toString());
     this.handover = undefined;
-    const credits = this.finalCredits ?? this.deltaCredits;
-    if (credits > 0) metrics.credits.inc({ tenant: tenantLabel(this.info.tenant), endpoint: this.info.endpoint }, credits);
-    this.log.info({ event: 'session_handed_over', segment: snapshot.segment, finalUntil: snapshot.finalUntil, missed: missed.length }, 'session handed over');
     this.leave();
+    this.lifecycle.emit({ type: 'handed_over', segment: snapshot.segment, finalUntil: snapshot.finalUntil, missed: missed.length, credits: this.usage.total, live: this.live });
     done({ ...snapshot, missed });
   }
 
@@ -300,25 +261,21 @@ export class Session {
     this.leaving = true; // its record is not this process's to write any more
     if (!sameSession) return this.lostKey();
     this.disowned = true;
-    if (this.clientOpen) {
-      this.clientOpen = false;
-      this.client.close(CLOSE.replaced, 'taken over by another gateway replica');
-    }
+    this.output.close(CLOSE.replaced, 'taken over by another gateway replica');
     void this.deps.limiter.handOff(this.info.tenant, this.key, 0); // renewed by the new owner now
     const { phase } = this.state;
     if (phase !== 'configured' && phase !== 'reconnecting' && phase !== 'ending') return this.leave();
     this.handover ??= () => undefined; // the upstream's `ended` takes it out of this process (handedOverNow)
-    this.missed ??= new MissedOutput(); // its output has no client here any more
+    this.output.hold(); // its output has no client here any more
     this.endForHandover();
   }
 
   /** The resume key is another session's now: the client is told, the session ends (usage final). */
   private lostKey(): void {
     this.keyLost = true;
-    if (this.clientOpen) {
-      this.sendNow(JSON.stringify(errorMessage('RESUME_KEY_IN_USE', 'another session took this resume key; this session has ended: open a new one with a new key')));
-      this.clientOpen = false;
-      this.client.close(CLOSE.replaced, 'resume key taken by another session');
+    if (this.output.isOpen) {
+      this.output.sendNow(JSON.stringify(errorMessage('RESUME_KEY_IN_USE', 'another session took this resume key; this session has ended: open a new one with a new key')));
+      this.output.close(CLOSE.replaced, 'resume key taken by another session');
     }
     this.handover?.(undefined); // a handover under way: the session ends here instead
     this.handover = undefined;
@@ -328,16 +285,13 @@ export class Session {
   /** Out of this process without ending the ledger session or releasing the slot. */
   private leave(): void {
     clearTimeout(this.handoverClose);
-    if (this.clientOpen) this.client.close(CLOSE.serviceRestart, HANDED_OVER_REASON); // handed over while its close waited
-    this.clientOpen = false;
+    this.output.close(CLOSE.serviceRestart, HANDED_OVER_REASON); // handed over while its close waited
     this.handedOver = true;
     this.leaving = true;
     this.state = { ...this.state, phase: 'closed' };
-    for (const t of this.timers.values()) clearTimeout(t);
-    this.timers.clear();
+    this.timers.clearAll();
     this.link?.close();
     this.pipeline?.close();
-    if (this.live) metrics.activeSessions.dec({ endpoint: this.info.endpoint, tenant: tenantLabel(this.info.tenant) });
     this.onFinished?.(this);
   }
 
@@ -351,14 +305,14 @@ export class Session {
 
   /** No final usage from the upstream (yet): the ledger has the provisional sum, marked estimated. */
   get usageEstimated(): boolean {
-    return this.finalCredits === undefined;
+    return this.usage.estimated;
   }
 
   // ── client side ────────────────────────────────────────────────────────────
   /** `text` is uWS's buffer (valid during its callback): a text over the limit is never decoded. */
   onClientText(text: ArrayBuffer): void {
     try {
-      this.inbox.flush(); // audio sent before this message goes first
+      this.intake.flushInbox(); // audio sent before this message goes first
       const parsed = text.byteLength > MAX_CLIENT_TEXT_BYTES
         ? oversizedText(text.byteLength)
         : parseClientMessage(Buffer.from(text).toString('utf8'));
@@ -384,13 +338,12 @@ export class Session {
    * counted as they arrive, across every buffer the session holds, before any transcoding. */
   onClientBinary(frame: ArrayBuffer): void {
     try {
-      const max = this.deps.settings.maxBufferedAudioBytes;
-      if (this.state.phase === 'configured' && this.bufferedInputBytes + frame.byteLength > max) {
-        this.dropAudio(); // nothing more of this stream goes upstream; a pending flush/end goes out now
-        return this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_BUFFER_OVERRUN', details: `more than ${max} bytes of audio waiting to be forwarded; send audio at real time` });
+      const overrun = this.state.phase === 'configured' ? this.intake.wouldOverrun(frame.byteLength) : undefined;
+      if (overrun) {
+        this.intake.drop(); // nothing more of this stream goes upstream; a pending flush/end goes out now
+        return this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_BUFFER_OVERRUN', details: overrun });
       }
-      this.audioBytesIn += frame.byteLength;
-      this.inbox.add(frame);
+      this.intake.add(frame);
       if (this.handoverClose) this.endForHandover();
     } catch (err) {
       this.crash(err);
@@ -401,7 +354,7 @@ export class Session {
    * `forward_audio`: that phase check is a field read here, not an event and effects per piece. */
   private onClientAudio(audio: Buffer): void {
     try {
-      if (forwardsAudio(this.state)) this.forwardAudio(audio);
+      if (forwardsAudio(this.state)) this.intake.forward(audio);
       else this.dispatch({ type: 'client_audio', audio });
     } catch (err) {
       this.crash(err);
@@ -410,16 +363,14 @@ export class Session {
 
   /** `sink` closed: the session's own client (not an older socket it already replaced). */
   onClientClosed(sink: ClientSink): void {
-    if (sink !== this.client) return;
-    this.clientOpen = false;
+    if (!this.output.closed(sink)) return;
     if (this.handover) return; // closed by the handover: its output is kept already
     this.guard(() => {
-      this.inbox.flush();
+      this.intake.flushInbox();
       const { phase } = this.state;
-      const mayResume = this.info.resumeKey !== undefined && !this.clientSlow && !this.keyLost && (phase === 'configured' || phase === 'reconnecting' || phase === 'ending');
+      const mayResume = this.info.resumeKey !== undefined && !this.output.isSlow && !this.keyLost && (phase === 'configured' || phase === 'reconnecting' || phase === 'ending');
       if (!mayResume) return this.dispatch({ type: 'client_closed' });
-      this.missed = new MissedOutput();
-      for (const message of sink.undelivered()) this.keepForResume(message);
+      this.output.hold(sink.undelivered());
       this.log.info({ event: 'client_detached' }, 'client dropped; waiting for it to resume');
       this.dispatch({ type: 'client_detached' });
     });
@@ -429,13 +380,9 @@ export class Session {
    * sends before its config continues the stream, after whatever was lost in flight. */
   attach(sink: ClientSink): void {
     this.guard(() => {
-      const older = this.client;
-      this.client = sink;
-      if (this.clientOpen) older.close(CLOSE.replaced, 'replaced by a newer connection with the same resume key');
-      this.clientOpen = true;
-      this.clientSlow = false;
+      this.output.replace(sink, { code: CLOSE.replaced, reason: 'replaced by a newer connection with the same resume key' });
       this.resumePending = true;
-      this.missed ??= new MissedOutput(); // the older socket's output, from now on, waits for the new one's config
+      this.output.hold(); // the older socket's output, from now on, waits for the new one's config
       this.pipeline?.gap(); // bytes sent just before the drop may never have arrived
       metrics.resumes.inc({ result: 'attached' });
       this.dispatch({ type: 'client_resumed' });
@@ -448,16 +395,14 @@ export class Session {
     if (!v.ok || !sameConfig(v.config, this.clientConfig)) {
       metrics.resumes.inc({ result: 'config_differs' });
       // This socket's own answer: not kept with the output the session keeps for its client.
-      this.sendNow(JSON.stringify(serverMessages.configStatus('CONFIG_DENIED', { reason: 'configuration differs from the session being resumed' })));
+      this.output.sendNow(JSON.stringify(serverMessages.configStatus('CONFIG_DENIED', { reason: 'configuration differs from the session being resumed' })));
       return this.perform({ type: 'close_client', code: CLOSE.configDenied, reason: 'config differs from the resumed session' });
     }
     this.resumePending = false;
-    const missed = this.missed?.take() ?? [];
-    this.missed = undefined;
-    this.sendClient(JSON.stringify({ ...serverMessages.configStatus('CONFIG_ACCEPTED'), ...this.accepted, resumed: true, audioBytes: this.audioBytesIn }));
-    for (const message of missed) this.sendClient(message);
-    metrics.resumes.inc({ result: 'resumed' });
-    this.log.info({ event: 'client_resumed', missed: missed.length, audioBytes: this.audioBytesIn }, 'client resumed its session');
+    const missed = this.output.release();
+    this.output.send(JSON.stringify({ ...serverMessages.configStatus('CONFIG_ACCEPTED'), ...this.accepted, resumed: true, audioBytes: this.intake.bytesIn }));
+    for (const message of missed) this.output.send(message);
+    this.lifecycle.emit({ type: 'resumed', missed: missed.length, audioBytes: this.intake.bytesIn });
     this.dispatch({ type: 'client_caught_up' });
   }
 
@@ -471,11 +416,6 @@ export class Session {
 
   abort(): void {
     this.guard(() => this.dispatch({ type: 'drain_deadline' }));
-  }
-
-  /** Client audio received and not yet sent upstream: batched, held behind a flush/end, in the pipeline. */
-  private get bufferedInputBytes(): number {
-    return this.inbox.bufferedBytes + this.orderedBytes + (this.pipeline?.bufferedBytes ?? 0);
   }
 
 
@@ -526,7 +466,7 @@ export class Session {
   private onUpstreamMessage(type: string | undefined, data: Buffer): void {
     try {
       this.upstreamMessage(type, data);
-      if (!this.over) this.flushes.relayed(type);
+      if (!this.over) this.intake.flushes.relayed(type);
     } catch (err) {
       this.crash(err);
     }
@@ -535,7 +475,7 @@ export class Session {
   private upstreamMessage(type: string | undefined, data: Buffer): void {
     if (this.handover && (type === 'ended' || type === 'ENDED')) return this.handedOverNow();
     // This upstream session's final usage is the ledger's; the client's session goes on elsewhere.
-    if (this.handover && type === 'usage') return void this.recordUsage(type, data);
+    if (this.handover && type === 'usage') return void this.usage.record(type, data, this.segment);
     switch (type) {
       case 'CONFIG_DENIED':
       case 'CONFIG_REJECTED':
@@ -547,29 +487,28 @@ export class Session {
         return this.dispatch({ type: 'upstream_config_status', status: type, data });
       case 'delta_usage':
       case 'usage':
-        return this.relay(this.usageForClient(type, this.recordUsage(type, data)));
+        return this.output.relay(this.usage.forClient(type, this.usage.record(type, data, this.segment)));
       case 'ended':
       case 'ENDED':
         this.clearTimer('upstream_answer');
         return this.dispatch({ type: 'upstream_ended', data });
       case 'transcript':
         // A client falling behind loses interim transcripts first, never a final one.
-        if (this.client.backlog() > SHED_BACKLOG_BYTES && isInterimOnly(data)) return this.shed();
-        this.relay(data);
+        if (!this.output.relayTranscript(data)) return;
         if (this.onFinal && this.link && this.link.finalUntil > this.finalNoted) {
           this.finalNoted = this.link.finalUntil;
           this.onFinal();
         }
         return;
       default:
-        return this.relay(data); // facts, commands, flushed, errors: bytes as they came
+        return this.output.relay(data); // facts, commands, flushed, errors: bytes as they came
     }
   }
 
   /** The first upstream session took the config: audio can flow, and the client is told. */
   private onConfigAccepted(data: Buffer): void {
     this.clearTimer('upstream_answer');
-    metrics.configLatency.observe({ endpoint: this.info.endpoint }, (Date.now() - this.configReceivedAt) / 1000);
+    this.lifecycle.emit({ type: 'config_accepted', latencySeconds: (Date.now() - this.configReceivedAt) / 1000 });
     this.becomeLive(false);
     this.recordUpstreamSession(data);
     this.startPipeline();
@@ -580,16 +519,14 @@ export class Session {
   private onReconnected(data: Buffer): void {
     this.recordUpstreamSession(data);
     this.pipeline?.discardQueued(); // the replay carried what was waiting to be paced out
-    if (this.info.notices) this.sendClient(JSON.stringify(serverMessages.notice('UPSTREAM_RECONNECTED', 'the speech service connection was replaced; nothing was lost')));
+    if (this.info.notices) this.output.send(JSON.stringify(serverMessages.notice('UPSTREAM_RECONNECTED', 'the speech service connection was replaced; nothing was lost')));
     this.dispatch({ type: 'upstream_reconnected' });
   }
 
   /** The ledger session starts now (a restored one goes on from the replica it started on). */
   private becomeLive(restored: boolean): void {
     this.live = true;
-    const { tenant, endpoint, interactionId } = this.info;
-    if (!restored) this.deps.ledger.sessionStarted({ sessionKey: this.key, tenant, endpoint, interactionId, startedAt: Date.now() });
-    metrics.activeSessions.inc({ endpoint, tenant: tenantLabel(tenant) });
+    this.lifecycle.emit({ type: 'live', restored, at: Date.now() });
   }
 
   /** The tenant's slot is taken once the config is valid, before any upstream session opens: a
@@ -612,7 +549,7 @@ export class Session {
       const sessionId = accepted.sessionId;
       if (typeof sessionId !== 'string') return;
       this.upstreamSessionId = sessionId;
-      this.deps.ledger.setUpstreamSessionId(this.key, sessionId, this.link?.segment ?? 0);
+      this.lifecycle.emit({ type: 'upstream_segment', upstreamSessionId: sessionId, segment: this.segment });
     } catch {
       /* relayed as is; the id is only for records */
     }
@@ -651,51 +588,10 @@ export class Session {
   private onFrame(frame: Buffer): void {
     try {
       this.link?.sendAudio(frame);
-      if (this.oldestUnsentAudioAt !== undefined) {
-        CLIENT_TO_UPSTREAM.observe((performance.now() - this.oldestUnsentAudioAt) / 1000);
-        this.oldestUnsentAudioAt = undefined;
-      }
+      this.intake.sent();
     } catch (err) {
       this.crash(err);
     }
-  }
-
-  /**
-   * Records the upstream's figure and returns what the client is sent: the message as it came, or,
-   * when the ledger refused its figure (out of range, not a number), the same message with a figure
-   * the ledger holds: 0 for a delta, the session's provisional sum for a final. The client still gets
-   * its delta_usage after `flushed` and its usage before `ended`.
-   */
-  private recordUsage(kind: 'delta_usage' | 'usage', data: Buffer): Buffer {
-    let message: unknown;
-    try {
-      message = JSON.parse(data.toString('utf8'));
-    } catch {
-      message = undefined;
-    }
-    const fields = typeof message === 'object' && message !== null && !Array.isArray(message) ? (message as Record<string, unknown>) : {};
-    const credits = typeof fields.credits === 'number' ? fields.credits : Number.NaN;
-    const final = kind === 'usage';
-    const at = Date.now();
-    if (this.deps.ledger.recordUsage({ sessionKey: this.key, seq: ++this.usageSeq, seg: this.link?.segment ?? 0, kind: final ? 'final' : 'delta', credits, at })) {
-      if (final) this.finalCredits = credits;
-      else this.deltaCredits += credits;
-      this.credits.add(this.link?.segment ?? 0, final ? 'final' : 'delta', credits);
-      return data;
-    }
-    return Buffer.from(JSON.stringify({ ...fields, type: kind, credits: final ? this.finalCredits ?? this.deltaCredits : 0 }));
-  }
-
-  /** A usage message as the client gets it: the session's figures over every upstream session. */
-  private usageForClient(kind: 'delta_usage' | 'usage', data: Buffer): Buffer {
-    let fields: unknown;
-    try {
-      fields = JSON.parse(data.toString('utf8'));
-    } catch {
-      fields = undefined; // the figures alone
-    }
-    const rest = typeof fields === 'object' && fields !== null && !Array.isArray(fields) ? fields : {};
-    return Buffer.from(JSON.stringify({ ...rest, type: kind, credits: this.credits.forClient(kind) }));
   }
 
   // ── the machine and its effects ────────────────────────────────────────────
@@ -708,26 +604,21 @@ export class Session {
   private perform(e: Effect): void {
     switch (e.type) {
       case 'send_client':
-        return this.sendClient(JSON.stringify(e.message));
+        return this.output.send(JSON.stringify(e.message));
       case 'relay_client':
-        return this.relay(e.data);
+        return this.output.relay(e.data);
       case 'close_client':
-        if (this.clientOpen) {
-          this.clientOpen = false;
-          this.client.close(e.code, e.reason);
-        }
-        return;
+        return this.output.close(e.code, e.reason);
       case 'open_upstream':
         return this.openWithSlot(e.config);
       case 'forward_audio':
-        return this.forwardAudio(e.audio);
+        return this.intake.forward(e.audio);
       case 'flush_upstream':
-        return this.flushes.ask();
+        return this.intake.flushes.ask();
       case 'end_upstream':
-        this.flushes.beforeEnd();
-        return this.sendControlAfterDrain({ type: 'end' });
+        return this.intake.end();
       case 'close_upstream':
-        this.dropAudio();
+        this.intake.drop();
         this.link?.close();
         return;
       case 'reconnect_upstream':
@@ -739,88 +630,6 @@ export class Session {
         return this.timer('resume_grace', this.deps.settings.resumeGraceSeconds * 1000, { type: 'resume_grace' });
       case 'finish':
         return this.finish(e.outcome);
-    }
-  }
-
-  private relay(data: Buffer): void {
-    const started = performance.now();
-    this.sendClient(data);
-    UPSTREAM_TO_CLIENT.observe((performance.now() - started) / 1000);
-  }
-
-  private shed(): void {
-    metrics.shedMessages.inc({ kind: 'interim_transcript' });
-  }
-
-  /** Every send is checked: a client that stops reading is closed and the session says so, rather
-   * than losing a final transcript or its usage without a trace. */
-  private sendClient(text: string | Buffer): void {
-    if (this.missed && (this.state.detached || this.resumePending || this.handover)) return this.keepForResume(text);
-    this.sendNow(text);
-  }
-
-  /** To the socket now, past the output a resuming client has not been given yet. */
-  private sendNow(text: string | Buffer): void {
-    if (!this.clientOpen || this.clientSlow) return;
-    if (this.client.sendText(text)) return;
-    this.clientSlow = true;
-    // After the effect being performed, not inside it: the machine handles one event at a time.
-    queueMicrotask(() => this.guard(() => this.dispatch({ type: 'client_too_slow', details: 'the client is not reading its messages' })));
-  }
-
-  /** While the client is away, its output waits; too much of it and the session stops waiting. */
-  private keepForResume(text: string | Buffer): void {
-    if (this.missed?.push(text)) return;
-    this.missed = undefined;
-    metrics.resumes.inc({ result: 'missed_overflow' });
-    queueMicrotask(() => this.guard(() => this.dispatch({ type: 'resume_grace' })));
-  }
-
-  /** Nothing more of this stream goes upstream; a flush/end still waiting goes out. */
-  private dropAudio(): void {
-    this.inbox.clear();
-    this.ordered = this.ordered.filter((item) => !Buffer.isBuffer(item));
-    this.orderedBytes = 0;
-    this.pipeline?.close();
-  }
-
-  private forwardAudio(audio: Buffer): void {
-    this.oldestUnsentAudioAt ??= performance.now();
-    this.flushes.audio();
-    if (!this.ordering) return this.pipeline?.push(audio);
-    this.orderedBytes += audio.length;
-    const last = this.ordered.at(-1);
-    if (Buffer.isBuffer(last) && last.length < JOIN_BELOW_BYTES) this.ordered[this.ordered.length - 1] = Buffer.concat([last, audio]);
-    else this.ordered.push(audio);
-  }
-
-  /** flush/end keep their place in the stream: audio before them goes first, audio after waits
-   * (a flush, audio, then end: that audio goes upstream before the end). The upstream's answer to
-   * `end` is awaited from when `end` is sent, not from when the client asked: audio still being paced
-   * out is not cut short. */
-  private sendControlAfterDrain(message: Control): void {
-    this.ordered.push(message);
-    if (!this.ordering) void this.sendInOrder();
-  }
-
-  private async sendInOrder(): Promise<void> {
-    this.ordering = true;
-    try {
-      for (let n = 1; this.ordered.length > 0 && !this.over; n++) {
-        if (n % YIELD_EVERY === 0) await new Promise(setImmediate);
-        const item = this.ordered.shift()!;
-        if (Buffer.isBuffer(item)) {
-          this.orderedBytes -= item.length;
-          this.pipeline?.push(item);
-          continue;
-        }
-        await this.pipeline?.drain(item.type === 'end'); // a flush keeps a transcoded stream going
-        if (!this.over) this.guard(() => this.sendControl(item));
-      }
-    } catch (err) {
-      this.guard(() => this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_MALFORMED', details: (err as Error).message }));
-    } finally {
-      this.ordering = false;
     }
   }
 
@@ -858,59 +667,33 @@ export class Session {
   }
 
   private finish(outcome: Outcome): void {
-    for (const t of this.timers.values()) clearTimeout(t);
-    this.timers.clear();
-    const stats = this.pipeline?.stats;
-    const mediaSeconds = this.mediaBefore + (stats?.mediaSecondsIn ?? 0);
+    this.timers.clearAll();
     this.handover?.(undefined);
     this.handover = undefined;
-    if (this.live && !this.disowned) this.deps.ledger.sessionEnded({ sessionKey: this.key, outcome, mediaSeconds, endedAt: Date.now() });
+    const at = Date.now();
+    this.lifecycle.emit({
+      type: 'ended', outcome, owned: !this.disowned, live: this.live, mediaSeconds: this.mediaReceived, credits: this.usage.total,
+      estimated: this.usage.estimated, durationSeconds: (at - this.startedAt) / 1000, upstreamSessionId: this.upstreamSessionId,
+      stats: this.pipeline?.stats, at,
+    });
     if (!this.disowned) void this.deps.limiter.release(this.info.tenant, this.key);
-    const tenant = tenantLabel(this.info.tenant);
-    if (this.live) metrics.activeSessions.dec({ endpoint: this.info.endpoint, tenant });
-    metrics.sessionsTotal.inc({ endpoint: this.info.endpoint, outcome });
-    const credits = this.finalCredits ?? this.deltaCredits;
-    if (credits > 0) metrics.credits.inc({ tenant, endpoint: this.info.endpoint }, credits);
-    if (stats) {
-      const format = stats.source ?? 'unknown';
-      metrics.audioBytes.inc({ direction: 'in', format }, stats.bytesIn);
-      metrics.audioBytes.inc({ direction: 'out', format }, stats.bytesOut);
-      metrics.audioSeconds.inc({ direction: 'in', format }, stats.mediaSecondsIn);
-      metrics.audioSeconds.inc({ direction: 'out', format }, stats.mediaSecondsOut);
-      metrics.framesSplit.inc(stats.framesSplit);
-      metrics.framesCoalesced.inc(stats.framesCoalesced);
-      if (stats.transcodeSeconds > 0) metrics.transcodeSeconds.inc({ format }, stats.transcodeSeconds);
-    }
-    this.log.info(
-      {
-        event: 'session_end',
-        upstreamSession: this.upstreamSessionId,
-        durationSeconds: (Date.now() - this.startedAt) / 1000,
-        mediaSeconds,
-        credits,
-        estimated: this.finalCredits === undefined,
-        outcome,
-      },
-      'session ended',
-    );
     this.onFinished?.(this);
   }
 
   /** A named timer that feeds `event` to the machine when it fires. */
-  private timer(name: string, ms: number, event: SessionEvent): void {
-    this.clearTimer(name);
-    const t = setTimeout(() => this.guard(() => {
+  private timer(name: TimerName, ms: number, event: SessionEvent): void {
+    this.timers.start(name, ms, () => this.guard(() => {
       if (event.type === 'upstream_failed') metrics.upstreamFailures.inc({ cause: 'timeout' });
       this.dispatch(event);
-    }), ms);
-    t.unref?.();
-    this.timers.set(name, t);
+    }));
   }
 
-  private clearTimer(name: string): void {
-    const t = this.timers.get(name);
-    if (t) clearTimeout(t);
-    this.timers.delete(name);
+  private clearTimer(name: TimerName): void {
+    this.timers.clear(name);
+  }
+
+  /** The current upstream session's index (0 the first; each reconnection or replica adds one). */
+  private get segment(): number {
+    return this.link?.segment ?? 0;
   }
 }
-

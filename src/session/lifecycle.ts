@@ -1,0 +1,51 @@
+// A session's lifecycle as one stream of events. The session says what happened; the ledger, the
+// metrics and the logs each subscribe (observeSession) instead of being called from all over the
+// session, and the next consumer (an audit trail, a budget) attaches here too.
+import type { AudioStats } from '../audio/index.js';
+import type { Outcome } from '../usage/index.js';
+
+export type LifecycleEvent =
+  | { type: 'opened'; restored: boolean }
+  /** counted and billed from here: the first CONFIG_ACCEPTED, or a session taken over from another replica */
+  | { type: 'live'; restored: boolean; at: number }
+  | { type: 'config_accepted'; latencySeconds: number }
+  | { type: 'upstream_segment'; upstreamSessionId: string; segment: number }
+  | { type: 'resumed'; missed: number; audioBytes: number }
+  | { type: 'handed_over'; segment: number; finalUntil: number; missed: number; credits: number; live: boolean }
+  | {
+      type: 'ended';
+      outcome: Outcome;
+      /** the ledger session is this process's to end (not one another replica took over) */
+      owned: boolean;
+      live: boolean;
+      mediaSeconds: number;
+      credits: number;
+      estimated: boolean;
+      durationSeconds: number;
+      upstreamSessionId?: string;
+      stats?: AudioStats;
+      at: number;
+    };
+
+export type LifecycleListener = (e: LifecycleEvent) => void;
+
+export class Lifecycle {
+  private readonly listeners: LifecycleListener[] = [];
+
+  on(listener: LifecycleListener): void {
+    this.listeners.push(listener);
+  }
+
+  /** Every listener hears every event; one that throws does not keep it from the others. */
+  emit(e: LifecycleEvent): void {
+    let failure: unknown;
+    for (const l of this.listeners) {
+      try {
+        l(e);
+      } catch (err) {
+        failure ??= err;
+      }
+    }
+    if (failure !== undefined) throw failure;
+  }
+}
