@@ -4,15 +4,12 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { forgedJwt } from '../support/jwt.js';
 import { refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
-
-const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
 
 /** What a forger can make without any key: a well-formed JWT whose issuer names the tenant. */
 function forgedToken(authBase: string, tenant: string): string {
-  const header = b64({ alg: 'RS256', typ: 'JWT', kid: 'forged' });
-  const payload = b64({ iss: `${authBase}/realms/${tenant}`, exp: Math.floor(Date.now() / 1000) + 300, scope: 'openid transcribe' });
-  return `${header}.${payload}.${randomBytes(256).toString('base64url')}`;
+  return forgedJwt({ alg: 'RS256', typ: 'JWT', kid: 'forged' }, { iss: `${authBase}/realms/${tenant}`, exp: Math.floor(Date.now() / 1000) + 300, scope: 'openid transcribe' });
 }
 
 async function dictation(c: TestClient): Promise<void> {

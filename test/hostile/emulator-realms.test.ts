@@ -5,9 +5,8 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
+import { forgedJwt } from '../support/jwt.js';
 import { openClient, refusal } from '../support/stack.js';
-
-const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
 
 describe('emulator realms', () => {
   let em: Emulator;
@@ -32,7 +31,7 @@ describe('emulator realms', () => {
     for (const tenant of ['ghost', `r-${randomBytes(4).toString('hex')}`]) {
       assert.equal((await certs(tenant)).status, 404, tenant);
       assert.equal((await token(tenant)).status, 404, tenant);
-      const forged = `${b64({ alg: 'RS256', kid: 'x' })}.${b64({ iss: `${em.authBase}/realms/${tenant}`, exp: 2e9 })}.${randomBytes(256).toString('base64url')}`;
+      const forged = forgedJwt({ alg: 'RS256', kid: 'x' }, { iss: `${em.authBase}/realms/${tenant}`, exp: 2e9 });
       assert.equal((await refusal(socketUrl(tenant, forged))).status, 401, tenant);
     }
     assert.deepEqual(em.realms().sort(), realmsBefore);
