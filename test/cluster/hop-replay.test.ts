@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { signHop, type HopIdentity } from '../../src/cluster/index.js';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { newResumeKey } from '../support/sdk.js';
-import { endpointPath, openClient, refusal } from '../support/stack.js';
+import { endpointPath, openClient, refusal, resumeUrl } from '../support/stack.js';
 import { delay } from '../support/wait.js';
 
 const SECRET = randomBytes(32).toString('hex');
@@ -24,7 +24,7 @@ describe('a replayed internal hop', () => {
     const tenant = 'hop-replay';
     const key = newResumeKey();
     const token = await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
-    const client = await openClient(`ws://127.0.0.1:${cluster.replicas[0].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}&token=${encodeURIComponent(`Bearer ${token}`)}`);
+    const client = await openClient(resumeUrl(`ws://127.0.0.1:${cluster.replicas[0].port}`, tenant, key, token));
     client.sendJson({ type: 'config', configuration });
     await client.next('CONFIG_ACCEPTED');
 

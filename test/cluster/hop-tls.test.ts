@@ -11,10 +11,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { startCluster, type Cluster } from '../support/cluster.js';
+import { replicaUrl, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
-import { endpointPath, openClient } from '../support/stack.js';
+import { openClient } from '../support/stack.js';
 import { delay } from '../support/wait.js';
 
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
@@ -64,9 +64,7 @@ describe('the internal hop over wss://', () => {
   it('carries a resume that lands on the other replica to the session over TLS', async () => {
     const tenant = 'hop-tls';
     const key = newResumeKey();
-    const url = async (i: number) => `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}`
-      + `&token=${encodeURIComponent(`Bearer ${await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' })}`)}`;
-    const first = await openClient(await url(0));
+    const first = await openClient(await replicaUrl(cluster, 0, tenant, key));
     first.sendJson({ type: 'config', configuration });
     const accepted = await first.next('CONFIG_ACCEPTED');
     chunks.slice(0, 12).forEach((c) => first.send(c));
@@ -75,7 +73,7 @@ describe('the internal hop over wss://', () => {
     await delay(300);
 
     const before = terminator.handshakes();
-    const second = await openClient(await url(1));
+    const second = await openClient(await replicaUrl(cluster, 1, tenant, key));
     second.sendJson({ type: 'config', configuration });
     const resumed = await second.next('CONFIG_ACCEPTED', 10_000);
     assert.equal(resumed.resumed, true);

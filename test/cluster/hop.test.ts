@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { signHop, type HopIdentity } from '../../src/cluster/index.js';
-import { startCluster, type Cluster } from '../support/cluster.js';
+import { replicaUrl, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { metric } from '../support/metrics.js';
 import { openClient, openConfigured, refusal, type TestClient } from '../support/stack.js';
@@ -22,16 +22,10 @@ const whole = Buffer.concat(chunks);
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
 const newKey = () => randomBytes(18).toString('base64url');
 
-async function clientUrl(cluster: Cluster, i: number, key: string, tenant: string): Promise<string> {
-  const token = await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
-  const q = new URLSearchParams({ 'tenant-name': tenant, token: `Bearer ${token}`, resume: key });
-  return `ws://127.0.0.1:${cluster.replicas[i].port}/audio-bridge/v2/transcribe?${q}`;
-}
-
 /** A session on replica 0 whose client has sent the first `n` pieces, had a final (so the session's
  * record is written) and dropped (no close frame). */
 async function dropped(cluster: Cluster, key: string, tenant: string, n: number): Promise<{ first: TestClient; sessionId: unknown }> {
-  const { client: first, accepted } = await openConfigured(await clientUrl(cluster, 0, key, tenant), configuration);
+  const { client: first, accepted } = await openConfigured(await replicaUrl(cluster, 0, tenant, key), configuration);
   chunks.slice(0, n).forEach((c) => first.send(c));
   for (let t = 0; finals(first.messages).length === 0; t++) {
     if (t === 100) throw new Error(`no final within 10 s: ${JSON.stringify(first.types())}`);
@@ -69,10 +63,10 @@ describe('the internal hop between two replicas', () => {
     const { first, sessionId } = await dropped(cluster, key, tenant, 16);
 
     // Tenant cap 1: the hop takes no slot of its own (it would be refused), and the session keeps its one.
-    const { client: second, accepted } = await openConfigured(await clientUrl(cluster, 1, key, tenant), configuration);
+    const { client: second, accepted } = await openConfigured(await replicaUrl(cluster, 1, tenant, key), configuration);
     assert.equal(accepted.resumed, true);
     assert.equal(accepted.sessionId, sessionId, 'the session on replica 0');
-    const other = await refusal(await clientUrl(cluster, 1, newKey(), tenant));
+    const other = await refusal(await replicaUrl(cluster, 1, tenant, newKey()));
     assert.equal(other.body.error.id, 'TENANT_SESSION_LIMIT', 'the session still holds the tenant\'s one slot');
 
     for (let off = accepted.audioBytes; off < whole.length; off += 16_000) second.send(whole.subarray(off, off + 16_000));
@@ -92,7 +86,7 @@ describe('the internal hop between two replicas', () => {
   it('the internal route refuses a missing, forged, stale or mismatched signature, and nothing reaches the session', async () => {
     const key = newKey();
     const tenant = 'hop-forged';
-    const { client } = await openConfigured(await clientUrl(cluster, 0, key, tenant), configuration);
+    const { client } = await openConfigured(await replicaUrl(cluster, 0, tenant, key), configuration);
     const identity: HopIdentity = { tenant, subject: await subjectOf(cluster, tenant), endpoint: 'transcribe', notices: false, owner: cluster.replicas[0].id };
     const url = `ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?resume=${key}`;
     const attempts: Array<[string, Record<string, string>]> = [
@@ -121,13 +115,13 @@ describe('the internal hop between two replicas', () => {
     const key = newKey();
     const tenant = 'hop-left';
     const { first } = await dropped(cluster, key, tenant, 8);
-    const { client: second, accepted } = await openConfigured(await clientUrl(cluster, 1, key, tenant), configuration);
+    const { client: second, accepted } = await openConfigured(await replicaUrl(cluster, 1, tenant, key), configuration);
     await delay(1000); // the finals of what the first socket sent reach this one (none in flight below)
     for (let off = accepted.audioBytes; off < whole.length; off += 16_000) second.send(whole.subarray(off, off + 16_000));
     second.sendJson({ type: 'end' });
     second.ws.close(1000); // gone before the rest of the finals: they must be kept for the next socket
     await delay(3000);
-    const { client: third } = await openConfigured(await clientUrl(cluster, 0, key, tenant), configuration);
+    const { client: third } = await openConfigured(await replicaUrl(cluster, 0, tenant, key), configuration);
     await third.next('ended', 20_000);
     assertOneTimeline(finals([...first.messages, ...second.messages, ...third.messages]), 7);
   });
@@ -136,7 +130,7 @@ describe('the internal hop between two replicas', () => {
     const key = newKey();
     const tenant = 'hop-in-flight';
     const { first } = await dropped(cluster, key, tenant, 8);
-    const { client: second, accepted } = await openConfigured(await clientUrl(cluster, 1, key, tenant), configuration);
+    const { client: second, accepted } = await openConfigured(await replicaUrl(cluster, 1, tenant, key), configuration);
     await delay(1000);
     toReplica0.delayReplies(800); // from here, what the session sends is 800 ms on its way to the relay
     try {
@@ -151,7 +145,7 @@ describe('the internal hop between two replicas', () => {
     } finally {
       toReplica0.delayReplies(0);
     }
-    const { client: third, accepted: resumed } = await openConfigured(await clientUrl(cluster, 0, key, tenant), configuration);
+    const { client: third, accepted: resumed } = await openConfigured(await replicaUrl(cluster, 0, tenant, key), configuration);
     assert.equal(resumed.resumed, true);
     for (let off = resumed.audioBytes; off < whole.length; off += 16_000) third.send(whole.subarray(off, off + 16_000));
     third.sendJson({ type: 'end' });
@@ -192,7 +186,7 @@ describe('the internal hop between two replicas', () => {
     const key = newKey();
     const tenant = 'hop-owner-gone';
     await dropped(cluster, key, tenant, 8);
-    const { client: second } = await openConfigured(await clientUrl(cluster, 1, key, tenant), configuration);
+    const { client: second } = await openConfigured(await replicaUrl(cluster, 1, tenant, key), configuration);
     await cluster.kill(0);
     const closed = await second.closed;
     assert.equal(closed.code, 1012);
@@ -211,7 +205,7 @@ describe('the internal hop between two replicas', () => {
     const direct = new Redis(cluster.redis.url);
     await direct.set(`sgw:replica:${dead}`, `ws://127.0.0.1:${cluster.replicas[0].port}`, 'PX', 5000);
     direct.disconnect();
-    const { client: second, accepted } = await openConfigured(await clientUrl(cluster, 1, key, tenant), configuration);
+    const { client: second, accepted } = await openConfigured(await replicaUrl(cluster, 1, tenant, key), configuration);
     assert.equal(accepted.resumed, true, 'taken over at the first attempt, not sent to reconnect');
     assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_hops_total{result="not_owner"}'), 1);
     assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_takeovers_total{from="crash"}'), 1);
@@ -238,7 +232,7 @@ describe('without CLUSTER_SECRET', () => {
     const identity: HopIdentity = { tenant: 'no-hop', subject: await subjectOf(cluster, 'no-hop'), endpoint: 'transcribe', notices: false, owner: cluster.replicas[0].id };
     const r = await refusal(`ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?resume=${key}`, undefined, signHop(SECRET, key, identity));
     assert.equal(r.status, 404);
-    const elsewhere = await refusal(await clientUrl(cluster, 1, key, 'no-hop'));
+    const elsewhere = await refusal(await replicaUrl(cluster, 1, 'no-hop', key));
     assert.equal(elsewhere.status, 503);
     assert.equal(elsewhere.body.error.id, 'RESUME_UNAVAILABLE');
   });

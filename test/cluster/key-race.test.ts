@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
-import { endpointPath, openClient, startStack, type Stack } from '../support/stack.js';
+import { openClient, resumeUrl, startStack, type Stack } from '../support/stack.js';
 import { ledgerSessionsAt, type LedgerSession } from '../support/usage-api.js';
 import { delay } from '../support/wait.js';
 
@@ -87,8 +87,7 @@ describe('one new resume key on two replicas at once', () => {
 
   it('one session per upstream session in the ledger, each ended with credits; no client left without an answer', async () => {
     const tenant = 'key-race';
-    const url = (i: number, key: string, token: string) => `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}`
-      + `&token=${encodeURIComponent(`Bearer ${token}`)}`;
+    const url = (i: number, key: string, token: string) => resumeUrl(`ws://127.0.0.1:${cluster.replicas[i].port}`, tenant, key, token);
     const outcomes = await race(() => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' }), (key, token) => [url(0, key, token), url(1, key, token)], ROUNDS);
     const upstream = cluster.emulator.sessions.filter((s) => s.tenant === tenant);
     const rows = await assertLedger(cluster.replicas[0].port, tenant, upstream, ROUNDS);
@@ -104,7 +103,7 @@ describe('one new resume key twice at once on one replica without Redis', () => 
   afterAll(() => stack?.close());
 
   it('the in-process claim: one session per upstream session, each ended with credits; every client answered', async () => {
-    const url = (key: string, token: string) => `${stack.base}${endpointPath('transcribe')}?tenant-name=base&resume=${key}&token=${encodeURIComponent(`Bearer ${token}`)}`;
+    const url = (key: string, token: string) => resumeUrl(stack.base, 'base', key, token);
     const outcomes = await race(() => stack.token('openid transcribe'), (key, token) => [url(key, token), url(key, token)], ROUNDS);
     await assertLedger(stack.gateway.server.port, 'base', stack.emulator.sessions, ROUNDS);
     console.log(`key race, one replica: ${outcomes.filter((o) => 'refused' in o).length} of ${outcomes.length} connections refused`);

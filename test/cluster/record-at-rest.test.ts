@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { resendFrom, startCluster, type Cluster } from '../support/cluster.js';
+import { replicaUrl, resendFrom, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
-import { endpointPath, openClient } from '../support/stack.js';
+import { openClient } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
 import { delay } from '../support/wait.js';
 
@@ -65,9 +65,7 @@ describe('a session record at rest in Redis', () => {
   it('after a SIGTERM handover: no transcript, audio byte run or config content in clear; the resumed client gets them all', async () => {
     const tenant = 'at-rest';
     const key = newResumeKey();
-    const url = async (i: number) => `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}`
-      + `&token=${encodeURIComponent(`Bearer ${await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' })}`)}`;
-    const first = await openClient(await url(0));
+    const first = await openClient(await replicaUrl(cluster, 0, tenant, key));
     first.sendJson({ type: 'config', configuration });
     await first.next('CONFIG_ACCEPTED');
     for (const piece of pieces.slice(0, 14)) {
@@ -85,7 +83,7 @@ describe('a session record at rest in Redis', () => {
     assert.match(records[0].value.toString(), /"state":"handed_over"/);
 
     // The client resumes on the other replica: it gets what it missed, which the record carried.
-    const second = await openClient(await url(1));
+    const second = await openClient(await replicaUrl(cluster, 1, tenant, key));
     second.sendJson({ type: 'config', configuration });
     const accepted = await second.next('CONFIG_ACCEPTED', 20_000);
     assert.equal(accepted.resumed, true);

@@ -8,11 +8,11 @@ import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { recordKeyHash } from '../../src/cluster/index.js';
-import { resendFrom, startCluster, type Cluster } from '../support/cluster.js';
+import { replicaUrl, resendFrom, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { metric } from '../support/metrics.js';
 import { newResumeKey } from '../support/sdk.js';
-import { endpointPath, openClient, refusal, startStack, type Stack } from '../support/stack.js';
+import { openClient, refusal, resumeUrl, startStack, type Stack } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
 import { ledgerSessions } from '../support/usage-api.js';
 import { delay } from '../support/wait.js';
@@ -33,9 +33,7 @@ describe('takeover after the owner is SIGKILLed', () => {
 
   it('the other replica takes the session over from its record: one timeline, finals once, usage summed, no media lost', async () => {
     const key = newResumeKey();
-    const url = async (i: number) => `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}`
-      + `&token=${encodeURIComponent(`Bearer ${await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' })}`)}`;
-    const first = await openClient(await url(0));
+    const first = await openClient(await replicaUrl(cluster, 0, tenant, key));
     first.sendJson({ type: 'config', configuration });
     await first.next('CONFIG_ACCEPTED');
     for (const piece of pieces.slice(0, 12)) {
@@ -54,7 +52,7 @@ describe('takeover after the owner is SIGKILLed', () => {
     assert.equal((await first.closed).code, 1006);
 
     // Its heartbeat lasts 5 s more, but its address refuses connections: the first resume takes over.
-    const second = await openClient(await url(1));
+    const second = await openClient(await replicaUrl(cluster, 1, tenant, key));
     second.sendJson({ type: 'config', configuration });
     const accepted = await second.next('CONFIG_ACCEPTED');
     assert.equal(accepted.resumed, true);
@@ -103,7 +101,7 @@ describe('a replica taken for dead while it is not', () => {
 
   it('leaves a session another replica took over: its client is closed 4409, its upstream session ended with its usage recorded, the ledger session and the slot stay the new owner\'s', async () => {
     const key = newResumeKey();
-    const url = async (k: string) => `${stack.base}${endpointPath('transcribe')}?tenant-name=base&resume=${k}&token=${encodeURIComponent(`Bearer ${await stack.token('openid transcribe')}`)}`;
+    const url = async (k: string) => resumeUrl(stack.base, 'base', k, await stack.token('openid transcribe'));
     const client = await openClient(await url(key));
     client.sendJson({ type: 'config', configuration });
     await client.next('CONFIG_ACCEPTED');
@@ -153,7 +151,7 @@ describe('a session whose key another session claimed (its claim had lapsed)', (
 
   it('ends whole: its client gets RESUME_KEY_IN_USE and 4409, its upstream session `end`, its ledger session ends with the usage', async () => {
     const key = newResumeKey();
-    const url = `${stack.base}${endpointPath('transcribe')}?tenant-name=base&resume=${key}&token=${encodeURIComponent(`Bearer ${await stack.token('openid transcribe')}`)}`;
+    const url = resumeUrl(stack.base, 'base', key, await stack.token('openid transcribe'));
     const client = await openClient(url);
     client.sendJson({ type: 'config', configuration });
     await client.next('CONFIG_ACCEPTED');

@@ -8,7 +8,7 @@ import { createAuthenticator, type AuthDecision } from '../../src/auth/index.js'
 import { startAuthServer, type SigningKey, type TestAuthServer } from '../auth/auth-server.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
-import { endpointPath, openClient, refusal, startStack, type Stack } from '../support/stack.js';
+import { openClient, refusal, resumeUrl, startStack, type Stack } from '../support/stack.js';
 import { delay } from '../support/wait.js';
 
 const GRACE = 30;
@@ -63,7 +63,7 @@ describe('a resume through the gateway with a token expired too long ago', () =>
 
   it('is refused 401 TOKEN_EXPIRED although its session waits for it; a fresh token resumes it', async () => {
     const key = newResumeKey();
-    const url = (token: string) => `${stack.base}${endpointPath('transcribe')}?tenant-name=base&resume=${key}&token=${encodeURIComponent(`Bearer ${token}`)}`;
+    const url = (token: string) => resumeUrl(stack.base, 'base', key, token);
     const first = await openClient(url(await stack.token('openid transcribe')));
     first.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' } });
     await first.next('CONFIG_ACCEPTED');

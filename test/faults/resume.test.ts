@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { protocolViolations } from '../support/emulator.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { metric } from '../support/metrics.js';
-import { openClient, openConfigured, refusal, startStack, type Stack } from '../support/stack.js';
+import { openClient, openConfigured, refusal, resumeUrl, startStack, type Stack } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
 import { delay } from '../support/wait.js';
 import { finals } from '../support/transcripts.js';
@@ -19,8 +19,7 @@ const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=o
 /** A /transcribe URL with a fresh resume key (the same URL for every connection of one session). */
 async function resumableUrl(stack: Stack, o: { key?: string; tenant?: string; token?: string } = {}): Promise<string> {
   const token = o.token ?? (await stack.token('openid transcribe', o.tenant));
-  const q = new URLSearchParams({ 'tenant-name': o.tenant ?? 'base', token: `Bearer ${token}`, resume: o.key ?? randomBytes(18).toString('base64url') });
-  return `${stack.base}/audio-bridge/v2/transcribe?${q}`;
+  return resumeUrl(stack.base, o.tenant ?? 'base', o.key ?? randomBytes(18).toString('base64url'), token);
 }
 
 describe('a client that drops and resumes', () => {

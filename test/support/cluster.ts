@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
 import { freePort } from './ports.js';
-import { type TestClient } from './stack.js';
+import { resumeUrl, type TestClient } from './stack.js';
 import { delay } from './wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -111,6 +111,12 @@ export async function startCluster(n: number, env: Record<string, string> = {}, 
       await redis.stop();
     },
   };
+}
+
+/** resumeUrl() on replica i of `cluster`, with a token of `tenant` issued now. */
+export async function replicaUrl(cluster: Cluster, i: number, tenant: string, key: string): Promise<string> {
+  const token = await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
+  return resumeUrl(`ws://127.0.0.1:${cluster.replicas[i].port}`, tenant, key, token);
 }
 
 // handover.test.ts and takeover-resend.test.ts still import these from here; they are transcripts.ts's.

@@ -57,6 +57,12 @@ export function endpointPath(endpoint: 'transcribe' | 'streams', interactionId =
   return endpoint === 'transcribe' ? '/audio-bridge/v2/transcribe' : `/audio-bridge/v2/interactions/${interactionId}/streams`;
 }
 
+/** The /transcribe URL on `base` (ws://host:port) of a resumable session, as browsers open it: the
+ *  tenant, the resume key and the bearer token in the query. */
+export function resumeUrl(base: string, tenant: string, key: string, token: string): string {
+  return `${base}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}&token=${encodeURIComponent(`Bearer ${token}`)}`;
+}
+
 export interface TestClient {
   ws: WebSocket;
   messages: Array<Record<string, any>>;
