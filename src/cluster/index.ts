@@ -11,7 +11,7 @@ import { createReplicas, defaultReplicaId, type Replicas } from './replicas.js';
 export { acceptHop, hopUpgrade, HopOutbox, HopRelay, verifyHop, signHop, type HopDeps, type HopOutcome, type HopIdentity } from './hop.js';
 export { createReplicas, type Replicas } from './replicas.js';
 export { createRecordStore, recordKeyHash, type RecordStore, type SealedRecord, type SessionRecord, type RecordState } from './records.js';
-export { awaitHandover, claimKey, countTakeover, findResume, handOver, keepRecord, openRecord, recordKeys, restoreOf, sealRecord, startJanitor, type ResumeRoute, type TakeoverDeps } from './takeover.js';
+export { addressRefuses, awaitHandover, claimKey, countTakeover, findResume, handOver, keepRecord, openRecord, recordKeys, restoreOf, sealRecord, startJanitor, type ResumeRoute, type TakeoverDeps } from './takeover.js';
 
 export interface ClusterOptions {
   redisUrl?: string;

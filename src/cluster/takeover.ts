@@ -143,7 +143,7 @@ export type ResumeRoute =
   | { route: 'wait' } // its owner is handing it over now: see awaitHandover
   | { route: 'gone' }; // the record changed hands while we looked, or its handover did not finish in time
 
-/** Where a resume of a key this replica does not hold goes (the gate's cases 1-5, design of issue 13).
+/** Where a resume of a key this replica does not hold goes (docs/design.md, 'Where a resume goes').
  * A record taken over here is claimed (compare-and-set) before the client's socket is accepted.
  * `notOwner`: a replica whose address answered a hop to it that it is not the owner (HOP_NOT_OWNER). */
 export async function findResume(d: TakeoverDeps, key: string, who: Pick<SessionInfo, 'tenant' | 'subject' | 'endpoint' | 'interactionId'>, notOwner?: string): Promise<ResumeRoute> {
@@ -194,7 +194,7 @@ export async function awaitHandover(d: TakeoverDeps, key: string, waitMs: number
 
 /** Its heartbeat is there and its address does not refuse connections. */
 async function ownerAlive(d: TakeoverDeps, r: RecordHead): Promise<boolean> {
-  return r.owner === d.replicas.id || ((await d.replicas.alive(r.owner)) && !(await refused(r.ownerUrl)));
+  return r.owner === d.replicas.id || ((await d.replicas.alive(r.owner)) && !(await addressRefuses(r.ownerUrl)));
 }
 
 /** A record not being handed over (or whose owner died handing it over): carried to its live owner,
@@ -209,8 +209,11 @@ async function decide(d: TakeoverDeps, keys: RecordKeys, r: SessionRecord, notOw
 }
 
 /** The owner's address refuses connections: its process is gone though its heartbeat has not expired
- * yet (a killed replica whose address is still up). Anything else (accepted, no answer) is not proof. */
-function refused(url: string): Promise<boolean> {
+ * yet (a killed replica whose address is still up). Anything else (accepted, no answer) is not proof.
+ * A busy event loop runs the probe's timer before the refusal it has already received (timers come
+ * before I/O in a loop turn), so the timeout decides only after that turn's I/O (setImmediate): a
+ * dead owner is not taken for alive because this replica was slow. */
+export function addressRefuses(url: string, timeoutMs = PROBE_MS): Promise<boolean> {
   const { hostname, port, protocol } = new URL(url);
   return new Promise((resolve) => {
     const socket = net.connect({ host: hostname.replace(/^\[|\]$/g, ''), port: Number(port) || (protocol === 'wss:' ? 443 : 80) });
@@ -218,7 +221,7 @@ function refused(url: string): Promise<boolean> {
       socket.destroy();
       resolve(dead);
     };
-    socket.setTimeout(PROBE_MS, () => done(false));
+    socket.setTimeout(timeoutMs, () => setImmediate(() => done(false)));
     socket.once('connect', () => done(false));
     socket.once('error', (err: NodeJS.ErrnoException) => done(err.code === 'ECONNREFUSED'));
   });
