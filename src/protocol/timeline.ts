@@ -12,6 +12,12 @@ const MAX_CHANNELS = 32;
 /** A final's flag is `true` (isFinal on /transcribe, final on /streams): bytes without it hold no final. */
 const TRUE = Buffer.from('true');
 
+/** A transcript message with no final in it (no `true` anywhere in its bytes): the one test of "is this
+ *  a final?" that the timeline and the session's shedding of interim transcripts both use. */
+export function holdsNoFinal(data: Buffer): boolean {
+  return data.indexOf(TRUE) < 0;
+}
+
 export interface Timeline {
   /** Media seconds (client stream time) that the current upstream session's 0 corresponds to.
    *  Set it whenever a new upstream session starts (even to the same value): commands the client
@@ -93,7 +99,7 @@ class SessionTimeline implements Timeline {
     if (type !== 'transcript' && type !== 'command') return data;
     // Before any replay nothing is a repeat, and a transcript with no final moves no watermark: it goes
     // as it came, unparsed (most transcripts are interim).
-    if (type === 'transcript' && !this.#replayed && data.indexOf(TRUE) < 0) return data;
+    if (type === 'transcript' && !this.#replayed && holdsNoFinal(data)) return data;
     try {
       const msg: unknown = JSON.parse(data.toString('utf8'));
       if (!isObject(msg)) return data;

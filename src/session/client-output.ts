@@ -2,6 +2,7 @@
 // the session told, rather than losing a final transcript or its usage without a trace), interim
 // transcripts shed while the client is behind, and output held, bounded, while the client is away or
 // resuming (a drop, a handover), to be given to the socket that takes the session over.
+import { holdsNoFinal } from '../protocol/index.js';
 import { metrics } from '../telemetry/index.js';
 import { MissedOutput } from './resume.js';
 
@@ -18,17 +19,6 @@ export interface ClientSink {
 
 /** Past this much unread output, interim transcripts are dropped (finals, facts, usage never are). */
 const SHED_BACKLOG_BYTES = 64 * 1024;
-
-const FINAL_FALSE = /"(?:isFinal|final)"\s*:\s*false/;
-const FINAL_TRUE = /"(?:isFinal|final)"\s*:\s*true/;
-
-/** An upstream transcript message carrying interim results only (`isFinal` on /transcribe, `final` on
- * /streams, false throughout): the only messages a slow client can do without. Only asked while the
- * client is behind, so the decode is off the normal path. */
-function isInterimOnly(data: Buffer): boolean {
-  const text = data.toString('latin1');
-  return FINAL_FALSE.test(text) && !FINAL_TRUE.test(text);
-}
 
 const UPSTREAM_TO_CLIENT = metrics.forwardLatency.labels('upstream_to_client');
 
@@ -72,9 +62,10 @@ export class ClientOutput {
     UPSTREAM_TO_CLIENT.observe((performance.now() - receivedAt) / 1000);
   }
 
-  /** A transcript the client can do without while it is behind: dropped (true), else relayed. */
+  /** A transcript, relayed unless the client is behind and it holds no final (interim results only:
+   *  the only messages a slow client can do without). false: dropped. */
   relayTranscript(data: Buffer, receivedAt?: number): boolean {
-    if (this.sink.backlog() > SHED_BACKLOG_BYTES && isInterimOnly(data)) {
+    if (this.sink.backlog() > SHED_BACKLOG_BYTES && holdsNoFinal(data)) {
       metrics.shedMessages.inc({ kind: 'interim_transcript' });
       return false;
     }

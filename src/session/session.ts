@@ -452,7 +452,7 @@ export class Session {
       createReplay: createReplayBuffer,
       log: this.log,
       handlers: {
-        onMessage: (type, data) => this.onUpstreamMessage(type, data),
+        onMessage: (type, data, receivedAt) => this.onUpstreamMessage(type, data, receivedAt),
         onReady: (data, reconnected) => this.guard(() => (reconnected ? this.onReconnected(data) : this.onConfigAccepted(data))),
         onLost: (errorId, details) => this.guard(() => this.dispatch({ type: 'upstream_dropped', errorId, details })),
         onFailed: (errorId, details) => this.guard(() => this.dispatch({ type: 'upstream_failed', errorId, details })),
@@ -463,16 +463,16 @@ export class Session {
   }
 
   /** A text message of the current upstream session, already on the client's timeline. */
-  private onUpstreamMessage(type: string | undefined, data: Buffer): void {
+  private onUpstreamMessage(type: string | undefined, data: Buffer, receivedAt: number): void {
     try {
-      this.upstreamMessage(type, data);
+      this.upstreamMessage(type, data, receivedAt);
       if (!this.over) this.intake.flushes.relayed(type);
     } catch (err) {
       this.crash(err);
     }
   }
 
-  private upstreamMessage(type: string | undefined, data: Buffer): void {
+  private upstreamMessage(type: string | undefined, data: Buffer, receivedAt: number): void {
     if (this.handover && (type === 'ended' || type === 'ENDED')) return this.handedOverNow();
     // This upstream session's final usage is the ledger's; the client's session goes on elsewhere.
     if (this.handover && type === 'usage') return void this.usage.record(type, data, this.segment);
@@ -487,21 +487,21 @@ export class Session {
         return this.dispatch({ type: 'upstream_config_status', status: type, data });
       case 'delta_usage':
       case 'usage':
-        return this.output.relay(this.usage.forClient(type, this.usage.record(type, data, this.segment)));
+        return this.output.relay(this.usage.forClient(type, this.usage.record(type, data, this.segment)), receivedAt);
       case 'ended':
       case 'ENDED':
         this.clearTimer('upstream_answer');
         return this.dispatch({ type: 'upstream_ended', data });
       case 'transcript':
         // A client falling behind loses interim transcripts first, never a final one.
-        if (!this.output.relayTranscript(data)) return;
+        if (!this.output.relayTranscript(data, receivedAt)) return;
         if (this.onFinal && this.link && this.link.finalUntil > this.finalNoted) {
           this.finalNoted = this.link.finalUntil;
           this.onFinal();
         }
         return;
       default:
-        return this.output.relay(data); // facts, commands, flushed, errors: bytes as they came
+        return this.output.relay(data, receivedAt); // facts, commands, flushed, errors: bytes as they came
     }
   }
 

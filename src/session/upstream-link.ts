@@ -45,7 +45,7 @@ export interface ReconnectPolicy {
 export interface LinkHandlers {
   /** A text message of the current upstream session, on the client's timeline (CONFIG_* of a
    *  reconnection are handled here and not passed on). */
-  onMessage(type: string | undefined, data: Buffer): void;
+  onMessage(type: string | undefined, data: Buffer, receivedAt: number): void;
   /** The first upstream session, or a new one, accepted the config and had its replay. */
   onReady(data: Buffer, reconnected: boolean): void;
   /** The upstream session was lost mid-session (the session decides whether to reconnect). */
@@ -250,6 +250,7 @@ export class UpstreamLink {
   }
 
   private onMessage(data: Buffer): void {
+    const receivedAt = performance.now();
     const type = upstreamMessageType(data);
     if (!this.ready && type === 'CONFIG_ACCEPTED') return this.accepted(data);
     if (type === 'flushed' && this.flushesOut > 0) this.flushesOut--;
@@ -264,14 +265,14 @@ export class UpstreamLink {
     if (type === undefined) return this.unreadable(data);
     const mapped = this.timeline.map(type, data);
     if (this.replay && type === 'transcript') this.replay.release(this.timeline.finalUntil);
-    if (mapped) this.o.handlers.onMessage(type, mapped);
+    if (mapped) this.o.handlers.onMessage(type, mapped, receivedAt);
   }
 
   /** Text that is not a JSON message with a `type`: not passed on; the client gets the catalogue's error. */
   private unreadable(data: Buffer): void {
     this.o.log.warn({ event: 'upstream_message_invalid', bytes: data.length }, 'the speech service sent text that is not a JSON message; not relayed');
     const error = errorMessage('UPSTREAM_MESSAGE_INVALID', 'the speech service sent a message that is not JSON; it was not passed on');
-    this.o.handlers.onMessage('error', Buffer.from(JSON.stringify(error)));
+    this.o.handlers.onMessage('error', Buffer.from(JSON.stringify(error)), performance.now());
   }
 
   private accepted(data: Buffer): void {
