@@ -12,8 +12,8 @@ import { RedisUsageStore, createRedisClient } from '../../src/usage/redis-store.
 import { chromeChunks } from '../support/fixtures.js';
 import { configured, startStack, type Stack } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
+import { get } from '../support/usage.js';
 import { delay } from '../support/wait.js';
-import { get } from '../usage/helpers.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
 
 const API_TOKEN = 'drain-ops-token';

@@ -6,8 +6,8 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'vitest';
+import { tempDir } from '../support/usage.js';
 import { until } from '../support/wait.js';
-import { tempDir } from '../usage/helpers.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const started = new Set<ChildProcess>();

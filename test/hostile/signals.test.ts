@@ -12,8 +12,8 @@ import { RedisUsageStore, createRedisClient } from '../../src/usage/redis-store.
 import { chromeChunks } from '../support/fixtures.js';
 import { openClient, type TestClient } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
+import { get, tempDir } from '../support/usage.js';
 import { until } from '../support/wait.js';
-import { get, tempDir } from '../usage/helpers.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));

@@ -10,8 +10,8 @@ import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { fixture } from '../support/fixtures.js';
 import { freePort } from '../support/ports.js';
 import { endpointPath, openClient, startStack, type Stack } from '../support/stack.js';
+import { tempDir } from '../support/usage.js';
 import { until } from '../support/wait.js';
-import { tempDir } from '../usage/helpers.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const ogg = fixture('dictation.ogg');

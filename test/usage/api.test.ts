@@ -1,8 +1,8 @@
 // The ops usage API: bearer auth, exact shapes, 400s, pagination; Redis and in-process answer alike.
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, test } from 'vitest';
-import { createUsage, type UsageApi } from '../../src/usage/index.js';
-import { TOKEN, get, tempDir, uniquePrefix } from './helpers.js';
+import { createUsage, type Usage, type UsageApi } from '../../src/usage/index.js';
+import { TOKEN, get, tempDir, uniquePrefix } from '../support/usage.js';
 import { startRedis, type TestRedis } from './redis.js';
 
 const DAY = 86_400_000;
@@ -17,8 +17,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await redis.stop();
 });
-
-type Usage = Awaited<ReturnType<typeof createUsage>>;
 
 /** 250 sessions of tenant acme, several sharing a start millisecond, and one of tenant beta. */
 async function seed(u: Usage): Promise<void> {

@@ -6,11 +6,11 @@
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { metrics } from '../../src/telemetry/index.js';
-import { createUsage, type UsageOptions } from '../../src/usage/index.js';
+import { createUsage, type Usage } from '../../src/usage/index.js';
 import { MemoryUsageStore } from '../../src/usage/memory-store.js';
 import { MAX_CREDITS_PER_MESSAGE, MAX_MICRO_PER_MESSAGE, type LedgerEvent, type UsageStore } from '../../src/usage/model.js';
 import { RedisUsageStore, createRedisClient, type ScriptedRedis } from '../../src/usage/redis-store.js';
-import { TOKEN, get, tempDir, uniquePrefix } from './helpers.js';
+import { get, uniquePrefix, usageOptions } from '../support/usage.js';
 import { startRedis, type TestRedis } from './redis.js';
 
 const DAY = 86_400_000;
@@ -29,16 +29,12 @@ afterAll(async () => {
 const refused = async (reason: string) =>
   (await metrics.usageRefused.get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
 
-type Usage = Awaited<ReturnType<typeof createUsage>>;
-const options = (extra: Partial<UsageOptions> = {}): UsageOptions => ({
-  journalDir: tempDir(), retentionDays: 30, maxSessionsPerTenant: 0, apiToken: TOKEN, connectTimeoutMs: 500, ...extra,
-});
 const totals = async (u: Usage) => (await get(u.api, `/v1/usage?tenant=acme&${RANGE}`)).body.total;
 const sessions = async (u: Usage) => (await get(u.api, '/v1/usage/sessions?tenant=acme')).body.sessions;
 
 for (const mode of ['redis', 'in-process'] as const) {
   describe(`credits out of range (${mode})`, () => {
-    const make = () => createUsage(options(mode === 'redis' ? { redisUrl: redis.url, keyPrefix: uniquePrefix() } : {}));
+    const make = () => createUsage(usageOptions(mode === 'redis' ? { redisUrl: redis.url, keyPrefix: uniquePrefix() } : {}));
 
     test('-1000, 1e13, 1e300 never reach a total; the session is estimated and its end recorded', async () => {
       const u = await make();

@@ -11,8 +11,8 @@ import { metrics } from '../../src/telemetry/index.js';
 import { createUsage, type UsageOptions } from '../../src/usage/index.js';
 import { Journal } from '../../src/usage/journal.js';
 import type { LedgerEvent } from '../../src/usage/model.js';
+import { TOKEN, get, tempDir, uniquePrefix } from '../support/usage.js';
 import { until } from '../support/wait.js';
-import { TOKEN, get, tempDir, uniquePrefix } from './helpers.js';
 import { startRedis, type TestRedis } from './redis.js';
 
 const DAY = 86_400_000;

@@ -6,8 +6,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, test } from 'vitest';
 import { createUsage, type UsageOptions } from '../../src/usage/index.js';
+import { get, tempDir, uniquePrefix, usageOptions } from '../support/usage.js';
 import { until } from '../support/wait.js';
-import { TOKEN, get, tempDir, uniquePrefix } from './helpers.js';
 import { startRedis, type TestRedis } from './redis.js';
 
 const DAY = 86_400_000;
@@ -22,10 +22,8 @@ afterAll(async () => {
   await redis.stop();
 });
 
-const options = (journalDir: string, keyPrefix: string, extra: Partial<UsageOptions> = {}): UsageOptions => ({
-  redisUrl: redis.url, journalDir, keyPrefix, retentionDays: 30, maxSessionsPerTenant: 0, apiToken: TOKEN,
-  connectTimeoutMs: 500, ...extra,
-});
+const options = (journalDir: string, keyPrefix: string, extra: Partial<UsageOptions> = {}): UsageOptions =>
+  usageOptions({ redisUrl: redis.url, journalDir, keyPrefix, ...extra });
 
 test('events recorded while Redis is down are journaled and replayed exactly when it returns', async () => {
   const u = await createUsage(options(tempDir(), uniquePrefix()));

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { Redis } from 'ioredis';
 import { createUsage, type UsageOptions } from '../../src/usage/index.js';
-import { TOKEN, get, tempDir, uniquePrefix } from './helpers.js';
+import { TOKEN, get, tempDir, uniquePrefix } from '../support/usage.js';
 import { startRedis, type TestRedis } from './redis.js';
 
 // Redis expires keys by its own clock, so the test's days are recent ones: D1 is two days ago (UTC).

@@ -6,8 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { Redis } from 'ioredis';
 import { createUsage } from '../../src/usage/index.js';
+import { tempDir, uniquePrefix } from '../support/usage.js';
 import { until } from '../support/wait.js';
-import { tempDir, uniquePrefix } from './helpers.js';
 import { startRedis, type TestRedis } from './redis.js';
 
 describe('session limiter across replicas (redis)', () => {

@@ -6,12 +6,12 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, test } from 'vitest';
-import { createUsage, type UsageOptions } from '../../src/usage/index.js';
+import { createUsage, type Usage } from '../../src/usage/index.js';
 import { MemoryUsageStore } from '../../src/usage/memory-store.js';
 import type { LedgerEvent, UsageStore } from '../../src/usage/model.js';
 import { RedisUsageStore, createRedisClient } from '../../src/usage/redis-store.js';
+import { get, tempDir, uniquePrefix, usageOptions } from '../support/usage.js';
 import { until } from '../support/wait.js';
-import { TOKEN, get, tempDir, uniquePrefix } from './helpers.js';
 import { startRedis, type TestRedis } from './redis.js';
 
 const DAY = 86_400_000;
@@ -26,17 +26,13 @@ afterAll(async () => {
   await redis.stop();
 });
 
-type Usage = Awaited<ReturnType<typeof createUsage>>;
-const options = (extra: Partial<UsageOptions> = {}): UsageOptions => ({
-  journalDir: tempDir(), retentionDays: 30, maxSessionsPerTenant: 0, apiToken: TOKEN, connectTimeoutMs: 500, ...extra,
-});
 const total = async (u: Usage) => (await get(u.api, `/v1/usage?tenant=acme&${RANGE}`)).body.total.credits;
 const session = async (u: Usage, key: string) =>
   (await get(u.api, '/v1/usage/sessions?tenant=acme')).body.sessions.find((s: { sessionKey: string }) => s.sessionKey === key);
 
 for (const mode of ['redis', 'in-process'] as const) {
   describe(`segments (${mode})`, () => {
-    const make = () => createUsage(options(mode === 'redis' ? { redisUrl: redis.url, keyPrefix: uniquePrefix() } : {}));
+    const make = () => createUsage(usageOptions(mode === 'redis' ? { redisUrl: redis.url, keyPrefix: uniquePrefix() } : {}));
 
     test('two upstream sessions with their finals: the credits are the sum, not estimated', async () => {
       const u = await make();
@@ -145,7 +141,7 @@ test('old events without seg are segment 0 in both stores, and a corrupt segment
 
 test('a journal replayed over events Redis already has (and old lines without seg) counts each once', async () => {
   const prefix = uniquePrefix();
-  const first = await createUsage(options({ redisUrl: redis.url, keyPrefix: prefix }));
+  const first = await createUsage(usageOptions({ redisUrl: redis.url, keyPrefix: prefix }));
   first.ledger.sessionStarted({ sessionKey: 'j1', tenant: 'acme', endpoint: 'transcribe', startedAt: T0 });
   first.ledger.setUpstreamSessionId('j1', 'up-a', 0);
   first.ledger.recordUsage({ sessionKey: 'j1', seq: 1, seg: 0, kind: 'delta', credits: 1, at: T0 });
@@ -162,7 +158,7 @@ test('a journal replayed over events Redis already has (and old lines without se
     { t: 'usage', k: 'j1', seq: 3, seg: 1, kind: 'delta', micro: 400_000, at: T0 },
   ];
   writeFileSync(join(dir, 'usage-journal.jsonl'), lines.map((l) => JSON.stringify(l) + '\n').join('').repeat(2));
-  const second = await createUsage(options({ redisUrl: redis.url, keyPrefix: prefix, journalDir: dir }));
+  const second = await createUsage(usageOptions({ redisUrl: redis.url, keyPrefix: prefix, journalDir: dir }));
   await until(() => second.ledger.journalDepth === 0, 'journal replay');
   const s = await session(second, 'j1');
   assert.deepEqual([s.credits, s.estimated], [1.9, true]);

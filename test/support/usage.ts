@@ -1,8 +1,9 @@
-// Test helpers for the usage tests: temp dirs, key prefixes, API calls.
+// Test support: the usage ledger in process, as its tests make it: options, temp journal dirs,
+// Redis key prefixes, calls to its ops API.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { UsageApi } from '../../src/usage/index.js';
+import type { UsageApi, UsageOptions } from '../../src/usage/index.js';
 
 const dirs: string[] = [];
 process.once('exit', () => {
@@ -30,3 +31,9 @@ export async function get(api: UsageApi, pathAndQuery: string, token: string | n
   if (!res) throw new Error(`api did not handle ${pathAndQuery}`);
   return res as { status: number; body: any };
 }
+
+/** Options for createUsage(): a temp journal dir, 30 days kept, no session cap, TOKEN for the API,
+ *  a 500 ms Redis connect timeout; `extra` on top (redisUrl and keyPrefix for the Redis ledger). */
+export const usageOptions = (extra: Partial<UsageOptions> = {}): UsageOptions => ({
+  journalDir: extra.journalDir ?? tempDir(), retentionDays: 30, maxSessionsPerTenant: 0, apiToken: TOKEN, connectTimeoutMs: 500, ...extra,
+});
