@@ -10,7 +10,7 @@ import { signHop, type HopIdentity } from '../../src/cluster/index.js';
 import { replicaUrl, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { metric } from '../support/metrics.js';
-import { openClient, openConfigured, refusal, type TestClient } from '../support/stack.js';
+import { englishConfiguration, openClient, openConfigured, refusal, type TestClient } from '../support/stack.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 import { finals } from '../support/transcripts.js';
 import { delay } from '../support/wait.js';
@@ -162,7 +162,7 @@ describe('the internal hop between two replicas', () => {
       const q = new URLSearchParams({ 'tenant-name': tenant, token: `Bearer ${token}`, resume: key });
       return `ws://127.0.0.1:${cluster.replicas[i].port}/audio-bridge/v2/interactions/${interaction}/streams?${q}`;
     };
-    const streamsConfig = { type: 'config', configuration: { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' }, audioFormat: 'audio/webm;codecs=opus' } };
+    const streamsConfig = { type: 'config', configuration: englishConfiguration('streams', 'audio/webm;codecs=opus') };
     const first = await openClient(await streamsUrl(0));
     first.sendJson(streamsConfig);
     const accepted = await first.next('CONFIG_ACCEPTED');

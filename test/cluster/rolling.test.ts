@@ -14,7 +14,7 @@ import { startCluster, type Cluster } from '../support/cluster.js';
 import { mediaSeconds, upstreamCredits } from '../support/emulator.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey, streamWithSdk } from '../support/sdk.js';
-import { endpointPath, openClient, type TestClient } from '../support/stack.js';
+import { endpointPath, englishConfiguration, openClient, type TestClient } from '../support/stack.js';
 import { startTcpBalancer, type TcpBalancer } from '../support/tcp-balancer.js';
 import { finals } from '../support/transcripts.js';
 import { delay } from '../support/wait.js';
@@ -28,10 +28,7 @@ const HAND_WRITTEN = 10;
 const REPEATS = 10;
 const PIECE_MS = 300; // each Chromium piece holds 0.30 s
 const audioFormat = 'audio/webm;codecs=opus';
-const configs = {
-  transcribe: { primaryLanguage: 'en', audioFormat },
-  streams: { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' }, audioFormat },
-};
+const configs = { transcribe: englishConfiguration('transcribe', audioFormat), streams: englishConfiguration('streams', audioFormat) };
 const CLUSTER_ID = [0x1f, 0x43, 0xb6, 0x75];
 // What the issue allows: a handover loses nothing (the successor goes on mid-Cluster where the owner
 // stopped, and the 1012 close leaves between two of the client's pieces, none on the wire); only a

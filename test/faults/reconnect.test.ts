@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks, evenChunks, fixture } from '../support/fixtures.js';
-import { startStack, type Stack, type TestClient } from '../support/stack.js';
+import { configured, englishConfiguration, startStack, type Stack, type TestClient } from '../support/stack.js';
 import { finals, type Final } from '../support/transcripts.js';
 import { ledgerSessions } from '../support/usage-api.js';
 import { delay } from '../support/wait.js';
@@ -27,11 +27,7 @@ function assertOneTimeline(f: Final[], until: number, label: string) {
 
 async function session(stack: Stack, endpoint: 'transcribe' | 'streams', audioFormat: string): Promise<TestClient> {
   const c = await stack.connect(endpoint);
-  const configuration = endpoint === 'transcribe'
-    ? { primaryLanguage: 'en', audioFormat }
-    : { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' }, audioFormat };
-  c.sendJson({ type: 'config', configuration });
-  await c.next('CONFIG_ACCEPTED');
+  await configured(c, englishConfiguration(endpoint, audioFormat));
   return c;
 }
 

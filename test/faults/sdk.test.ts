@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks } from '../support/fixtures.js';
 import type { Endpoint } from '../../src/protocol/endpoint.js';
 import { newResumeKey, SDK_MESSAGE_TYPES, streamWithSdk, type SdkRun } from '../support/sdk.js';
-import { endpointPath, startStack, type Stack } from '../support/stack.js';
+import { endpointPath, englishConfiguration, startStack, type Stack } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
 import { ledgerSessions } from '../support/usage-api.js';
 import { clientFrames, startTcpProxy, type ProxiedConnection, type TcpProxy } from '../support/tcp-proxy.js';
@@ -15,10 +15,7 @@ import { delay } from '../support/wait.js';
 
 const webm = chromeChunks('webm-opus'); // ~7.7 s, one MediaRecorder chunk every 250 ms
 const audioFormat = 'audio/webm;codecs=opus';
-const configs = {
-  transcribe: { primaryLanguage: 'en', audioFormat },
-  streams: { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' }, audioFormat },
-} as const;
+const configs = { transcribe: englishConfiguration('transcribe', audioFormat), streams: englishConfiguration('streams', audioFormat) };
 
 /** Text and binary frames only (a pong answering the gateway's ping is not the client's data). */
 const dataFrames = (c: ProxiedConnection) => clientFrames(c.sent).filter((f) => f.opcode === 1 || f.opcode === 2);

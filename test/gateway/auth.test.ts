@@ -3,15 +3,14 @@
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
-import { openClient, refusal, startStack, type Stack } from '../support/stack.js';
+import { configured, englishConfiguration, openClient, refusal, startStack, type Stack } from '../support/stack.js';
 import { delay } from '../support/wait.js';
 
 const path = '/audio-bridge/v2/transcribe';
 const q = (token: string, tenant = 'base') => new URLSearchParams({ 'tenant-name': tenant, token: `Bearer ${token}` }).toString();
 
 async function endSession(c: Awaited<ReturnType<typeof openClient>>, endpoint: 'transcribe' | 'streams' = 'transcribe') {
-  c.sendJson({ type: 'config', configuration: endpoint === 'transcribe' ? { primaryLanguage: 'en' } : { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' } } });
-  await c.next('CONFIG_ACCEPTED');
+  await configured(c, englishConfiguration(endpoint));
   c.sendJson({ type: 'end' });
   await c.next(endpoint === 'transcribe' ? 'ended' : 'ENDED');
 }

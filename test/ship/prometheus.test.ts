@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks, evenChunks, fixture } from '../support/fixtures.js';
-import { startStack, type Stack, type TestClient } from '../support/stack.js';
+import { configured, englishConfiguration, startStack, type Stack, type TestClient } from '../support/stack.js';
 import { metrics } from '../../src/telemetry/index.js';
 import { delay } from '../support/wait.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
@@ -41,14 +41,7 @@ function fillVariables(expr: string, instance: string): string {
 
 async function dictation(stack: Stack, endpoint: 'transcribe' | 'streams', tenant: string): Promise<TestClient> {
   const c = await stack.connect(endpoint, { tenant });
-  const audioFormat = endpoint === 'transcribe' ? 'audio/ogg' : 'audio/webm;codecs=opus';
-  c.sendJson({
-    type: 'config',
-    configuration: endpoint === 'transcribe'
-      ? { primaryLanguage: 'en', audioFormat }
-      : { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' }, audioFormat },
-  });
-  await c.next('CONFIG_ACCEPTED');
+  await configured(c, englishConfiguration(endpoint, endpoint === 'transcribe' ? 'audio/ogg' : 'audio/webm;codecs=opus'));
   return c;
 }
 

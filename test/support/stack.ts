@@ -129,6 +129,13 @@ export function openClient(url: string, protocols?: string[], headers?: Record<s
   });
 }
 
+/** The configuration with the least in it that `endpoint` accepts: English, transcription only; with
+ *  `audioFormat` when one is given. */
+export function englishConfiguration(endpoint: 'transcribe' | 'streams', audioFormat?: string): Record<string, unknown> {
+  const c = endpoint === 'transcribe' ? { primaryLanguage: 'en' } : { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' } };
+  return audioFormat === undefined ? c : { ...c, audioFormat };
+}
+
 /** Sends `configuration` as the client's config; resolves with the CONFIG_ACCEPTED it is answered with. */
 export async function configured(c: TestClient, configuration: object): Promise<Record<string, any>> {
   c.sendJson({ type: 'config', configuration });
