@@ -11,7 +11,7 @@ import { fixture } from '../support/fixtures.js';
 import { clientFrame } from '../support/raw-client.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
-import { ledgerSessions, type LedgerSession } from '../support/usage-api.js';
+import { endedLedgerSessions, type LedgerSession } from '../support/usage-api.js';
 import { delay, until } from '../support/wait.js';
 
 const ogg = fixture('dictation.ogg'); // ~26 s
@@ -19,12 +19,9 @@ const API = 'test-usage-token';
 
 /** The ledger row of the session that closed last, once `count` sessions are all closed. */
 async function closedRow(stack: Stack, count: number): Promise<LedgerSession & { segments: unknown[] }> {
-  for (let i = 0; i < 100; i++) {
-    const rows = await ledgerSessions(stack, API);
-    if (rows.length >= count && rows.every((r) => r.end !== null)) return rows.sort((a, b) => a.end!.localeCompare(b.end!)).at(-1) as LedgerSession & { segments: unknown[] };
-    await delay(50);
-  }
-  assert.fail(`no closed ledger row: ${JSON.stringify(await ledgerSessions(stack, API))}`);
+  const rows = await endedLedgerSessions(stack, API, { count });
+  if (rows.length < count || rows.some((r) => r.end === null)) assert.fail(`no closed ledger row: ${JSON.stringify(rows)}`);
+  return rows.sort((a, b) => a.end!.localeCompare(b.end!)).at(-1) as LedgerSession & { segments: unknown[] };
 }
 
 async function failures(cause: string): Promise<number> {

@@ -7,7 +7,7 @@ import { protocolViolations } from '../support/emulator.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { metric } from '../support/metrics.js';
 import { openClient, openConfigured, refusal, resumeUrl, startStack, type Stack } from '../support/stack.js';
-import { ledgerSessions } from '../support/usage-api.js';
+import { endedLedgerSessions, ledgerSessions } from '../support/usage-api.js';
 import { delay } from '../support/wait.js';
 import { finals } from '../support/transcripts.js';
 
@@ -62,8 +62,7 @@ describe('a client that drops and resumes', () => {
       assert.deepEqual(second.types().slice(-2), ['usage', 'ended']);
       assert.equal(first.types().filter((t) => t === 'usage').length + second.types().filter((t) => t === 'usage').length, 1, 'usage once');
     }
-    let rows = await ledgerSessions(stack, API);
-    for (let k = 0; k < 50 && rows.some((r) => r.end === null); k++) rows = await delay(100).then(() => ledgerSessions(stack, API));
+    const rows = await endedLedgerSessions(stack, API);
     assert.equal(rows.length, runs.length, 'one ledger session per resumed dictation');
     assert.ok(rows.every((r) => r.outcome === 'ended' && !r.estimated), JSON.stringify(rows.map((r) => [r.outcome, r.estimated])));
   });

@@ -9,9 +9,8 @@ import type { Endpoint } from '../../src/protocol/endpoint.js';
 import { newResumeKey, SDK_MESSAGE_TYPES, streamWithSdk, type SdkRun } from '../support/sdk.js';
 import { endpointPath, englishConfiguration, startStack, type Stack } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
-import { ledgerSessions } from '../support/usage-api.js';
+import { endedLedgerSessions } from '../support/usage-api.js';
 import { clientFrames, startTcpProxy, type ProxiedConnection, type TcpProxy } from '../support/tcp-proxy.js';
-import { delay } from '../support/wait.js';
 
 const webm = chromeChunks('webm-opus'); // ~7.7 s, one MediaRecorder chunk every 250 ms
 const audioFormat = 'audio/webm;codecs=opus';
@@ -113,8 +112,7 @@ describe('the vendor SDK, unmodified, resumes its session through a network drop
       assert.ok(f.at(-1)!.end > 6, `run ${i}: the finals cover the stream but what was lost in flight (${f.at(-1)!.end} s)`);
       assert.equal(run.messages.filter((m) => m.type === 'usage').length, 1, `run ${i}: usage once`);
     }
-    let rows = await ledgerSessions(stack, API);
-    for (let k = 0; k < 50 && rows.some((r) => r.end === null); k++) rows = await delay(100).then(() => ledgerSessions(stack, API));
+    const rows = await endedLedgerSessions(stack, API);
     assert.equal(rows.length, runs.length, 'one ledger session per dictation');
     assert.ok(rows.every((r) => r.outcome === 'ended' && !r.estimated), JSON.stringify(rows.map((r) => [r.outcome, r.estimated])));
   });

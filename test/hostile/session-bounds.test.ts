@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fixture } from '../support/fixtures.js';
 import { configured, startStack, type Stack } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
-import { ledgerSessions } from '../support/usage-api.js';
+import { endedLedgerSessions } from '../support/usage-api.js';
 
 const ogg = fixture('dictation.ogg'); // ~26 s, ~70 KB
 const API = 'test-usage-token';
@@ -22,15 +22,6 @@ const heapAfterGc = () => {
   gc();
   return process.memoryUsage().heapUsed;
 };
-
-async function recorded(stack: Stack, sessionCount: number) {
-  for (let i = 0; i < 100; i++) {
-    const rows = await ledgerSessions(stack, API);
-    if (rows.length >= sessionCount && rows.every((r) => r.end !== null)) return rows;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return ledgerSessions(stack, API);
-}
 
 describe('end waits for paced audio, and the outcome is the truth', () => {
   let stack: Stack;
@@ -50,7 +41,7 @@ describe('end waits for paced audio, and the outcome is the truth', () => {
     assert.ok(!c.types().includes('error'), `no error: ${JSON.stringify(c.messages.filter((m) => m.type === 'error'))}`);
     assert.ok(finals(c.messages).at(-1)!.end > 25, `transcripts cover the whole file (last ends at ${finals(c.messages).at(-1)?.end})`);
     assert.ok(Buffer.compare(stack.emulator.sessions.at(-1)!.audio, ogg) === 0, 'the upstream got every byte');
-    const row = (await recorded(stack, 1)).at(-1)!;
+    const row = (await endedLedgerSessions(stack, API, { count: 1 })).at(-1)!;
     assert.equal(row.outcome, 'ended');
     assert.equal(row.estimated, false);
     assert.ok(row.credits > 0);
@@ -70,7 +61,7 @@ describe('end waits for paced audio, and the outcome is the truth', () => {
     } finally {
       stack.emulator.faults.stall = false;
     }
-    const row = (await recorded(stack, 2)).at(-1)!;
+    const row = (await endedLedgerSessions(stack, API, { count: 2 })).at(-1)!;
     assert.equal(row.outcome, 'upstream_timeout', 'the client asked to end, but the session did not end: the record says so');
     assert.equal(row.estimated, true);
   });
@@ -116,7 +107,7 @@ describe('every buffer of a session is bounded, counted in input bytes', () => {
     const err = await c.next('error', 10_000);
     assert.equal(err.error.id, 'AUDIO_BUFFER_OVERRUN');
     assert.equal((await c.closed).code, 4422);
-    const row = (await recorded(stack, 1)).at(-1)!;
+    const row = (await endedLedgerSessions(stack, API, { count: 1 })).at(-1)!;
     assert.equal(row.outcome, 'error');
     assert.ok(row.end !== null, 'the session is closed in the ledger');
   });

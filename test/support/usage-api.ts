@@ -1,5 +1,6 @@
 // Test support: reads a gateway's ledger through its ops usage API, as an operator would.
 import type { Stack } from './stack.js';
+import { delay } from './wait.js';
 
 export interface LedgerSession {
   sessionKey: string;
@@ -29,4 +30,16 @@ export async function ledgerSessionsAt(port: number, apiToken: string, tenant: s
     cursor = body.next;
   } while (cursor);
   return out;
+}
+
+/** ledgerSessions() once it holds at least `count` sessions and every one has ended (the journal and
+ *  the queue flushed): read every 50 ms, 100 times at the most, then as it is. */
+export async function endedLedgerSessions(stack: Stack, apiToken: string, o: { count?: number; tenant?: string } = {}): Promise<LedgerSession[]> {
+  const { count = 0, tenant = 'base' } = o;
+  let rows = await ledgerSessions(stack, apiToken, tenant);
+  for (let i = 0; i < 100 && (rows.length < count || rows.some((r) => r.end === null)); i++) {
+    await delay(50);
+    rows = await ledgerSessions(stack, apiToken, tenant);
+  }
+  return rows;
 }
