@@ -103,7 +103,7 @@ test('pages: header pages first, at most 100 ms per audio page, lacing of 255-by
   assert.equal(eos[0].granule, 9600n);
 });
 
-test('TOC durations follow RFC 6716 3.1', () => {
+test('an Opus packet\'s samples come from its TOC byte: the frame duration of its config times its frame count', () => {
   assert.equal(opusPacketSamples48(Buffer.from([0x08])), 960); // SILK NB 20 ms, 1 frame
   assert.equal(opusPacketSamples48(Buffer.from([0x18])), 2880); // SILK NB 60 ms
   assert.equal(opusPacketSamples48(Buffer.from([0x79])), 1920); // Hybrid FB 20 ms, 2 frames

@@ -1,4 +1,4 @@
-// Issue 13, the internal hop: two real gateway processes, one redis-server, the emulator. A resume
+// The internal hop between replicas: two real gateway processes, one redis-server, the emulator. A resume
 // that lands on the replica that does not hold its session is carried to the one that does (every
 // final once, one ledger session, one tenant slot); the internal route refuses anything without a
 // fresh signature of the replicas' secret and does not exist without one; closes pass through.

@@ -1,12 +1,12 @@
-// Issue 13's "done when", with real processes: three gateway processes behind a round-robin TCP
-// balancer, one redis-server, the emulator. 30 resumable sessions stream Chromium's WebM/Opus pieces
-// at real time, through the unmodified vendor SDK and through hand-written clients that resend from
-// the `audioBytes` a resumed CONFIG_ACCEPTED gives them. Mid-stream one replica is SIGKILLed (and
-// restarted in place, as the kubelet restarts a crashed container); then every replica in turn gets
-// SIGTERM, is waited for, started again on its port and waited for on /readyz (a rolling update).
-// Every session must end with every final transcript once, in order, on one timeline, under a tenant
-// cap equal to the sessions (one slot each throughout); the usage API must total what the upstream
-// reported; audio may go missing only at the kill (bounded below), and the replicas count it.
+// A crash and a rolling update under load, with real processes: three gateway processes behind a
+// round-robin TCP balancer, one redis-server, the emulator. 30 resumable sessions stream Chromium's
+// WebM/Opus pieces at real time, through the unmodified vendor SDK and through hand-written clients
+// that resend from the `audioBytes` a resumed CONFIG_ACCEPTED gives them. Mid-stream one replica is
+// SIGKILLed (and restarted in place, as the kubelet restarts a crashed container); then every replica
+// in turn gets SIGTERM, is waited for, started again on its port and waited for on /readyz (a rolling
+// update). Every session must end with every final transcript once, in order, on one timeline, under
+// a tenant cap equal to the sessions (one slot each throughout); the usage API must total what the
+// upstream reported; audio may go missing only at the kill (bounded below), and the replicas count it.
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { readVint } from '../../src/audio/containers/webm.js';
@@ -30,7 +30,7 @@ const PIECE_MS = 300; // each Chromium piece holds 0.30 s
 const audioFormat = 'audio/webm;codecs=opus';
 const configs = { transcribe: englishConfiguration('transcribe', audioFormat), streams: englishConfiguration('streams', audioFormat) };
 const CLUSTER_ID = [0x1f, 0x43, 0xb6, 0x75];
-// What the issue allows: a handover loses nothing (the successor goes on mid-Cluster where the owner
+// What a session may lose: at a handover nothing (the successor goes on mid-Cluster where the owner
 // stopped, and the 1012 close leaves between two of the client's pieces, none on the wire); only a
 // session whose replica is killed under it may have one stretch without finals.
 /** Any stretch without finals elsewhere: none (rounding of the finals' times only). */

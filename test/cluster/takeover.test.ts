@@ -1,9 +1,10 @@
-// Issue 13's takeover after a crash, with two real gateway processes sharing one redis-server and one
-// emulator: the replica holding a resumable session is SIGKILLed mid-stream; the client comes back
-// on the other replica with its key at once, which takes the session over from its record (the dead
-// replica's heartbeat has not expired, but its address refuses connections): one timeline, every final once, one ledger session whose usage is the
-// sum of both upstream sessions, and, as the client resends from the count it is given (the start of
-// the oldest Cluster its finals do not cover whole), nothing lost.
+// A session taken over after its replica crashed, with two real gateway processes sharing one
+// redis-server and one emulator: the replica holding a resumable session is SIGKILLed mid-stream;
+// the client comes back on the other replica with its key at once, which takes the session over from
+// its record (the dead replica's heartbeat has not expired, but its address refuses connections): one
+// timeline, every final once, one ledger session whose usage is the sum of both upstream sessions,
+// and, as the client resends from the count it is given (the start of the oldest Cluster its finals
+// do not cover whole), nothing lost.
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';

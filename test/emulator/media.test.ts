@@ -6,7 +6,7 @@ import { chromeChunks, fixture } from '../support/fixtures.js';
 
 
 describe('emulator media time', () => {
-  it('reads Opus packet durations from the TOC byte (RFC 6716 3.1)', () => {
+  it('reads Opus packet durations from the TOC byte: the frame duration of its config times its frame count', () => {
     assert.equal(opusPacketSeconds(Uint8Array.of(0xf8)), 0.02); // CELT 20 ms, one frame
     assert.equal(opusPacketSeconds(Uint8Array.of(0x0b << 3 | 1)), 0.12); // SILK 60 ms, two frames
     assert.equal(opusPacketSeconds(Uint8Array.of(0x10 << 3 | 3, 6)), 0.015); // CELT 2.5 ms x 6

@@ -1,4 +1,4 @@
-// Issue 4 end to end: every fixture goes client → gateway → emulator, and what the emulator
+// Audio handling end to end: every fixture goes client → gateway → emulator, and what the emulator
 // received is a stream the upstream accepts. Decoded durations are checked with the real ffmpeg.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';

@@ -1,4 +1,4 @@
-// Issue 3 over real sockets: who may open a session through the gateway, and what reaches the
+// Authentication over real sockets: who may open a session through the gateway, and what reaches the
 // upstream. Unit-level rules (every refusal reason, JWKS caching) are in test/auth/.
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';

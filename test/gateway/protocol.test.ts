@@ -1,6 +1,7 @@
-// Spec 3.3 over real sockets: a ws client → the uWS gateway → the upstream emulator, all on
+// The client protocol over real sockets (the message order, config validation, the config timeout,
+// flush and end; see docs/protocol.md): a ws client → the uWS gateway → the upstream emulator, all on
 // loopback. Each test checks what the client sees AND what the upstream received (the gateway must
-// never pass on a config or audio the spec forbids).
+// never pass on a config or audio the protocol forbids).
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { protocolViolations } from '../support/emulator.js';
@@ -29,7 +30,7 @@ describe('gateway protocol over real sockets', () => {
     assert.equal(res.headers.get('uwebsockets'), '20', 'native uWS answers with its uwebsockets header');
   });
 
-  it('/transcribe: config → CONFIG_ACCEPTED → transcripts covering all audio → flush → end, in the spec order', async () => {
+  it('/transcribe: config → CONFIG_ACCEPTED → transcripts covering all audio → flush → end, in that order', async () => {
     const c = await stack.connect('transcribe');
     const acc = await configured(c, { primaryLanguage: 'en', audioFormat: 'audio/ogg;codecs=opus' });
     assert.match(acc.sessionId, /^[0-9a-f-]{36}$/);

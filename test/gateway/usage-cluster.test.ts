@@ -1,7 +1,7 @@
-// Issue 5's whole claim, with real processes: two gateway processes share one real redis-server
-// and one emulator. Sessions run on both; Redis is stopped and restarted mid-run; one gateway gets
-// SIGTERM while a session is running. The ops API must then report, to the credit, what the
-// upstream reported; the tenant cap must hold across both; /metrics must show every series.
+// Usage credits across replicas, with real processes: two gateway processes share one real
+// redis-server and one emulator. Sessions run on both; Redis is stopped and restarted mid-run; one
+// gateway gets SIGTERM while a session is running. The ops API must then report, to the credit,
+// what the upstream reported; the tenant cap must hold across both; /metrics must show every series.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';

@@ -1,4 +1,4 @@
-// Issue 8: every fixture truncated, with bytes mutated and box/element sizes overwritten, in random
+// Hostile audio: every fixture truncated, with bytes mutated and box/element sizes overwritten, in random
 // chunkings with flushes between: each case ends normally or with one of the client-facing audio
 // errors, never INTERNAL, never a thrown exception, never a frame over 64000 bytes. Seeded: the
 // same cases on every run.

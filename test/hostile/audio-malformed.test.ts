@@ -1,4 +1,4 @@
-// Issue 8: a malformed container is the client's error, said precisely: AUDIO_MALFORMED with what
+// A malformed container is the client's error, said precisely: AUDIO_MALFORMED with what
 // was wrong and where, never INTERNAL (a truncated MP4 box used to make the parser read past it).
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';

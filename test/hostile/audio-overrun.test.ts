@@ -1,4 +1,4 @@
-// Issue 8: the audio bound counts what the client sent, not what the transcoder made of it. Raw PCM
+// The audio bound counts what the client sent, not what the transcoder made of it. Raw PCM
 // becomes ~20× fewer Opus bytes, so counting output let a client run far ahead of real time.
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';

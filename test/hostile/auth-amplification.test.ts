@@ -1,4 +1,4 @@
-// Issue 8, "No amplification": forged tokens naming a new random tenant each must not turn into one
+// No amplification: forged tokens naming a new random tenant each must not turn into one
 // auth server request (and, with the embedded emulator, one key pair) each, and must not slow down
 // the tenants that already work.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Issue 8, "No amplification", at the authenticator against a real HTTP auth server: realms that
+// No amplification at the authenticator, against a real HTTP auth server: realms that
 // answered 404 are remembered, realms not known yet share one request budget, and realms that
 // verified before are not affected by either.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Issue 8: the status of a tenant refusal is what the README says: a tenant-name that is not a
+// The status of a tenant refusal is what the README says: a tenant-name that is not a
 // valid name is 403 TENANT_INVALID (like the other tenant refusals), a missing one 401 TENANT_MISSING.
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Issue 8, "The embedded emulator stays small": what `npm start`'s emulator remembers is a bounded
+// The embedded emulator stays small: what `npm start`'s emulator remembers is a bounded
 // window (the most recent session records, a total of audio bytes, the most recent violations and
 // token requests), however many sessions it has served.
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Issue 8, "No amplification", emulator side: a request naming a realm the emulator was not
+// No amplification, emulator side: a request naming a realm the emulator was not
 // configured with is refused without generating a key pair (a stranger could otherwise make it
 // generate one per random name), while configured and in-process realms keep working.
 import assert from 'node:assert/strict';

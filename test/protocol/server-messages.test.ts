@@ -20,7 +20,7 @@ test('flush, usage and end messages have the upstream shapes', () => {
   assert.equal(JSON.stringify(serverMessages.ended('streams')), '{"type":"ENDED"}');
 });
 
-test('the config timeout message differs per socket (spec 3.3)', () => {
+test('the config timeout message differs per socket: CONFIG_TIMEOUT on /transcribe, CONFIG_NOT_PROVIDED on /streams', () => {
   assert.equal(configTimeoutType('transcribe'), 'CONFIG_TIMEOUT');
   assert.equal(configTimeoutType('streams'), 'CONFIG_NOT_PROVIDED');
 });

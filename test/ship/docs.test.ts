@@ -1,4 +1,4 @@
-// Issue 11: the docs the errors point to. Every error id has its section in docs/errors.md under
+// The docs the errors point to: every error id has its section in docs/errors.md under
 // the anchor its `doc` link names (checked on errors a running gateway really sends too), every
 // close code is explained, every alert rule has its entry in the operator's guide, and the
 // relative links of the README and docs/ reach a file and a heading that exist.

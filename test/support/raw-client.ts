@@ -1,5 +1,5 @@
-// Test support: a WebSocket client whose frames the test writes by hand (RFC 6455), for clients no
-// library would be: floods of frames in one write, a client that never answers a ping.
+// Test support: a WebSocket client whose frames the test writes by hand, for clients no library
+// would be: floods of frames in one write, a client that never answers a ping.
 import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import { endpointPath, type Stack } from './stack.js';

@@ -97,7 +97,8 @@ export interface ClientFrame {
   payload: Buffer;
 }
 
-/** Decodes the masked client-to-server frames in `sent` (RFC 6455 §5.2); a cut-off last frame is left out. */
+/** Decodes the masked client-to-server frames in `sent` (opcode, 7-bit length or a 16- or 64-bit one after
+ *  it, the 4-byte mask key, the masked payload); a cut-off last frame is left out. */
 export function clientFrames(sent: Buffer): ClientFrame[] {
   const frames: ClientFrame[] = [];
   for (let off = 0; off + 2 <= sent.length; ) {
