@@ -6,4 +6,4 @@ export type { SourceKind, AudioPlan, Clock, AudioPipelineOptions, AudioStats, Au
 export { closeDefaultEncoderPool } from './transcode/index.js';
 // Upstream reconnection: what a new upstream session is sent (init data + unreleased audio, retimed to 0).
 export { createReplayBuffer, type ReplayBuffer, type ReplayKind, type ReplayOptions } from './replay.js';
-export type { Continuation, Unit } from './containers/unit.js';
+export type { Continuation, Unit } from './containers/index.js';

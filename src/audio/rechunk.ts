@@ -4,7 +4,7 @@
 // of chunkMs: a real-time client's piece goes upstream when it arrives, while tiny pieces still
 // coalesce. A frame cut within a batch waits for the batch's end, so that a short tail joins it
 // rather than going alone or waiting for the next piece. A partial frame waits at most chunkMs.
-import type { Unit } from './containers/unit.js';
+import type { Unit } from './containers/index.js';
 import { Alarm, type Scheduler } from './scheduler.js';
 
 export interface Frame { bytes: Buffer; start: number; end: number }

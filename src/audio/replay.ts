@@ -8,10 +8,8 @@
 // A group (Cluster, page, unit) bigger than maxBytes is dropped whole with what follows of it.
 // The init data is never dropped (the pipeline bounds headers before any unit comes here).
 import { UPSTREAM_MAX_FRAME_BYTES } from '../protocol/index.js';
-import type { Unit } from './containers/unit.js';
-import { otherFormat, type Group, type ReplayFormat } from './replay/format.js';
-import { oggFormat } from './replay/ogg.js';
-import { webmFormat } from './replay/webm.js';
+import type { Unit } from './containers/index.js';
+import { oggFormat, otherFormat, webmFormat, type Group, type ReplayFormat } from './replay/index.js';
 
 export interface ReplayBuffer {
   /** Every unit sent upstream, in order. Header units are kept for good; media units until released.

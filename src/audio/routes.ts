@@ -1,8 +1,7 @@
 // Where a recognised stream's units go: straight to the re-chunker (passthrough), or through the
 // transcoder, whose Ogg/Opus output is parsed into pages and re-chunked like passthrough audio.
 import { performance } from 'node:perf_hooks';
-import { OggParser } from './containers/ogg.js';
-import { MalformedAudio, type TrackInfo, type Unit } from './containers/unit.js';
+import { MalformedAudio, OggParser, type TrackInfo, type Unit } from './containers/index.js';
 import { createOggOpusMuxer, createPcmToOpus, type PcmFormat, type PcmToOpus, type OggOpusMuxer } from './transcode/index.js';
 
 export interface Route {

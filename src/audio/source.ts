@@ -1,12 +1,6 @@
 // Container family → parser, and (container, codec) → the source kind the plan is checked against.
 import { echo } from '../protocol/index.js';
-import { Mp3Parser } from './containers/mp3.js';
-import { FlacParser } from './containers/flac.js';
-import { Mp4Parser } from './containers/mp4.js';
-import { OggParser } from './containers/ogg.js';
-import { WavParser } from './containers/wav.js';
-import { WebmParser } from './containers/webm.js';
-import type { ContainerParser, TrackInfo } from './containers/unit.js';
+import { FlacParser, Mp3Parser, Mp4Parser, OggParser, WavParser, WebmParser, type ContainerParser, type TrackInfo } from './containers/index.js';
 import type { Container } from './sniff.js';
 import type { SourceKind } from './types.js';
 

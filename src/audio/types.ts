@@ -1,6 +1,6 @@
 // Public types of the audio pipeline (re-exported by index.ts).
 import type { GatewayError } from '../protocol/index.js';
-import type { Continuation, Unit } from './containers/unit.js';
+import type { Continuation, Unit } from './containers/index.js';
 
 export type SourceKind =
   | 'webm-opus' | 'webm-vorbis' | 'webm-pcm'

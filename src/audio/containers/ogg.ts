@@ -1,7 +1,7 @@
 // Incremental Ogg page parser, hand-written: prism-media's OggDemuxer yields packets, not pages,
 // and re-chunking passthrough audio must cut at page boundaries and know where the header pages
 // end. Also re-chunks the transcoder's own Ogg/Opus output.
-import { oggCrc32 } from '../transcode/ogg-page.js';
+import { oggCrc32 } from '../transcode/index.js';
 import { ByteQueue } from './byte-queue.js';
 import { prefixVerdict, Resync, type Verdict } from './resync.js';
 import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';

@@ -1,6 +1,6 @@
 // What the replay buffer needs from a container: which units are initialization data, where a
 // replay may start, and how to rewrite timestamps so a replayed stream starts at 0.
-import type { Unit } from '../containers/unit.js';
+import type { Unit } from '../containers/index.js';
 
 /** Units a replay may start at, with what the container needs to rewrite them (`ctx`). */
 export interface Group<C> {

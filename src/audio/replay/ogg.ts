@@ -3,9 +3,8 @@
 // Vorbis: from a page that starts a packet), granule positions lowered by the granule before that
 // packet and page sequence numbers closed up after the headers, CRC recomputed. Granules count
 // samples at the codec's rate (Opus: 48 kHz, pre-skip included), so the decoder's trimming stays right.
-import { readGranule } from '../containers/ogg.js';
-import { oggCrc32, PAGE_BOS, PAGE_CONTINUED, PAGE_EOS } from '../transcode/ogg-page.js';
-import { opusPacketSamples48 } from '../transcode/opus-toc.js';
+import { readGranule } from '../containers/index.js';
+import { oggCrc32, opusPacketSamples48, PAGE_BOS, PAGE_CONTINUED, PAGE_EOS } from '../transcode/index.js';
 import { SORTED, type Group, type ReplayFormat } from './format.js';
 
 /** One logical stream of a chained file (the transcoder starts one after each client flush). */

@@ -4,8 +4,7 @@
 // whole Clusters with their Timecode lowered by the offset, in the same number of bytes. The replayed
 // stream's first audio is at 0 whether the upstream times it by the timestamps or by counting the
 // audio, and nothing before the packet that holds the cut is sent again.
-import type { Unit } from '../containers/unit.js';
-import { children, ID, LIVE_CLUSTER, readVint, uint, type Vint } from '../containers/webm.js';
+import { children, ID, LIVE_CLUSTER, readVint, uint, type Unit, type Vint } from '../containers/index.js';
 import { SORTED, type Group, type ReplayFormat } from './format.js';
 
 /** A Cluster's Timecode (ticks of the segment's timecode scale), once its Timecode unit came. */

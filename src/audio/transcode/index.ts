@@ -8,4 +8,4 @@ export type { OggOpusMuxer, OggOpusMuxerOptions } from './ogg-opus-muxer.js';
 export { createEncoderPool, closeDefaultEncoderPool } from './encoder-pool.js';
 export type { EncoderPool } from './encoder-pool.js';
 export { opusPacketSamples48 } from './opus-toc.js';
-export { oggCrc32 } from './ogg-page.js';
+export { oggCrc32, PAGE_BOS, PAGE_CONTINUED, PAGE_EOS } from './ogg-page.js';
