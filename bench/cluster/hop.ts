@@ -38,14 +38,17 @@ interface Leg { name: string; latencies: number[]; sessions: number; failed: num
 const sleepUntil = (t: number) => new Promise((r) => setTimeout(r, Math.max(0, t - Date.now())));
 const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? NaN;
 
+/** What this bench reads of the gateway's messages: a transcript's data, CONFIG_ACCEPTED's resume fields. */
+interface ServerMessage { type: string; data?: { isFinal?: boolean; start: number; end: number }; resumed?: boolean; audioBytes?: number }
+
 /** Opens a socket, sends the config, resolves on CONFIG_ACCEPTED with the socket and that message. */
-function configured(url: string, onMessage: (m: any) => void): Promise<{ ws: WebSocket; accepted: any }> {
+function configured(url: string, onMessage: (m: ServerMessage) => void): Promise<{ ws: WebSocket; accepted: ServerMessage }> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, { perMessageDeflate: false });
     ws.on('error', reject);
     ws.on('open', () => ws.send(JSON.stringify(config)));
     ws.on('message', (data) => {
-      const m = JSON.parse(data.toString());
+      const m = JSON.parse(data.toString()) as ServerMessage;
       if (m.type === 'CONFIG_ACCEPTED') resolve({ ws, accepted: m });
       else if (/^CONFIG_/.test(m.type) || m.type === 'error') reject(new Error(m.type));
       onMessage(m);
@@ -68,7 +71,7 @@ async function stream(ws: WebSocket, from: number, to: number, sent: (k: number)
 async function session(urlOf: (key: string, i: 0 | 1) => Promise<string>, resumeAt: 0 | 1, leg: Leg, holdFrom: number): Promise<void> {
   const key = randomBytes(18).toString('base64url');
   const finals: Array<[number, number]> = [];
-  const onFinal = (m: any) => m.type === 'transcript' && m.data.isFinal && finals.push([m.data.start, m.data.end]);
+  const onFinal = (m: ServerMessage) => m.type === 'transcript' && m.data?.isFinal && finals.push([m.data.start, m.data.end]);
   const first = await configured(await urlOf(key, 0), onFinal);
   await stream(first.ws, 0, FIRST_PIECES);
   for (let t = 0; finals.length === 0 && t < 50; t++) await new Promise((r) => setTimeout(r, 100));
@@ -80,7 +83,7 @@ async function session(urlOf: (key: string, i: 0 | 1) => Promise<string>, resume
   const finished = new Promise<string>((r) => (done = r));
   const second = await configured(await urlOf(key, resumeAt), (m) => {
     onFinal(m);
-    if (m.type === 'transcript') covered(m.data.end);
+    if (m.type === 'transcript' && m.data) covered(m.data.end);
     else if (m.type === 'ended') done('');
   });
   second.ws.on('close', (code, reason) => done(`closed ${code} ${reason.toString().slice(0, 40)} before ended`));

@@ -70,7 +70,7 @@ class Client {
     this.ws.send(typeof m === 'string' || Buffer.isBuffer(m) ? m : JSON.stringify(m));
   }
 
-  next(type: string): Promise<any> {
+  next(type: string): Promise<unknown> {
     const q = this.queued.get(type);
     if (q?.length) return Promise.resolve(q.shift());
     if (this.failure) return Promise.reject(this.failure);

@@ -56,7 +56,7 @@ export function createUpstreamCredentials(o: UpstreamCredentialsOptions): Upstre
         signal: AbortSignal.timeout(o.timeoutMs ?? 10_000),
       });
     } catch (err) {
-      throw new Error(`upstream token request for tenant "${tenant}" failed: ${(err as Error).name}`);
+      throw new Error(`upstream token request for tenant "${tenant}" failed: ${(err as Error).name}`, { cause: err });
     }
     const body = (await res.json().catch(() => undefined)) as Record<string, unknown> | undefined;
     if (!res.ok) {

@@ -3,6 +3,7 @@
 // single replica, everything in process). The one way in.
 import type { Redis } from 'ioredis';
 import type { Logger } from '../telemetry/index.js';
+import { loadRedisUsageStore } from '../usage/index.js';
 import type { HopDeps } from './hop.js';
 import { createUsedSignatures } from './hop-signatures.js';
 import { createRecordStore, type RecordStore } from './records.js';
@@ -52,7 +53,7 @@ export async function createCluster(o: ClusterOptions): Promise<Cluster> {
 
 /** The usage ledger's kind of connection (fails fast while Redis is away, reconnects quickly). */
 async function connect(url: string, logger: Logger): Promise<Redis> {
-  const { createRedisClient } = await import('../usage/redis-store.js'); // only with a REDIS_URL (idle memory)
+  const { createRedisClient } = await loadRedisUsageStore(); // only with a REDIS_URL (idle memory)
   const redis = createRedisClient(url);
   redis.on('error', () => undefined); // each failing command says so where it is used
   await redis.connect().catch((err: Error) => logger.warn({ err: err.message }, 'redis not reachable at start; replicas and session records wait for it'));

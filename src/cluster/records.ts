@@ -260,7 +260,7 @@ type RecordV1 = Omit<SessionRecord, 'timeline'> & RecordTimeline & { v: 1 };
 function parseRecord(json: string): SealedRecord {
   const r = JSON.parse(json) as SealedRecord | RecordV1;
   if (r.v === 2) return r;
-  const { v, owner, ownerUrl, state, tenant, endpoint, interactionId, sessionKey, updatedAt, subject, environment, config, accepted, init, cont, missed, ...timeline } = r;
+  const { v: _v, owner, ownerUrl, state, tenant, endpoint, interactionId, sessionKey, updatedAt, subject, environment, config, accepted, init, cont, missed, ...timeline } = r;
   const head: RecordHead = { owner, ownerUrl, state, tenant, endpoint, interactionId, sessionKey, timeline, updatedAt };
   return { ...head, v: 2, sealed: '', clear: { subject, environment, config, accepted, init, cont, missed } };
 }

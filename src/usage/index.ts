@@ -13,6 +13,9 @@ export type { UsageLedger, UsageRecord } from './ledger.js';
 export { MAX_SEGMENTS, fromMicro, toMicro } from './model.js';
 export type { SessionLimiter } from './limiter.js';
 export type { UsageApi } from './api.js';
+/** The Redis-backed store and its client, loaded on first use: only a gateway with a REDIS_URL
+ * loads ioredis (about 10 MB of RSS). */
+export const loadRedisUsageStore = () => import('./redis-store.js');
 
 export interface UsageOptions {
   redisUrl?: string;

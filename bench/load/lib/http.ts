@@ -8,7 +8,10 @@ const bin = fileURLToPath(new URL('../../../node_modules/autocannon/autocannon.j
 
 export interface HttpResult { path: string; requestsPerS: number; p99Ms: number; non2xx: number; errors: number }
 
-function cannon(url: string, seconds: number, headers: string[]): Promise<any> {
+/** The figures read from autocannon's JSON report (-j). */
+interface CannonResult { requests: { average: number }; latency: { p99: number }; non2xx: number; errors: number }
+
+function cannon(url: string, seconds: number, headers: string[]): Promise<CannonResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [bin, '-j', '-c', '10', '-d', String(seconds), ...headers.flatMap((h) => ['-H', h]), url], {
       stdio: ['ignore', 'pipe', 'ignore'],

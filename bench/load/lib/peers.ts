@@ -41,7 +41,7 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-function firstJsonLine(child: ChildProcess, what: string): Promise<any> {
+function firstJsonLine<T>(child: ChildProcess, what: string): Promise<T> {
   return new Promise((resolve, reject) => {
     let buf = '';
     const timer = setTimeout(() => reject(new Error(`${what} did not start`)), 20_000);
@@ -77,7 +77,7 @@ export async function startNaive(upstreamPort: number): Promise<Peer> {
   const child = spawn(process.execPath, [join(lib, 'naive-proxy.mjs')], {
     cwd: repo, env: { ...process.env, UPSTREAM: `ws://127.0.0.1:${upstreamPort}` }, stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const { port } = await firstJsonLine(child, 'naive proxy');
+  const { port } = await firstJsonLine<{ port: number }>(child, 'naive proxy');
   return { name: 'naive', pid: child.pid!, port, stop: stopper(child) };
 }
 

@@ -12,7 +12,7 @@ const read = (path: string) => {
 export function treePids(root: number): number[] {
   const out = [root];
   for (let i = 0; i < out.length; i++) {
-    let tasks: string[] = [];
+    let tasks: string[];
     try { tasks = readdirSync(`/proc/${out[i]}/task`); } catch { continue; }
     for (const t of tasks) {
       for (const c of read(`/proc/${out[i]}/task/${t}/children`).split(' ')) if (c.trim()) out.push(Number(c));

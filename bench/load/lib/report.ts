@@ -43,14 +43,17 @@ function summarize(legs: Leg[]) {
   });
 }
 
+/** What the targets read of bench/results/transcode.json (bench/transcode/pcm-to-opus.ts). */
+interface TranscodeResults { flat: Array<{ variant: string; streamsPerCore: number }> }
+
 function targets(rows: ReturnType<typeof summarize>) {
   const by = (n: string) => rows.find((r) => r.name === n);
   const gw = by('gateway');
   if (!gw) return []; // a partial run (BENCH_ONLY) without the gateway leg
   const naive = by('naive ws proxy');
-  const tc = existsSync(new URL('transcode.json', results)) ? JSON.parse(readFileSync(new URL('transcode.json', results), 'utf8')) : null;
-  const ours = tc ? Math.max(...tc.flat.filter((v: any) => v.variant.startsWith('ours')).map((v: any) => v.streamsPerCore)) : NaN;
-  const ffmpeg = tc ? tc.flat.find((v: any) => v.variant.startsWith('ffmpeg')).streamsPerCore : NaN;
+  const tc = existsSync(new URL('transcode.json', results)) ? (JSON.parse(readFileSync(new URL('transcode.json', results), 'utf8')) as TranscodeResults) : null;
+  const ours = tc ? Math.max(...tc.flat.filter((v) => v.variant.startsWith('ours')).map((v) => v.streamsPerCore)) : NaN;
+  const ffmpeg = tc ? tc.flat.find((v) => v.variant.startsWith('ffmpeg'))!.streamsPerCore : NaN;
   const perCoreRatio = gw.sessionsPerCoreP99Under5ms && naive?.sessionsPerCoreP99Under5ms ? gw.sessionsPerCoreP99Under5ms / naive.sessionsPerCoreP99Under5ms : NaN;
   const lostRepeated = rows.reduce((a, r) => a + r.lost + r.repeated, 0);
   return [
