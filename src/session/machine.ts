@@ -1,7 +1,7 @@
-// The per-connection protocol of spec 3.3 as data and pure transitions: an event comes in, the new
-// state and a list of effects come out. Nothing here touches a socket or a timer, so every row of
-// the spec is a unit test with a fake clock (test/session/machine.test.ts); src/session/session.ts
-// is the thin shell that performs the effects.
+// The per-connection protocol (docs/protocol.md, 'Per-connection states') and the session's client
+// facts as data and pure transitions: an event comes in, the new state and a list of effects come
+// out. Nothing here touches a socket or a timer, so every row is a unit test
+// (test/session/machine.test.ts); src/session/session.ts performs the effects.
 import { configTimeoutType, serverMessages, type ClientMessage, type Endpoint } from '../protocol/index.js';
 import { errorMessage, type ErrorId } from '../protocol/index.js';
 import type { Outcome } from '../usage/index.js';
@@ -16,16 +16,23 @@ export type Phase =
   | 'reconnecting' // the upstream connection was lost mid-session: a new one is being opened (audio keeps coming)
   | 'closed';
 
+/** The session's client:
+ *  - open: its socket is there and gets the output;
+ *  - resuming: a socket took the session over (resume=<key>) and has not sent its config yet: the
+ *    output waits for it;
+ *  - detached: a resumable client dropped; the session waits for it (RESUME_GRACE_SECONDS), output kept;
+ *  - slow: it stopped reading and was closed (it cannot resume);
+ *  - gone: closed, or given up on. */
+export type ClientState = 'open' | 'resuming' | 'detached' | 'slow' | 'gone';
+
 export interface SessionState {
   endpoint: Endpoint;
   phase: Phase;
-  clientConnected: boolean;
+  client: ClientState;
   /** set once the outcome is known; the session's final word for logs, metrics and the ledger */
   outcome?: Outcome;
   /** while reconnecting: the phase to go back to (an `end` already asked for is sent again) */
-  resume?: 'configured' | 'ending';
-  /** a resumable client dropped: the session waits for it (RESUME_GRACE_SECONDS), output buffered */
-  detached?: boolean;
+  afterReconnect?: 'configured' | 'ending';
   /** the upstream session ended while the client was away: done once the client has its output */
   upstreamEnded?: boolean;
 }
@@ -39,8 +46,8 @@ export type SessionEvent =
   | { type: 'client_message'; message: ClientMessage; verdict?: ConfigVerdict }
   | { type: 'client_invalid'; errorId: ErrorId; details: string }
   | { type: 'client_audio'; audio: Buffer }
-  | { type: 'client_closed' }
-  | { type: 'client_detached' } // a client that may resume (resume=<key>) dropped without end
+  /** `resumable`: it came with a resume key its session still holds (it may come back) */
+  | { type: 'client_closed'; resumable?: boolean }
   | { type: 'client_resumed' } // a new socket with the same key took the session over
   | { type: 'resume_grace' } // the detached client did not come back in time
   | { type: 'client_caught_up' } // the resumed client was sent everything it missed
@@ -70,6 +77,7 @@ export type Effect =
   | { type: 'reconnect_upstream' } // open a new upstream session: same config, then the replay
   | { type: 'clear_timer'; timer: 'config_deadline' | 'resume_grace' }
   | { type: 'start_resume_grace' }
+  | { type: 'hold_output' } // the client dropped and may come back: what it misses is kept for it
   | { type: 'finish'; outcome: Outcome };
 
 // WebSocket close codes the gateway uses; 4xxx are application codes a client can switch on.
@@ -89,8 +97,17 @@ export const CLOSE = {
 } as const;
 
 export function initialState(endpoint: Endpoint): SessionState {
-  return { endpoint, phase: 'awaiting_config', clientConnected: true };
+  return { endpoint, phase: 'awaiting_config', client: 'open' };
 }
+
+/** A session taken over from another replica: its config is the one the first replica accepted, a new
+ * upstream session opens as a reconnection does, and the client's socket has not sent its config yet. */
+export function restoredState(endpoint: Endpoint): SessionState {
+  return { endpoint, phase: 'reconnecting', afterReconnect: 'configured', client: 'resuming' };
+}
+
+/** The client's socket is there (its output goes to it, or waits for its config). */
+export const clientThere = (s: SessionState): boolean => s.client === 'open' || s.client === 'resuming';
 
 type Result = { state: SessionState; effects: Effect[] };
 
@@ -106,14 +123,14 @@ const error = (id: ErrorId, details: string): Effect => ({ type: 'send_client', 
 /** Ends the session for good: outcome recorded, both sides closed. */
 function finish(s: SessionState, outcome: Outcome, close?: { code: number; reason: string }): Result {
   const effects: Effect[] = [{ type: 'clear_timer', timer: 'config_deadline' }, { type: 'close_upstream' }];
-  if (close && s.clientConnected) effects.push({ type: 'close_client', ...close });
+  if (close && clientThere(s)) effects.push({ type: 'close_client', ...close });
   effects.push({ type: 'finish', outcome: s.outcome ?? outcome });
   return { state: { ...s, phase: 'closed', outcome: s.outcome ?? outcome }, effects };
 }
 
 /** The graceful end, once the new upstream session is there (upstream_reconnected sends `end`). */
 function endAfterReconnect(s: SessionState, outcome: Outcome): Result {
-  return { state: { ...s, resume: 'ending', outcome: s.outcome ?? outcome }, effects: [] };
+  return { state: { ...s, afterReconnect: 'ending', outcome: s.outcome ?? outcome }, effects: [] };
 }
 
 /** Starts the graceful end: pending audio, then `end` upstream; the session finishes on `ended`. */
@@ -166,28 +183,29 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       if (s.phase === 'ending') return { state: s, effects: [] };
       return withFirst(finish(s, 'shutdown', { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' }), error('GATEWAY_SHUTTING_DOWN', 'the gateway is restarting; reconnect'));
 
-    case 'client_detached':
-      // Ending too: the upstream's last output (finals, usage, end message) waits for the client.
-      if (s.phase === 'configured' || s.phase === 'reconnecting' || s.phase === 'ending') {
-        return { state: { ...s, clientConnected: false, detached: true }, effects: [{ type: 'start_resume_grace' }] };
-      }
-      return transition(s, { type: 'client_closed' });
-
     case 'client_resumed':
-      return { state: { ...s, clientConnected: true, detached: false }, effects: [{ type: 'clear_timer', timer: 'resume_grace' }] };
+      return { state: { ...s, client: 'resuming' }, effects: [{ type: 'clear_timer', timer: 'resume_grace' }] };
 
     case 'resume_grace':
-      if (!s.detached) return { state: s, effects: [] };
-      if (s.upstreamEnded) return finish({ ...s, detached: false }, 'ended');
+      if (s.client !== 'detached') return { state: s, effects: [] };
+      if (s.upstreamEnded) return finish({ ...s, client: 'gone' }, 'ended');
       // Ended upstream gracefully, as for any client gone, so its usage is final.
-      return transition({ ...s, detached: false, clientConnected: true }, { type: 'client_closed' });
+      return transition({ ...s, client: 'open' }, { type: 'client_closed' });
 
-    case 'client_caught_up':
+    case 'client_caught_up': {
       // The resumed client has had everything, the end message included: the session is over.
-      return s.upstreamEnded ? finish(s, 'ended', { code: CLOSE.normal, reason: 'session ended' }) : { state: s, effects: [] };
+      const open: SessionState = { ...s, client: 'open' };
+      return s.upstreamEnded ? finish(open, 'ended', { code: CLOSE.normal, reason: 'session ended' }) : { state: open, effects: [] };
+    }
 
     case 'client_closed': {
-      const gone = { ...s, clientConnected: false };
+      // A client that may come back: the session goes on (ending too: the upstream's last output,
+      // finals, usage and the end message, waits for it).
+      const live = s.phase === 'configured' || s.phase === 'reconnecting' || s.phase === 'ending';
+      if (e.resumable && s.client !== 'slow' && live) {
+        return { state: { ...s, client: 'detached' }, effects: [{ type: 'hold_output' }, { type: 'start_resume_grace' }] };
+      }
+      const gone: SessionState = { ...s, client: s.client === 'slow' ? 'slow' : 'gone' };
       // A configured session is ended upstream so its usage becomes final.
       if (s.phase === 'configured') return beginEnding(gone, 'client_gone');
       if (s.phase === 'reconnecting') return endAfterReconnect(gone, 'client_gone');
@@ -208,11 +226,11 @@ export function transition(s: SessionState, e: SessionEvent): Result {
 
     case 'upstream_ended': {
       // The client is away: its last output waits for it (or for the grace to end).
-      if (s.detached) return { state: { ...s, upstreamEnded: true }, effects: [{ type: 'relay_client', data: e.data }] };
+      if (s.client === 'detached') return { state: { ...s, upstreamEnded: true }, effects: [{ type: 'relay_client', data: e.data }] };
       // Ended by the drain, not by the client: 1012 tells it to reconnect elsewhere and go on.
       const close = s.outcome === 'shutdown' ? { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' } : { code: CLOSE.normal, reason: 'session ended' };
       const done = finish(s, 'ended', close);
-      return s.clientConnected ? withFirst(done, { type: 'relay_client', data: e.data }) : done;
+      return clientThere(s) ? withFirst(done, { type: 'relay_client', data: e.data }) : done;
     }
 
     case 'upstream_dropped':
@@ -220,19 +238,19 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       if (s.upstreamEnded) return { state: s, effects: [] };
       // The client is not told: a new upstream session takes over from the audio no final covers.
       if (s.phase === 'configured' || s.phase === 'ending') {
-        return { state: { ...s, phase: 'reconnecting', resume: s.phase }, effects: [{ type: 'reconnect_upstream' }] };
+        return { state: { ...s, phase: 'reconnecting', afterReconnect: s.phase }, effects: [{ type: 'reconnect_upstream' }] };
       }
       return transition(s, { ...e, type: 'upstream_failed' });
 
     case 'upstream_reconnected':
       if (s.phase !== 'reconnecting') return { state: s, effects: [] };
-      return { state: { ...s, phase: s.resume ?? 'configured', resume: undefined }, effects: s.resume === 'ending' ? [{ type: 'end_upstream' }] : [] };
+      return { state: { ...s, phase: s.afterReconnect ?? 'configured', afterReconnect: undefined }, effects: s.afterReconnect === 'ending' ? [{ type: 'end_upstream' }] : [] };
 
     case 'upstream_failed': {
       // Whatever the session was ending for, no final usage came: the record says the upstream failed.
       const outcome = e.errorId === 'UPSTREAM_TIMEOUT' ? 'upstream_timeout' : 'upstream_lost';
       const failed = finish({ ...s, outcome }, outcome, { code: CLOSE.badGateway, reason: e.errorId.toLowerCase() });
-      return s.clientConnected ? withFirst(failed, error(e.errorId, e.details)) : failed;
+      return clientThere(s) ? withFirst(failed, error(e.errorId, e.details)) : failed;
     }
 
     case 'drain_deadline':
@@ -240,7 +258,7 @@ export function transition(s: SessionState, e: SessionEvent): Result {
 
     case 'client_too_slow':
       // Nothing more can reach this client; end upstream gracefully so the usage is still final.
-      return endWithoutClient(s, 'client_slow', [{ type: 'close_client', code: CLOSE.clientTooSlow, reason: 'client too slow' }]);
+      return endWithoutClient(s, 'client_slow', [{ type: 'close_client', code: CLOSE.clientTooSlow, reason: 'client too slow' }], 'slow');
 
     case 'internal_error':
       return endWithoutClient({ ...s, outcome: undefined }, 'error', [
@@ -259,9 +277,9 @@ export function transition(s: SessionState, e: SessionEvent): Result {
 
 /** The client is told (`told`, while it is connected) and closed; an upstream session already
  * open is still ended gracefully so its usage is final, else the session finishes now. */
-function endWithoutClient(s: SessionState, outcome: Outcome, told: Effect[]): Result {
-  const say = s.clientConnected ? told : [];
-  const gone = { ...s, clientConnected: false };
+function endWithoutClient(s: SessionState, outcome: Outcome, told: Effect[], client: ClientState = 'gone'): Result {
+  const say = clientThere(s) ? told : [];
+  const gone: SessionState = { ...s, client };
   if (s.phase === 'configured') {
     const ending = beginEnding(gone, outcome);
     return { state: ending.state, effects: [...say, ...ending.effects] };

@@ -17,7 +17,7 @@ import { HANDED_OVER_REASON, HANDOVER_CLOSE_WAIT_MS, MAX_INIT_BYTES, sameConfig,
 import { systemClock, Timers, type Clock } from './timers.js';
 import { UpstreamLink, type ReconnectPolicy } from './upstream-link.js';
 import { UsageTally } from './usage-tally.js';
-import { CLOSE, forwardsAudio, initialState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
+import { CLOSE, forwardsAudio, initialState, restoredState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
 
 export type { ClientSink };
 
@@ -84,8 +84,6 @@ export class Session {
   /** the client's validated config and what the first CONFIG_ACCEPTED told it (a resume gets the same) */
   private clientConfig?: unknown;
   private accepted?: { sessionId?: unknown; configuration?: unknown };
-  /** a socket took the session over and has not sent its config yet */
-  private resumePending = false;
   /** the parser's input byte n is the client's byte n + clientBytesBase, from clientBytesFrom on (a
    *  restored parser reads the record's headers and continuation first) */
   private clientBytesBase = 0;
@@ -171,8 +169,7 @@ export class Session {
     this.clientBytesBase = this.intake.bytesIn - r.init.length - (r.continuation?.bytes.length ?? 0);
     this.finalNoted = r.finalUntil;
     this.output.hold(r.missed);
-    this.resumePending = true;
-    this.state = { ...this.state, phase: 'reconnecting', resume: 'configured' };
+    this.state = restoredState(this.info.endpoint);
     this.openUpstream(verdict.upstreamConfig, r);
     this.startPipeline();
     this.pipeline!.push(r.init);
@@ -323,7 +320,7 @@ export class Session {
       }
       if (!parsed.ok) return this.dispatch({ type: 'client_invalid', errorId: parsed.error.id, details: parsed.error.details });
       const message = parsed.message;
-      if (message.type === 'config' && this.resumePending) return this.onResumeConfig(message.configuration);
+      if (message.type === 'config' && this.state.client === 'resuming') return this.onResumeConfig(message.configuration);
       if (message.type === 'config' && this.state.phase === 'awaiting_config') {
         this.configReceivedAt = Date.now();
         return this.dispatch({ type: 'client_message', message, verdict: this.checkConfig(message.configuration) });
@@ -367,12 +364,7 @@ export class Session {
     if (this.handover) return; // closed by the handover: its output is kept already
     this.guard(() => {
       this.intake.flushInbox();
-      const { phase } = this.state;
-      const mayResume = this.info.resumeKey !== undefined && !this.output.isSlow && !this.keyLost && (phase === 'configured' || phase === 'reconnecting' || phase === 'ending');
-      if (!mayResume) return this.dispatch({ type: 'client_closed' });
-      this.output.hold(sink.undelivered());
-      this.log.info({ event: 'client_detached' }, 'client dropped; waiting for it to resume');
-      this.dispatch({ type: 'client_detached' });
+      this.dispatch({ type: 'client_closed', resumable: this.info.resumeKey !== undefined && !this.keyLost && !this.output.isSlow });
     });
   }
 
@@ -381,7 +373,6 @@ export class Session {
   attach(sink: ClientSink): void {
     this.guard(() => {
       this.output.replace(sink, { code: CLOSE.replaced, reason: 'replaced by a newer connection with the same resume key' });
-      this.resumePending = true;
       this.output.hold(); // the older socket's output, from now on, waits for the new one's config
       this.pipeline?.gap(); // bytes sent just before the drop may never have arrived
       metrics.resumes.inc({ result: 'attached' });
@@ -398,7 +389,6 @@ export class Session {
       this.output.sendNow(JSON.stringify(serverMessages.configStatus('CONFIG_DENIED', { reason: 'configuration differs from the session being resumed' })));
       return this.perform({ type: 'close_client', code: CLOSE.configDenied, reason: 'config differs from the resumed session' });
     }
-    this.resumePending = false;
     const missed = this.output.release();
     this.output.send(JSON.stringify({ ...serverMessages.configStatus('CONFIG_ACCEPTED'), ...this.accepted, resumed: true, audioBytes: this.intake.bytesIn }));
     for (const message of missed) this.output.send(message);
@@ -626,6 +616,9 @@ export class Session {
         return this.link?.reconnect();
       case 'clear_timer':
         return this.clearTimer(e.timer);
+      case 'hold_output':
+        this.output.hold(this.output.undelivered());
+        return this.log.info({ event: 'client_detached' }, 'client dropped; waiting for it to resume');
       case 'start_resume_grace':
         return this.timer('resume_grace', this.deps.settings.resumeGraceSeconds * 1000, { type: 'resume_grace' });
       case 'finish':

@@ -2,7 +2,7 @@
 // (config_deadline, time_limit), so the "clock" is whatever order the test feeds them in.
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
-import { CLOSE, initialState, transition, type Effect, type SessionEvent, type SessionState } from '../../src/session/machine.js';
+import { CLOSE, initialState, restoredState, transition, type Effect, type SessionEvent, type SessionState } from '../../src/session/machine.js';
 
 /** What the events carry: the client's audio, an upstream message's bytes (the effects must pass on these very buffers). */
 const AUDIO = Buffer.from('OggS audio');
@@ -130,12 +130,14 @@ describe('session machine (spec 3.3)', () => {
   });
 
   it('a resumable client that drops is waited for; back in time it goes on, else its upstream session is ended gracefully', () => {
-    const detached = run(initialState('transcribe'), okConfig, accepted, { type: 'client_detached' });
+    const detached = run(initialState('transcribe'), okConfig, accepted, { type: 'client_closed', resumable: true });
     assert.equal(detached.state.phase, 'configured');
-    assert.deepEqual(types(detached.effects), ['start_resume_grace'], 'nothing ends yet');
+    assert.equal(detached.state.client, 'detached');
+    assert.deepEqual(types(detached.effects), ['hold_output', 'start_resume_grace'], 'nothing ends yet; what it misses is kept');
     const back = run(detached.state, { type: 'client_resumed' });
-    assert.equal(back.state.clientConnected, true);
+    assert.equal(back.state.client, 'resuming', 'its output waits for the new socket\'s config');
     assert.deepEqual(back.effects, [{ type: 'clear_timer', timer: 'resume_grace' }]);
+    assert.equal(run(back.state, { type: 'client_caught_up' }).state.client, 'open');
     const gone = run(detached.state, { type: 'resume_grace' });
     assert.equal(gone.state.phase, 'ending');
     assert.deepEqual(types(gone.effects), ['end_upstream']);
@@ -144,7 +146,7 @@ describe('session machine (spec 3.3)', () => {
 
   it('an upstream that closes after ending a detached client\'s session is not reconnected', () => {
     // The client sent end and dropped before `ended` came: the upstream's normal close that follows is no loss.
-    const ending = run(initialState('transcribe'), okConfig, accepted, { type: 'client_message', message: { type: 'end' } }, { type: 'client_detached' });
+    const ending = run(initialState('transcribe'), okConfig, accepted, { type: 'client_message', message: { type: 'end' } }, { type: 'client_closed', resumable: true });
     const ended = run(ending.state, { type: 'upstream_ended', data: UPSTREAM });
     assert.equal(ended.state.upstreamEnded, true);
     const closed = run(ended.state, { type: 'upstream_dropped', errorId: 'UPSTREAM_UNAVAILABLE', details: 'closed' });
@@ -152,6 +154,38 @@ describe('session machine (spec 3.3)', () => {
     assert.notEqual(closed.state.phase, 'reconnecting');
     const back = run(closed.state, { type: 'client_resumed' }, { type: 'client_caught_up' });
     assert.equal(back.state.phase, 'closed', 'the returning client gets the end it missed, then the session is over');
+  });
+
+  it('a client that cannot come back is not waited for: no resume key, too slow, or before its session is configured', () => {
+    const configured = run(initialState('transcribe'), okConfig, accepted).state;
+    const noKey = run(configured, { type: 'client_closed' });
+    assert.equal(noKey.state.client, 'gone');
+    assert.deepEqual(types(noKey.effects), ['end_upstream'], 'ended upstream so its usage is final');
+    const slow = run(configured, { type: 'client_too_slow', details: 'not reading' });
+    assert.equal(slow.state.client, 'slow');
+    const slowClosed = run(slow.state, { type: 'client_closed', resumable: true });
+    assert.equal(slowClosed.state.client, 'slow', 'a client closed for not reading is not waited for');
+    assert.ok(!types(slowClosed.effects).includes('start_resume_grace'));
+    const early = run(initialState('transcribe'), { type: 'client_closed', resumable: true });
+    assert.equal(early.state.phase, 'closed', 'nothing to resume before the config');
+  });
+
+  it('a resuming socket that drops before its config is waited for again; the grace ends a detached client only', () => {
+    const configured = run(initialState('transcribe'), okConfig, accepted).state;
+    const resuming = run(configured, { type: 'client_closed', resumable: true }, { type: 'client_resumed' }).state;
+    const again = run(resuming, { type: 'client_closed', resumable: true });
+    assert.equal(again.state.client, 'detached');
+    assert.deepEqual(types(run(resuming, { type: 'resume_grace' }).effects), [], 'a socket is there: the grace does nothing');
+  });
+
+  it('a session taken over from another replica waits for its client\'s config and opens its upstream as a reconnection', () => {
+    const s = restoredState('streams');
+    assert.equal(s.phase, 'reconnecting');
+    assert.equal(s.client, 'resuming');
+    const ready = run(s, { type: 'upstream_reconnected' });
+    assert.equal(ready.state.phase, 'configured');
+    const ended = run(s, { type: 'client_message', message: { type: 'end' } }, { type: 'upstream_reconnected' });
+    assert.deepEqual(types(ended.effects), ['end_upstream'], 'an end asked for while reconnecting is sent once the new upstream session is there');
   });
 
   it('flush stays open and is forwarded behind pending audio', () => {
