@@ -241,7 +241,7 @@ export async function handOver(d: TakeoverDeps & { limiter: SessionLimiter; grac
   const before = session.snapshot();
   if (!before) return false;
   const started = Date.now();
-  session.leaving = true; // its keeper writes no more 'live' records
+  session.announceHandover(); // its keeper writes no more 'live' records
   try {
     if (!(await d.records.put(keys.hash, sealRecord(keys, toRecord(d, session.info, before, 'handing_over'))))) return false;
   } catch (err) {

@@ -25,10 +25,21 @@ export type Phase =
  *  - gone: closed, or given up on. */
 export type ClientState = 'open' | 'resuming' | 'detached' | 'slow' | 'gone';
 
+/** The session leaving this process for another replica:
+ *  - leaving: the drain is about to hand it over (its record is no longer the owner's to refresh);
+ *  - handing_over: its client is closed (1012) after its next audio message, then its upstream
+ *    session ends; its output is kept for the successor;
+ *  - disowned: another replica took it over (its client resumed there): its upstream session ends
+ *    here, its ledger session and slot are the new owner's;
+ *  - key_lost: another session claimed its resume key: it ends here, whole, its client told why;
+ *  - left: out of this process (handed over, or disowned), its ledger session going on elsewhere. */
+export type Migration = 'leaving' | 'handing_over' | 'disowned' | 'key_lost' | 'left';
+
 export interface SessionState {
   endpoint: Endpoint;
   phase: Phase;
   client: ClientState;
+  migration?: Migration;
   /** set once the outcome is known; the session's final word for logs, metrics and the ledger */
   outcome?: Outcome;
   /** while reconnecting: the phase to go back to (an `end` already asked for is sent again) */
@@ -63,7 +74,11 @@ export type SessionEvent =
   | { type: 'upstream_failed'; errorId: ErrorId; details: string }
   | { type: 'upstream_dropped'; errorId: ErrorId; details: string } // lost mid-session: reconnect if the session can
   | { type: 'upstream_reconnected' }
-  | { type: 'audio_failed'; errorId: ErrorId; details: string };
+  | { type: 'audio_failed'; errorId: ErrorId; details: string }
+  | { type: 'handover_announced' } // the drain writes a 'handing over' record for it now
+  | { type: 'handover_started' } // that record is written: the client is closed after its next audio
+  | { type: 'handover_close' } // the client's next audio came, or the wait for it ran out
+  | { type: 'disowned'; sameSession: boolean }; // its record names another owner
 
 export type Effect =
   | { type: 'send_client'; message: object }
@@ -78,6 +93,13 @@ export type Effect =
   | { type: 'clear_timer'; timer: 'config_deadline' | 'resume_grace' }
   | { type: 'start_resume_grace' }
   | { type: 'hold_output' } // the client dropped and may come back: what it misses is kept for it
+  | { type: 'keep_output' } // from now on output is kept for the client's next socket (on another replica)
+  | { type: 'start_handover_wait' } // the client is closed after its next audio, or after a short wait
+  | { type: 'hurry_audio' } // audio batched or held for pacing goes upstream now
+  | { type: 'tell_client_now'; message: object } // past any output kept for a resume
+  | { type: 'give_up_slot' } // the tenant slot is the new owner's to renew
+  | { type: 'fail_handover' } // a handover under way fails: the session ends here
+  | { type: 'leave' } // out of this process (its ledger session and slot go on elsewhere)
   | { type: 'finish'; outcome: Outcome };
 
 // WebSocket close codes the gateway uses; 4xxx are application codes a client can switch on.
@@ -108,6 +130,12 @@ export function restoredState(endpoint: Endpoint): SessionState {
 
 /** The client's socket is there (its output goes to it, or waits for its config). */
 export const clientThere = (s: SessionState): boolean => s.client === 'open' || s.client === 'resuming';
+
+/** Its upstream session is being ended so the session can go on on another replica. */
+export const migrating = (s: SessionState): boolean => s.migration === 'handing_over' || s.migration === 'disowned';
+
+/** The close reason of a client whose session the drain hands over to another replica (with 1012). */
+export const HANDED_OVER_REASON = 'handed over: reconnect with your resume key';
 
 type Result = { state: SessionState; effects: Effect[] };
 
@@ -141,6 +169,12 @@ function beginEnding(s: SessionState, outcome: Outcome): Result {
 export function transition(s: SessionState, e: SessionEvent): Result {
   if (s.phase === 'closed') return { state: s, effects: [] };
   switch (e.type) {
+    case 'handover_announced':
+    case 'handover_started':
+    case 'handover_close':
+    case 'disowned':
+      return migration(s, e);
+
     case 'client_invalid':
       return { state: s, effects: [error(e.errorId, e.details)] };
 
@@ -225,6 +259,8 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       );
 
     case 'upstream_ended': {
+      // Its upstream session ended for the move: the session goes on on another replica.
+      if (migrating(s)) return { state: { ...s, phase: 'closed', migration: 'left' }, effects: [{ type: 'leave' }] };
       // The client is away: its last output waits for it (or for the grace to end).
       if (s.client === 'detached') return { state: { ...s, upstreamEnded: true }, effects: [{ type: 'relay_client', data: e.data }] };
       // Ended by the drain, not by the client: 1012 tells it to reconnect elsewhere and go on.
@@ -328,4 +364,59 @@ function onClientMessage(s: SessionState, m: ClientMessage, verdict?: ConfigVerd
 
 function withFirst(r: Result, first: Effect): Result {
   return { state: r.state, effects: [first, ...r.effects] };
+}
+
+/** The moves to another replica (see Migration). */
+function migration(s: SessionState, e: Extract<SessionEvent, { type: 'handover_announced' | 'handover_started' | 'handover_close' | 'disowned' }>): Result {
+  const none = { state: s, effects: [] };
+  switch (e.type) {
+    case 'handover_announced':
+      return s.migration ? none : { state: { ...s, migration: 'leaving' }, effects: [] };
+    case 'handover_started': {
+      // Only a session whose audio flows can go on elsewhere; any other drains here.
+      if ((s.migration && s.migration !== 'leaving') || (s.phase !== 'configured' && s.phase !== 'reconnecting')) return none;
+      const next: SessionState = { ...s, migration: 'handing_over' };
+      if (clientThere(s)) return { state: next, effects: [{ type: 'keep_output' }, { type: 'start_handover_wait' }] };
+      return withFirst(closeForMove(next, CLOSE.serviceRestart, HANDED_OVER_REASON), { type: 'keep_output' });
+    }
+    case 'handover_close':
+      return s.migration === 'handing_over' && clientThere(s) ? closeForMove(s, CLOSE.serviceRestart, HANDED_OVER_REASON) : none;
+    case 'disowned':
+      if (s.migration === 'disowned' || s.migration === 'key_lost') return none;
+      if (!e.sameSession) return keyLost(s);
+      return disowned(s);
+  }
+}
+
+/** The client is closed (no more audio comes here), then the upstream session ends (its usage final). */
+function closeForMove(s: SessionState, code: number, reason: string): Result {
+  const effects: Effect[] = clientThere(s) ? [{ type: 'close_client', code, reason }] : [];
+  effects.push({ type: 'hurry_audio' });
+  const gone: SessionState = { ...s, client: 'gone' };
+  const end = s.phase === 'configured' ? beginEnding(gone, 'shutdown') : s.phase === 'reconnecting' ? endAfterReconnect(gone, 'shutdown') : { state: gone, effects: [] };
+  return { state: end.state, effects: [...effects, ...end.effects] };
+}
+
+/** Another replica has the session now: its upstream session ends here, its output kept for the client there. */
+function disowned(s: SessionState): Result {
+  const next: SessionState = { ...s, migration: 'disowned' };
+  if (s.phase !== 'configured' && s.phase !== 'reconnecting' && s.phase !== 'ending') {
+    const say: Effect[] = clientThere(s) ? [{ type: 'close_client', code: CLOSE.replaced, reason: 'taken over by another gateway replica' }] : [];
+    return { state: { ...next, phase: 'closed', migration: 'left', client: 'gone' }, effects: [...say, { type: 'give_up_slot' }, { type: 'leave' }] };
+  }
+  const moved = closeForMove(next, CLOSE.replaced, 'taken over by another gateway replica');
+  return { state: moved.state, effects: [{ type: 'give_up_slot' }, { type: 'keep_output' }, ...moved.effects] };
+}
+
+/** Another session has this session's resume key: the client is told, the session ends (usage final). */
+function keyLost(s: SessionState): Result {
+  const next: SessionState = { ...s, migration: 'key_lost' };
+  const say: Effect[] = clientThere(s)
+    ? [
+        { type: 'tell_client_now', message: errorMessage('RESUME_KEY_IN_USE', 'another session took this resume key; this session has ended: open a new one with a new key') },
+        { type: 'close_client', code: CLOSE.replaced, reason: 'resume key taken by another session' },
+      ]
+    : [];
+  const closed = transition({ ...next, client: 'gone' }, { type: 'client_closed' });
+  return { state: closed.state, effects: [...say, { type: 'fail_handover' }, ...closed.effects] };
 }

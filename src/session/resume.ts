@@ -7,9 +7,6 @@ import type { CreditsSoFar } from './usage-figures.js';
 /** Output kept for a detached client; past it the session stops waiting for the client. */
 export const MAX_MISSED_BYTES = 1024 * 1024;
 
-/** The close reason of a client whose session the drain hands over to another replica (with 1012). */
-export const HANDED_OVER_REASON = 'handed over: reconnect with your resume key';
-
 /** The handover closes the client right after one of its audio messages arrives, waiting at most
  *  this long: uWS drops what a client sends after the server's close (ws.end(), measured: every
  *  message in flight then is lost), and a live recorder sends a piece every 250-300 ms, so the close

@@ -13,15 +13,15 @@ import { ClientOutput, type ClientSink } from './client-output.js';
 import { AudioIntake, type Control } from './intake.js';
 import { Lifecycle } from './lifecycle.js';
 import { observeSession } from './observers.js';
-import { HANDED_OVER_REASON, HANDOVER_CLOSE_WAIT_MS, MAX_INIT_BYTES, sameConfig, type Restore, type SessionSnapshot } from './resume.js';
+import { HANDOVER_CLOSE_WAIT_MS, MAX_INIT_BYTES, sameConfig, type Restore, type SessionSnapshot } from './resume.js';
 import { systemClock, Timers, type Clock } from './timers.js';
 import { UpstreamLink, type ReconnectPolicy } from './upstream-link.js';
 import { UsageTally } from './usage-tally.js';
-import { CLOSE, forwardsAudio, initialState, restoredState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
+import { CLOSE, forwardsAudio, HANDED_OVER_REASON, initialState, migrating, restoredState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
 
 export type { ClientSink };
 
-type TimerName = 'config_deadline' | 'time_limit' | 'upstream_answer' | 'resume_grace';
+type TimerName = 'config_deadline' | 'time_limit' | 'upstream_answer' | 'resume_grace' | 'handover_wait';
 
 export interface SessionSettings {
   upstreamWsBase: string;
@@ -95,19 +95,9 @@ export class Session {
   private mediaBefore = 0;
   /** the drain hands this session over: resolved with its snapshot once its upstream session ended */
   private handover?: (r: (SessionSnapshot & { missed: string[] }) | undefined) => void;
-  /** the handover waits for the client's next audio message to close it (HANDOVER_CLOSE_WAIT_MS) */
-  private handoverClose?: NodeJS.Timeout;
   /** taken over after a crash: the client's finals end here; the restored stream's first media
    *  after it is what the dead owner lost (counted once) */
   private lossFrom?: number;
-  /** the drain is handing this session over (its record is no longer the owner's to refresh) */
-  leaving = false;
-  /** the session left this process for another replica (its ledger session and slot go on there) */
-  handedOver = false;
-  /** another replica took this session over: its ledger session and slot are not this process's to end */
-  private disowned = false;
-  /** another session has this session's resume key: its client cannot come back to it */
-  private keyLost = false;
   /** a final transcript reached the client (the session record notes how far the client has finals) */
   onFinal?: () => void;
   private finalNoted = 0;
@@ -206,6 +196,11 @@ export class Session {
     return this.mediaBefore + (this.pipeline?.stats.mediaSecondsIn ?? 0);
   }
 
+  /** The drain is about to write this session's 'handing over' record: its keeper writes no more. */
+  announceHandover(): void {
+    this.guard(() => this.dispatch({ type: 'handover_announced' }));
+  }
+
   /** The drain hands the session to whichever replica its client reconnects to: the client is closed
    * (1012) right after its next audio message (at most HANDOVER_CLOSE_WAIT_MS), audio held for pacing
    * goes upstream at once, then `end`; the upstream's last finals are kept for the client with what
@@ -213,38 +208,12 @@ export class Session {
    * when this session cannot be handed over (it drains as before) or it ended here instead (upstream
    * lost, no answer in time). */
   handOver(): Promise<(SessionSnapshot & { missed: string[] }) | undefined> {
-    const { phase } = this.state;
-    if ((phase !== 'configured' && phase !== 'reconnecting') || !this.snapshot()) return Promise.resolve(undefined);
-    this.leaving = true;
+    if (!this.snapshot()) return Promise.resolve(undefined);
     return new Promise((resolve) => {
       this.handover = resolve;
-      this.output.hold(); // output from now on is kept for the successor
-      if (this.output.isOpen) this.handoverClose = setTimeout(() => this.guard(() => this.endForHandover()), HANDOVER_CLOSE_WAIT_MS);
-      else this.guard(() => this.endForHandover());
+      this.guard(() => this.dispatch({ type: 'handover_started' }));
+      if (this.state.migration !== 'handing_over' && this.handover === resolve) this.failHandover();
     });
-  }
-
-  /** The client is closed (no more audio comes here), then the upstream session ends. */
-  private endForHandover(): void {
-    clearTimeout(this.handoverClose);
-    this.handoverClose = undefined;
-    this.output.close(CLOSE.serviceRestart, HANDED_OVER_REASON);
-    this.intake.flushInbox();
-    this.pipeline?.hurry();
-    this.dispatch({ type: 'shutdown' });
-  }
-
-  /** The upstream session ended for the handover: the session leaves this process without ending its
-   * ledger session or releasing its slot. */
-  private handedOverNow(): void {
-    const done = this.handover!;
-    const continuation = this.pipeline?.continuation();
-    const snapshot = { ...this.snapshot()!, continuation: continuation && continuation.bytes.length <= MAX_INIT_BYTES ? continuation : undefined };
-    const missed = this.output.release().map((m) => m.toString());
-    this.handover = undefined;
-    this.leave();
-    this.lifecycle.emit({ type: 'handed_over', segment: snapshot.segment, finalUntil: snapshot.finalUntil, missed: missed.length, credits: this.usage.total, live: this.live });
-    done({ ...snapshot, missed });
   }
 
   /** This session's record names another owner. `sameSession`: another replica took this session
@@ -253,43 +222,43 @@ export class Session {
    * slot are the new owner's. Else another session claimed its key (the claim here had lapsed): this
    * session ends whole, its client told why (RESUME_KEY_IN_USE). */
   disown(sameSession: boolean): void {
-    if (this.over || this.disowned) return;
+    if (this.over) return;
     this.log.warn({ event: 'session_disowned', sameSession }, sameSession ? 'another replica took this session over; leaving it' : 'another session claimed this session\'s resume key; ending it');
-    this.leaving = true; // its record is not this process's to write any more
-    if (!sameSession) return this.lostKey();
-    this.disowned = true;
-    this.output.close(CLOSE.replaced, 'taken over by another gateway replica');
-    void this.deps.limiter.handOff(this.info.tenant, this.key, 0); // renewed by the new owner now
-    const { phase } = this.state;
-    if (phase !== 'configured' && phase !== 'reconnecting' && phase !== 'ending') return this.leave();
-    this.handover ??= () => undefined; // the upstream's `ended` takes it out of this process (handedOverNow)
-    this.output.hold(); // its output has no client here any more
-    this.endForHandover();
+    this.guard(() => this.dispatch({ type: 'disowned', sameSession }));
   }
 
-  /** The resume key is another session's now: the client is told, the session ends (usage final). */
-  private lostKey(): void {
-    this.keyLost = true;
-    if (this.output.isOpen) {
-      this.output.sendNow(JSON.stringify(errorMessage('RESUME_KEY_IN_USE', 'another session took this resume key; this session has ended: open a new one with a new key')));
-      this.output.close(CLOSE.replaced, 'resume key taken by another session');
-    }
-    this.handover?.(undefined); // a handover under way: the session ends here instead
+  /** The drain is handing this session over, or it left (its record is no longer this process's to write). */
+  get leaving(): boolean {
+    return this.state.migration !== undefined;
+  }
+
+  /** The session left this process for another replica (its ledger session and slot go on there). */
+  get handedOver(): boolean {
+    return this.state.migration === 'left';
+  }
+
+  private failHandover(): void {
+    const done = this.handover;
     this.handover = undefined;
-    this.dispatch({ type: 'client_closed' });
+    done?.(undefined);
   }
 
-  /** Out of this process without ending the ledger session or releasing the slot. */
+  /** Out of this process without ending the ledger session or releasing the slot; a handover under way
+   * gets the snapshot, with the output its client has not had. */
   private leave(): void {
-    clearTimeout(this.handoverClose);
+    const continuation = this.pipeline?.continuation();
+    const snapshot = this.snapshot();
+    const missed = this.output.release().map((m) => m.toString());
     this.output.close(CLOSE.serviceRestart, HANDED_OVER_REASON); // handed over while its close waited
-    this.handedOver = true;
-    this.leaving = true;
-    this.state = { ...this.state, phase: 'closed' };
     this.timers.clearAll();
     this.link?.close();
     this.pipeline?.close();
+    this.lifecycle.emit({ type: 'handed_over', segment: snapshot?.segment ?? 0, finalUntil: snapshot?.finalUntil ?? 0, missed: missed.length, credits: this.usage.total, live: this.live });
     this.onFinished?.(this);
+    const done = this.handover;
+    this.handover = undefined;
+    if (done && snapshot) done({ ...snapshot, continuation: continuation && continuation.bytes.length <= MAX_INIT_BYTES ? continuation : undefined, missed });
+    else done?.(undefined);
   }
 
   get phase() {
@@ -341,7 +310,7 @@ export class Session {
         return this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_BUFFER_OVERRUN', details: overrun });
       }
       this.intake.add(frame);
-      if (this.handoverClose) this.endForHandover();
+      if (this.timers.has('handover_wait')) this.dispatch({ type: 'handover_close' });
     } catch (err) {
       this.crash(err);
     }
@@ -361,10 +330,10 @@ export class Session {
   /** `sink` closed: the session's own client (not an older socket it already replaced). */
   onClientClosed(sink: ClientSink): void {
     if (!this.output.closed(sink)) return;
-    if (this.handover) return; // closed by the handover: its output is kept already
+    if (migrating(this.state)) return; // closed for the move: its output is kept already
     this.guard(() => {
       this.intake.flushInbox();
-      this.dispatch({ type: 'client_closed', resumable: this.info.resumeKey !== undefined && !this.keyLost && !this.output.isSlow });
+      this.dispatch({ type: 'client_closed', resumable: this.info.resumeKey !== undefined && this.state.migration !== 'key_lost' && !this.output.isSlow });
     });
   }
 
@@ -463,9 +432,8 @@ export class Session {
   }
 
   private upstreamMessage(type: string | undefined, data: Buffer, receivedAt: number): void {
-    if (this.handover && (type === 'ended' || type === 'ENDED')) return this.handedOverNow();
     // This upstream session's final usage is the ledger's; the client's session goes on elsewhere.
-    if (this.handover && type === 'usage') return void this.usage.record(type, data, this.segment);
+    if (migrating(this.state) && type === 'usage') return void this.usage.record(type, data, this.segment);
     switch (type) {
       case 'CONFIG_DENIED':
       case 'CONFIG_REJECTED':
@@ -619,6 +587,22 @@ export class Session {
       case 'hold_output':
         this.output.hold(this.output.undelivered());
         return this.log.info({ event: 'client_detached' }, 'client dropped; waiting for it to resume');
+      case 'keep_output':
+        return this.output.hold();
+      case 'start_handover_wait':
+        return this.timers.start('handover_wait', HANDOVER_CLOSE_WAIT_MS, () => this.guard(() => this.dispatch({ type: 'handover_close' })));
+      case 'hurry_audio':
+        this.timers.clear('handover_wait');
+        this.intake.flushInbox();
+        return this.pipeline?.hurry();
+      case 'tell_client_now':
+        return this.output.sendNow(JSON.stringify(e.message));
+      case 'give_up_slot':
+        return void this.deps.limiter.handOff(this.info.tenant, this.key, 0); // renewed by the new owner now
+      case 'fail_handover':
+        return this.failHandover();
+      case 'leave':
+        return this.leave();
       case 'start_resume_grace':
         return this.timer('resume_grace', this.deps.settings.resumeGraceSeconds * 1000, { type: 'resume_grace' });
       case 'finish':
@@ -661,15 +645,14 @@ export class Session {
 
   private finish(outcome: Outcome): void {
     this.timers.clearAll();
-    this.handover?.(undefined);
-    this.handover = undefined;
+    this.failHandover(); // a handover under way: the session ends here instead
     const at = Date.now();
     this.lifecycle.emit({
-      type: 'ended', outcome, owned: !this.disowned, live: this.live, mediaSeconds: this.mediaReceived, credits: this.usage.total,
+      type: 'ended', outcome, owned: this.state.migration !== 'disowned', live: this.live, mediaSeconds: this.mediaReceived, credits: this.usage.total,
       estimated: this.usage.estimated, durationSeconds: (at - this.startedAt) / 1000, upstreamSessionId: this.upstreamSessionId,
       stats: this.pipeline?.stats, at,
     });
-    if (!this.disowned) void this.deps.limiter.release(this.info.tenant, this.key);
+    if (this.state.migration !== 'disowned') void this.deps.limiter.release(this.info.tenant, this.key);
     this.onFinished?.(this);
   }
 

@@ -2,7 +2,7 @@
 // (config_deadline, time_limit), so the "clock" is whatever order the test feeds them in.
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
-import { CLOSE, initialState, restoredState, transition, type Effect, type SessionEvent, type SessionState } from '../../src/session/machine.js';
+import { CLOSE, HANDED_OVER_REASON, initialState, restoredState, transition, type Effect, type SessionEvent, type SessionState } from '../../src/session/machine.js';
 
 /** What the events carry: the client's audio, an upstream message's bytes (the effects must pass on these very buffers). */
 const AUDIO = Buffer.from('OggS audio');
@@ -280,5 +280,71 @@ describe('session machine (spec 3.3)', () => {
     const { state, effects } = run(initialState('transcribe'), okConfig, accepted, { type: 'shutdown' });
     assert.equal(state.phase, 'ending');
     assert.deepEqual(types(effects), ['end_upstream']);
+  });
+
+  describe('moving to another replica', () => {
+    const configured = () => run(initialState('transcribe'), okConfig, accepted).state;
+
+    it('a handover: announced (record writes stop), started (output kept, the close waits for the next audio), closed, ended upstream, then left', () => {
+      const announced = run(configured(), { type: 'handover_announced' });
+      assert.equal(announced.state.migration, 'leaving');
+      assert.deepEqual(announced.effects, []);
+      const started = run(announced.state, { type: 'handover_started' });
+      assert.equal(started.state.migration, 'handing_over');
+      assert.deepEqual(types(started.effects), ['keep_output', 'start_handover_wait']);
+      const closed = run(started.state, { type: 'handover_close' });
+      assert.deepEqual(types(closed.effects), ['close_client', 'hurry_audio', 'end_upstream']);
+      assert.deepEqual(closed.effects[0], { type: 'close_client', code: CLOSE.serviceRestart, reason: HANDED_OVER_REASON });
+      assert.equal(closed.state.client, 'gone');
+      assert.deepEqual(types(run(closed.state, { type: 'handover_close' }).effects), [], 'closed once');
+      const left = run(closed.state, { type: 'upstream_ended', data: UPSTREAM });
+      assert.deepEqual(types(left.effects), ['leave'], 'no end message to a client that is gone, no finish: the ledger session goes on elsewhere');
+      assert.equal(left.state.migration, 'left');
+      assert.equal(left.state.phase, 'closed');
+    });
+
+    it('a handover with the client away: closed for the move at once; while reconnecting, `end` waits for the new upstream session', () => {
+      const away = run(configured(), { type: 'client_closed', resumable: true }).state;
+      assert.deepEqual(types(run(away, { type: 'handover_started' }).effects), ['keep_output', 'hurry_audio', 'end_upstream']);
+      const reconnecting = run(configured(), { type: 'upstream_dropped', errorId: 'UPSTREAM_CLOSED', details: 'x' }).state;
+      const moving = run(reconnecting, { type: 'handover_started' }, { type: 'handover_close' });
+      assert.equal(moving.state.afterReconnect, 'ending');
+      assert.deepEqual(types(run(moving.state, { type: 'upstream_reconnected' }).effects), ['end_upstream']);
+    });
+
+    it('a session that is not flowing is not handed over (it drains here)', () => {
+      for (const s of [initialState('transcribe'), run(initialState('transcribe'), okConfig).state, run(configured(), { type: 'client_message', message: { type: 'end' } }).state]) {
+        const r = run(s, { type: 'handover_started' });
+        assert.notEqual(r.state.migration, 'handing_over', s.phase);
+        assert.deepEqual(r.effects, []);
+      }
+    });
+
+    it('an upstream failure during a handover ends the session here (the handover fails)', () => {
+      const moving = run(configured(), { type: 'handover_started' }, { type: 'handover_close' }).state;
+      const failed = run(moving, { type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'no answer' });
+      assert.equal(failed.state.phase, 'closed');
+      assert.ok(types(failed.effects).includes('finish'));
+      assert.ok(!types(failed.effects).includes('close_client'), 'its client is gone already');
+    });
+
+    it('disowned (another replica took it over): client closed 4409, slot given up, upstream ended, then left', () => {
+      const r = run(configured(), { type: 'disowned', sameSession: true });
+      assert.equal(r.state.migration, 'disowned');
+      assert.deepEqual(types(r.effects), ['give_up_slot', 'keep_output', 'close_client', 'hurry_audio', 'end_upstream']);
+      assert.equal((r.effects[2] as { code: number }).code, CLOSE.replaced);
+      assert.deepEqual(types(run(r.state, { type: 'upstream_ended', data: UPSTREAM }).effects), ['leave']);
+      assert.deepEqual(run(r.state, { type: 'disowned', sameSession: true }).effects, [], 'once');
+      const early = run(run(initialState('transcribe'), okConfig).state, { type: 'disowned', sameSession: true });
+      assert.deepEqual(types(early.effects), ['close_client', 'give_up_slot', 'leave'], 'not flowing yet: it leaves at once');
+    });
+
+    it('its key claimed by another session: the client is told RESUME_KEY_IN_USE and closed, a handover under way fails, the session ends here', () => {
+      const r = run(configured(), { type: 'handover_announced' }, { type: 'disowned', sameSession: false });
+      assert.equal(r.state.migration, 'key_lost');
+      assert.deepEqual(types(r.effects), ['tell_client_now', 'close_client', 'fail_handover', 'end_upstream']);
+      assert.equal((r.effects[0] as { message: { error: { id: string } } }).message.error.id, 'RESUME_KEY_IN_USE');
+      assert.equal(r.state.outcome, 'client_gone');
+    });
   });
 });
