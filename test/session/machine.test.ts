@@ -1,5 +1,7 @@
-// Every row of spec 3.3 as a transition of the pure session machine. Timers are events here
-// (config_deadline, time_limit), so the "clock" is whatever order the test feeds them in.
+// Every rule of a session's life (config, audio, flush, end, the upstream lost and regained, a client
+// that drops and resumes, the move to another replica; see docs/protocol.md and docs/design.md) as a
+// transition of the pure session machine. Timers are events here (config_deadline, time_limit), so
+// the "clock" is whatever order the test feeds them in.
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
 import { CLOSE, HANDED_OVER_REASON, initialState, restoredState, transition, type Effect, type SessionEvent, type SessionState } from '../../src/session/machine.js';
@@ -20,7 +22,7 @@ const types = (effects: Effect[]) => effects.map((e) => e.type);
 const okConfig: SessionEvent = { type: 'client_message', message: { type: 'config', configuration: {} }, verdict: { ok: true, upstreamConfig: { primaryLanguage: 'en' } } };
 const accepted: SessionEvent = { type: 'upstream_config_status', status: 'CONFIG_ACCEPTED', data: UPSTREAM };
 
-describe('session machine (spec 3.3)', () => {
+describe('session machine', () => {
   it('opened + valid config → connecting, opens the upstream with the validated config', () => {
     const { state, effects } = run(initialState('transcribe'), okConfig);
     assert.equal(state.phase, 'connecting');
