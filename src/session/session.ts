@@ -15,7 +15,7 @@ import { Lifecycle } from './lifecycle.js';
 import { observeSession } from './observers.js';
 import { HANDOVER_CLOSE_WAIT_MS, MAX_INIT_BYTES, sameConfig, type Restore, type SessionSnapshot } from './resume.js';
 import { systemClock, Timers, type Clock } from './timers.js';
-import { UpstreamLink, type ReconnectPolicy } from './upstream-link.js';
+import { UpstreamLink, type LinkOptions, type ReconnectPolicy } from './upstream-link.js';
 import { UsageTally } from './usage-tally.js';
 import { CLOSE, forwardsAudio, HANDED_OVER_REASON, initialState, migrating, restoredState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
 
@@ -48,7 +48,12 @@ export interface SessionDeps {
   logger: Logger;
   /** the session's timers run on it (tests give a fake one) */
   clock?: Clock;
+  /** the upstream side (tests give a fake one); default: an UpstreamLink to the real service */
+  createLink?: (o: LinkOptions) => Link;
 }
+
+/** What the session uses of its upstream link. */
+export type Link = Pick<UpstreamLink, 'open' | 'restore' | 'offset' | 'finalUntil' | 'segment' | 'resumePoint' | 'unit' | 'sendAudio' | 'sendControl' | 'reconnect' | 'close'>;
 
 export interface SessionInfo {
   /** the gateway's own id for this session (ledger, limiter, logs) */
@@ -77,7 +82,7 @@ export class Session {
   private readonly output: ClientOutput;
   private readonly intake: AudioIntake;
   private readonly usage: UsageTally;
-  private link?: UpstreamLink;
+  private link?: Link;
   private upstreamSessionId?: string;
   private plan?: AudioPlan;
   private pipeline?: AudioPipeline;
@@ -399,7 +404,7 @@ export class Session {
       type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not answer the config in time',
     });
     const { settings, credentials } = this.deps;
-    this.link = new UpstreamLink({
+    this.link = (this.deps.createLink ?? ((o) => new UpstreamLink(o)))({
       endpoint: this.info.endpoint,
       target: () => credentials.tokenFor(this.info.tenant, this.info.clientToken).then((token): UpstreamTarget => ({
         wsBase: settings.upstreamWsBase, endpoint: this.info.endpoint, interactionId: this.info.interactionId,
