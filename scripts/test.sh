@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's test command (`npm test`): makes sure the system tools the tests use are present
-# (installing them where it can: root on Debian), type-checks, then runs the suite with vitest
+# (installing them where it can: root on Debian), type-checks, lints, then runs the suite with vitest
 # (vitest.config.ts). Arguments go to `vitest run`: file paths to run only those, or its options.
 # It runs on the runtime the image ships (scripts/runtime.sh: this host when it has Node 24 and
 # glibc 2.38+, else a Debian 13 root made once), so the suite loads production's uWS binary.
@@ -26,4 +26,12 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 npx tsc -p tsconfig.json --noEmit
+# The whole suite (no file or name filter among the arguments) starts with the lint: eslint (import
+# cycles, one way into each folder of src/) and the formatter's check, over the whole tree.
+files=0
+for a in "$@"; do case "$a" in -*) ;; *) files=1 ;; esac; done
+if [ "$files" = 0 ]; then
+  npx eslint . || { echo "npm test: eslint found problems (above); fix them, or run 'npx eslint . --fix' where it can" >&2; exit 1; }
+  npx prettier --check . >/dev/null || { echo "npm test: files not formatted: run 'npm run format'" >&2; npx prettier --list-different . >&2; exit 1; }
+fi
 exec npx vitest run "$@"

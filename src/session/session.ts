@@ -5,7 +5,7 @@
 // ledger, metrics and log observe (observers.ts).
 import { createAudioPipeline, createReplayBuffer, planAudio, type AudioPipeline, type AudioPlan } from '../audio/index.js';
 import type { UpstreamCredentials } from '../auth/index.js';
-import { errorMessage, MAX_CLIENT_TEXT_BYTES, oversizedText, parseClientMessage, serverMessages, validateConfig, type Endpoint } from '../protocol/index.js';
+import { MAX_CLIENT_TEXT_BYTES, oversizedText, parseClientMessage, serverMessages, validateConfig, type Endpoint } from '../protocol/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import type { UpstreamLiveness, UpstreamTarget } from '../upstream/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';

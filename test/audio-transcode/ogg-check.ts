@@ -37,15 +37,13 @@ export function parseOggPages(buf: Buffer): ParsedPage[] {
     const stored = page.readUInt32LE(22);
     page.writeUInt32LE(0, 22);
     const packets: Buffer[] = [];
-    let p = off + 27 + nseg;
     let cur = 0;
-    let start = p;
+    let start = off + 27 + nseg;
     for (const l of lacing) {
       cur += l;
       if (l < 255) { packets.push(buf.subarray(start, start + cur)); start += cur; cur = 0; }
     }
     if (cur > 0) throw new Error('packet continues past page (muxer should not do that)');
-    p = end;
     pages.push({
       flags: buf[off + 5],
       granule: buf.readBigInt64LE(off + 6),

@@ -124,7 +124,7 @@ describe('stop signals to the process group of npm start', () => {
       await signalMidStream(g, signals);
     } catch (err) {
       await new Promise((r) => setTimeout(r, 1000)); // what the gateway says next
-      throw new Error(`${(err as Error).message}\ngateway exit ${g.child.exitCode ?? g.child.signalCode}, output:\n${g.output().slice(-4000)}`);
+      throw new Error(`${(err as Error).message}\ngateway exit ${g.child.exitCode ?? g.child.signalCode}, output:\n${g.output().slice(-4000)}`, { cause: err });
     } finally {
       // A failed run must not leave its gateway, or the slots it held, to the next one.
       if (!groupGone(g.child.pid!)) {

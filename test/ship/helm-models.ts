@@ -54,7 +54,7 @@ export function validateObject(o: K8sObject): void {
   try {
     new Model(o as never).validate();
   } catch (err) {
-    throw new Error(`${key} ${o.metadata.name}: ${(err as Error).message}`);
+    throw new Error(`${key} ${o.metadata.name}: ${(err as Error).message}`, { cause: err });
   }
   const unknown = apiType ? unknownFields(o, apiType, '') : [];
   if (unknown.length) throw new Error(`${key} ${o.metadata.name}: unknown fields ${unknown.join(', ')}`);
