@@ -91,7 +91,10 @@ export default defineConfig(
       'import-x/no-unresolved': 'error',
       'import-x/no-cycle': ['error', { ignoreExternal: true }],
       // Unused names prefixed with _ are deliberate (a callback's unused argument).
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrorsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrorsIgnorePattern: '^_' },
+      ],
     },
   },
   {

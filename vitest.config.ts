@@ -6,7 +6,12 @@ import { configDefaults, defineConfig } from 'vitest/config';
 /** Files that measure latency under a load they make themselves, or run several gateway processes
  * under real-time load: they run after the others, one at a time, so the rest of the suite is not
  * part of what they measure and does not starve their real-time clients. */
-const alone = ['test/hostile/fuzz.test.ts', 'test/hostile/flush-flood.test.ts', 'test/hostile/frame-flood.test.ts', 'test/cluster/rolling.test.ts'];
+const alone = [
+  'test/hostile/fuzz.test.ts',
+  'test/hostile/flush-flood.test.ts',
+  'test/hostile/frame-flood.test.ts',
+  'test/cluster/rolling.test.ts',
+];
 
 export default defineConfig({
   test: {
@@ -21,7 +26,12 @@ export default defineConfig({
         extends: true,
         // vitest's default leaves one core idle (one worker on a 2-core machine); the files mostly
         // wait on sockets, child processes and real-time pacing, so every core gets a worker.
-        test: { name: 'parallel', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...alone], maxWorkers: '100%' },
+        test: {
+          name: 'parallel',
+          include: ['test/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, ...alone],
+          maxWorkers: '100%',
+        },
       },
       {
         extends: true,

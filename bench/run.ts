@@ -11,7 +11,11 @@ const flags = process.argv.slice(2).filter((a) => a.startsWith('--'));
 const only = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const suites = readdirSync(here)
   .filter((d) => statSync(join(here, d)).isDirectory() && d !== 'results')
-  .flatMap((d) => readdirSync(join(here, d)).filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts') && !f.startsWith('_')).map((f) => join(d, f)))
+  .flatMap((d) =>
+    readdirSync(join(here, d))
+      .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts') && !f.startsWith('_'))
+      .map((f) => join(d, f)),
+  )
   .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
   // The load benchmark reads the transcoding results for its targets: it runs after them.
   .sort((a, b) => Number(a.startsWith('load')) - Number(b.startsWith('load')));

@@ -10,7 +10,10 @@ const oneOf = <const T extends readonly [string, ...string[]]>(values: T) =>
 const bool = oneOf(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const number = (integer: boolean, min: number, max: number, def: number) => {
   const message = `must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}`;
-  const n = z.coerce.number({ errorMap: () => ({ message }) }).min(min, message).max(max, message);
+  const n = z.coerce
+    .number({ errorMap: () => ({ message }) })
+    .min(min, message)
+    .max(max, message);
   return (integer ? n.int(message) : n).default(def);
 };
 const int = (min: number, max: number, def: number) => number(true, min, max, def);
@@ -23,8 +26,11 @@ const url = (...schemes: string[]) => {
 /** "*", or origins as browsers send them (scheme, host, optional port): an entry without its scheme never matches one. */
 function originList(v: string): boolean {
   if (v.trim() === '*') return true;
-  return v.split(',').map((s) => s.trim().replace(/\/+$/, '')).filter(Boolean).every((o) =>
-    URL.canParse(o) && ['http:', 'https:'].includes(new URL(o).protocol) && new URL(o).host !== '');
+  return v
+    .split(',')
+    .map((s) => s.trim().replace(/\/+$/, ''))
+    .filter(Boolean)
+    .every((o) => URL.canParse(o) && ['http:', 'https:'].includes(new URL(o).protocol) && new URL(o).host !== '');
 }
 
 const schema = z
@@ -41,7 +47,10 @@ const schema = z
     /** client-credentials mode: the same JSON inline (environment from a Secret). */
     UPSTREAM_CREDENTIALS: z.string().optional(),
     /** Compared with the bearer of `Authorization: Bearer <token>`, which has no whitespace: one with any would never match. */
-    USAGE_API_TOKEN: z.string().regex(/^\S+$/, 'must contain no whitespace (a trailing newline from a file?)').optional(),
+    USAGE_API_TOKEN: z
+      .string()
+      .regex(/^\S+$/, 'must contain no whitespace (a trailing newline from a file?)')
+      .optional(),
     LOG_LEVEL: oneOf(LOG_LEVELS).default('info'),
     CONFIG_TIMEOUT_MS: int(100, 600_000, 10_000),
     /** The upstream ends /streams connections at 2 hours whatever we set. */
@@ -69,7 +78,10 @@ const schema = z
     /** Per-session bound on audio kept to replay to a new upstream session (what no final transcript covers yet). */
     REPLAY_BUFFER_BYTES: int(64_000, 1 << 30, 8 * 1024 * 1024),
     /** Comma-separated origins; unset: only same-origin browsers (and clients sending no Origin). "*" allows any. */
-    ALLOWED_ORIGINS: z.string().refine(originList, 'must be * or comma-separated origins with their scheme (https://app.example.org)').optional(),
+    ALLOWED_ORIGINS: z
+      .string()
+      .refine(originList, 'must be * or comma-separated origins with their scheme (https://app.example.org)')
+      .optional(),
     /** Allow full-access (non limited-scope) tokens from requests that carry an Origin header. */
     ALLOW_FULL_ACCESS_TOKENS_FROM_BROWSERS: bool.default('false'),
     /** Minimum time between JWKS refetches triggered by an unknown key id (rate limit). */
@@ -86,15 +98,26 @@ const schema = z
     /** This replica's address for the internal hop (the pod IP in Kubernetes); default ws://127.0.0.1:<PORT>. */
     ADVERTISE_URL: url('ws', 'wss').optional(),
     /** This replica's name in session records and its heartbeat; default <hostname>-<pid>-<random>. */
-    REPLICA_ID: z.string().regex(/^[A-Za-z0-9._-]{1,100}$/, 'must be 1-100 characters of A-Z a-z 0-9 . _ -').optional(),
+    REPLICA_ID: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,100}$/, 'must be 1-100 characters of A-Z a-z 0-9 . _ -')
+      .optional(),
   })
   .superRefine((c, ctx) => {
     // One without the other would mix the real service with the emulator's tokens.
     if (!c.UPSTREAM_URL !== !c.AUTH_URL) {
-      ctx.addIssue({ code: 'custom', path: [c.UPSTREAM_URL ? 'AUTH_URL' : 'UPSTREAM_URL'], message: 'is unset: set both UPSTREAM_URL and AUTH_URL (a real upstream) or neither (the embedded emulator)' });
+      ctx.addIssue({
+        code: 'custom',
+        path: [c.UPSTREAM_URL ? 'AUTH_URL' : 'UPSTREAM_URL'],
+        message: 'is unset: set both UPSTREAM_URL and AUTH_URL (a real upstream) or neither (the embedded emulator)',
+      });
     }
     if (c.UPSTREAM_AUTH === 'client-credentials' && !c.UPSTREAM_CREDENTIALS_FILE && !c.UPSTREAM_CREDENTIALS) {
-      ctx.addIssue({ code: 'custom', path: ['UPSTREAM_AUTH'], message: 'is client-credentials, which needs UPSTREAM_CREDENTIALS_FILE or UPSTREAM_CREDENTIALS' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['UPSTREAM_AUTH'],
+        message: 'is client-credentials, which needs UPSTREAM_CREDENTIALS_FILE or UPSTREAM_CREDENTIALS',
+      });
     }
   });
 
@@ -109,6 +132,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const c = parsed.data;
   const raw = c.ALLOWED_ORIGINS?.trim();
-  const allowedOrigins = !raw ? 'same-origin' : raw === '*' ? '*' : raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const allowedOrigins = !raw
+    ? 'same-origin'
+    : raw === '*'
+      ? '*'
+      : raw
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean);
   return { ...c, allowedOrigins };
 }

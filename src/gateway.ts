@@ -1,7 +1,12 @@
 // A whole gateway from one config object: the embedded emulator when no upstream is configured,
 // auth, usage ledger, server. main.ts runs one; tests start several.
 import { closeDefaultEncoderPool } from './audio/index.js';
-import { REFUSAL_REASONS, createAuthenticator, createUpstreamCredentials, loadUpstreamCredentials } from './auth/index.js';
+import {
+  REFUSAL_REASONS,
+  createAuthenticator,
+  createUpstreamCredentials,
+  loadUpstreamCredentials,
+} from './auth/index.js';
 import { createCluster } from './cluster/index.js';
 import type { GatewayConfig } from './config.js';
 import type { Emulator } from './emulator/index.js';
@@ -20,7 +25,9 @@ export interface Gateway {
 /** Starts a whole gateway from a config object (tests start several this way). */
 export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   if (!isNativeUws() && !config.ALLOW_UWS_FALLBACK) {
-    throw new Error('uWebSockets.js native binary did not load (pure-JS fallback active); set ALLOW_UWS_FALLBACK=true to run anyway');
+    throw new Error(
+      'uWebSockets.js native binary did not load (pure-JS fallback active); set ALLOW_UWS_FALLBACK=true to run anyway',
+    );
   }
   setMaxTenantLabels(config.METRICS_MAX_TENANTS);
   initialiseCounters(REFUSAL_REASONS); // alerts and rate() see 0, not nothing, before the first event
@@ -31,7 +38,10 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     // Imported only here: a gateway with a real upstream never loads the emulator (idle memory).
     const { startEmulator } = await import('./emulator/index.js');
     emulator = await startEmulator({ port: config.EMULATOR_PORT, host: '127.0.0.1' });
-    logger.warn({ emulator: emulator.authBase }, 'UPSTREAM_URL/AUTH_URL unset: using the embedded upstream EMULATOR (not speech recognition)');
+    logger.warn(
+      { emulator: emulator.authBase },
+      'UPSTREAM_URL/AUTH_URL unset: using the embedded upstream EMULATOR (not speech recognition)',
+    );
   }
   const upstreamWsBase = config.UPSTREAM_URL ?? emulator!.wsBase;
   const authUrl = config.AUTH_URL ?? emulator!.authBase;

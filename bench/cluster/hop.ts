@@ -25,24 +25,48 @@ const HOLD_S = env('BENCH_HOLD_S', 20);
 const EPS = 0.0015;
 
 const dir = fileURLToPath(new URL('../../test/fixtures/chrome/webm-opus/', import.meta.url));
-const pieces = readdirSync(dir).filter((f) => f.endsWith('.bin')).sort().map((f) => readFileSync(join(dir, f)));
+const pieces = readdirSync(dir)
+  .filter((f) => f.endsWith('.bin'))
+  .sort()
+  .map((f) => readFileSync(join(dir, f)));
 const clock = createMediaClock(pieces[0]);
 const mediaEnds = pieces.map((p) => clock.add(p));
 /** The first socket's share: 2 s, then it drops. */
 const FIRST_PIECES = 8;
 const firstBytes = pieces.slice(0, FIRST_PIECES).reduce((n, p) => n + p.length, 0);
-const config = { type: 'config', configuration: { primaryLanguage: 'en', interimResults: true, audioFormat: 'audio/webm;codecs=opus' } };
+const config = {
+  type: 'config',
+  configuration: { primaryLanguage: 'en', interimResults: true, audioFormat: 'audio/webm;codecs=opus' },
+};
 
-interface Leg { name: string; latencies: number[]; sessions: number; failed: number; lost: number; cpuA: number; cpuB: number; why: Record<string, number> }
+interface Leg {
+  name: string;
+  latencies: number[];
+  sessions: number;
+  failed: number;
+  lost: number;
+  cpuA: number;
+  cpuB: number;
+  why: Record<string, number>;
+}
 
 const sleepUntil = (t: number) => new Promise((r) => setTimeout(r, Math.max(0, t - Date.now())));
-const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? NaN;
+const percentile = (xs: number[], p: number) =>
+  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? NaN;
 
 /** What this bench reads of the gateway's messages: a transcript's data, CONFIG_ACCEPTED's resume fields. */
-interface ServerMessage { type: string; data?: { isFinal?: boolean; start: number; end: number }; resumed?: boolean; audioBytes?: number }
+interface ServerMessage {
+  type: string;
+  data?: { isFinal?: boolean; start: number; end: number };
+  resumed?: boolean;
+  audioBytes?: number;
+}
 
 /** Opens a socket, sends the config, resolves on CONFIG_ACCEPTED with the socket and that message. */
-function configured(url: string, onMessage: (m: ServerMessage) => void): Promise<{ ws: WebSocket; accepted: ServerMessage }> {
+function configured(
+  url: string,
+  onMessage: (m: ServerMessage) => void,
+): Promise<{ ws: WebSocket; accepted: ServerMessage }> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, { perMessageDeflate: false });
     ws.on('error', reject);
@@ -57,7 +81,12 @@ function configured(url: string, onMessage: (m: ServerMessage) => void): Promise
 }
 
 /** Sends pieces [from, to) at real time (piece k when a recorder would have it); `sent` is told each send. */
-async function stream(ws: WebSocket, from: number, to: number, sent: (k: number) => void = () => undefined): Promise<void> {
+async function stream(
+  ws: WebSocket,
+  from: number,
+  to: number,
+  sent: (k: number) => void = () => undefined,
+): Promise<void> {
   const began = performance.now() - (from ? mediaEnds[from - 1] : 0) * 1000;
   for (let k = from; k < to; k++) {
     await new Promise((r) => setTimeout(r, Math.max(0, began + (k ? mediaEnds[k - 1] : 0) * 1000 - performance.now())));
@@ -68,10 +97,16 @@ async function stream(ws: WebSocket, from: number, to: number, sent: (k: number)
 
 /** One session: opened on A with a resume key, 2 s streamed until a final (its record is written), dropped,
  * resumed on `resumeAt`, the rest streamed at real time, ended. Pieces after the resume are timed. */
-async function session(urlOf: (key: string, i: 0 | 1) => Promise<string>, resumeAt: 0 | 1, leg: Leg, holdFrom: number): Promise<void> {
+async function session(
+  urlOf: (key: string, i: 0 | 1) => Promise<string>,
+  resumeAt: 0 | 1,
+  leg: Leg,
+  holdFrom: number,
+): Promise<void> {
   const key = randomBytes(18).toString('base64url');
   const finals: Array<[number, number]> = [];
-  const onFinal = (m: ServerMessage) => m.type === 'transcript' && m.data?.isFinal && finals.push([m.data.start, m.data.end]);
+  const onFinal = (m: ServerMessage) =>
+    m.type === 'transcript' && m.data?.isFinal && finals.push([m.data.start, m.data.end]);
   const first = await configured(await urlOf(key, 0), onFinal);
   await stream(first.ws, 0, FIRST_PIECES);
   for (let t = 0; finals.length === 0 && t < 50; t++) await new Promise((r) => setTimeout(r, 100));
@@ -94,8 +129,15 @@ async function session(urlOf: (key: string, i: 0 | 1) => Promise<string>, resume
     pending.shift();
     if (piece[2]) leg.latencies.push(performance.now() - piece[1]);
   }
-  const resumed = second.accepted.resumed !== true ? 'not resumed' : second.accepted.audioBytes !== firstBytes ? `audioBytes ${second.accepted.audioBytes} of ${firstBytes}` : '';
-  await stream(second.ws, FIRST_PIECES, pieces.length, (k) => pending.push([mediaEnds[k], performance.now(), Date.now() >= holdFrom]));
+  const resumed =
+    second.accepted.resumed !== true
+      ? 'not resumed'
+      : second.accepted.audioBytes !== firstBytes
+        ? `audioBytes ${second.accepted.audioBytes} of ${firstBytes}`
+        : '';
+  await stream(second.ws, FIRST_PIECES, pieces.length, (k) =>
+    pending.push([mediaEnds[k], performance.now(), Date.now() >= holdFrom]),
+  );
   second.ws.send('{"type":"end"}');
   const why = resumed || (await finished);
   second.ws.close();
@@ -117,7 +159,13 @@ async function session(urlOf: (key: string, i: 0 | 1) => Promise<string>, resume
   if (ok && at < mediaEnds.at(-1)! - EPS) leg.lost++;
 }
 
-async function runLeg(name: string, resumeAt: 0 | 1, urlOf: (key: string, i: 0 | 1) => Promise<string>, a: Peer, b: Peer): Promise<Leg> {
+async function runLeg(
+  name: string,
+  resumeAt: 0 | 1,
+  urlOf: (key: string, i: 0 | 1) => Promise<string>,
+  a: Peer,
+  b: Peer,
+): Promise<Leg> {
   const leg: Leg = { name, latencies: [], sessions: 0, failed: 0, lost: 0, cpuA: 0, cpuB: 0, why: {} };
   const startAt = Date.now() + 500;
   const holdFrom = startAt + RAMP_S * 1000;
@@ -130,15 +178,17 @@ async function runLeg(name: string, resumeAt: 0 | 1, urlOf: (key: string, i: 0 |
       leg.cpuB = treeCpuSeconds(b.pid) - cpu0[1];
     }, stopAt - Date.now()),
   ];
-  await Promise.all(Array.from({ length: SESSIONS }, async (_, i) => {
-    await sleepUntil(startAt + (i / SESSIONS) * RAMP_S * 1000);
-    while (Date.now() < stopAt) {
-      await session(urlOf, resumeAt, leg, holdFrom).catch((err: Error) => {
-        leg.failed++;
-        leg.why[err.message] = (leg.why[err.message] ?? 0) + 1;
-      });
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: SESSIONS }, async (_, i) => {
+      await sleepUntil(startAt + (i / SESSIONS) * RAMP_S * 1000);
+      while (Date.now() < stopAt) {
+        await session(urlOf, resumeAt, leg, holdFrom).catch((err: Error) => {
+          leg.failed++;
+          leg.why[err.message] = (leg.why[err.message] ?? 0) + 1;
+        });
+      }
+    }),
+  );
   marks.forEach(clearTimeout);
   return leg;
 }
@@ -147,7 +197,12 @@ const work = mkdtempSync(join(tmpdir(), 'sgw-hop-bench-'));
 const redis = await startRedis();
 const emulator = await startEmulator();
 buildGateway();
-const shared = { REDIS_URL: redis.url, UPSTREAM_URL: emulator.wsBase, AUTH_URL: emulator.authBase, CLUSTER_SECRET: randomBytes(32).toString('hex') };
+const shared = {
+  REDIS_URL: redis.url,
+  UPSTREAM_URL: emulator.wsBase,
+  AUTH_URL: emulator.authBase,
+  CLUSTER_SECRET: randomBytes(32).toString('hex'),
+};
 const a = await startGateway(work, { ...shared, REPLICA_ID: 'bench-a' });
 const b = await startGateway(work, { ...shared, REPLICA_ID: 'bench-b' });
 const urlOf = async (key: string, i: 0 | 1) => {
@@ -156,22 +211,40 @@ const urlOf = async (key: string, i: 0 | 1) => {
   return `ws://127.0.0.1:${[a, b][i].port}/audio-bridge/v2/transcribe?${q}`;
 };
 try {
-  console.log(`${SESSIONS} sessions, ramp ${RAMP_S} s, hold ${HOLD_S} s; each: ${mediaEnds.at(-1)!.toFixed(1)} s of WebM at real time, opened on A, dropped after 2 s, resumed on A (direct) or B (hop)`);
+  console.log(
+    `${SESSIONS} sessions, ramp ${RAMP_S} s, hold ${HOLD_S} s; each: ${mediaEnds.at(-1)!.toFixed(1)} s of WebM at real time, opened on A, dropped after 2 s, resumed on A (direct) or B (hop)`,
+  );
   const legs = [await runLeg('direct', 0, urlOf, a, b), await runLeg('hop', 1, urlOf, a, b)];
   const perHour = (cpu: number) => cpu / ((SESSIONS * HOLD_S) / 3600);
   console.log('| leg | sessions (failed) | finals lost | p50 ms | p95 ms | CPU s/session-h A | B | A+B |');
   console.log('|---|---|---|---|---|---|---|---|');
   for (const l of legs) {
-    console.log(`| ${l.name} | ${l.sessions} (${l.failed}) | ${l.lost} | ${percentile(l.latencies, 50).toFixed(1)} | ${percentile(l.latencies, 95).toFixed(1)} | ${perHour(l.cpuA).toFixed(2)} | ${perHour(l.cpuB).toFixed(2)} | ${perHour(l.cpuA + l.cpuB).toFixed(2)} |`);
+    console.log(
+      `| ${l.name} | ${l.sessions} (${l.failed}) | ${l.lost} | ${percentile(l.latencies, 50).toFixed(1)} | ${percentile(l.latencies, 95).toFixed(1)} | ${perHour(l.cpuA).toFixed(2)} | ${perHour(l.cpuB).toFixed(2)} | ${perHour(l.cpuA + l.cpuB).toFixed(2)} |`,
+    );
   }
   for (const l of legs) if (l.failed || l.lost) console.log(`${l.name}: ${JSON.stringify(l.why)}`);
   const [d, h] = legs;
-  const added = { p50Ms: percentile(h.latencies, 50) - percentile(d.latencies, 50), p95Ms: percentile(h.latencies, 95) - percentile(d.latencies, 95), cpuSecondsPerSessionHour: perHour(h.cpuA + h.cpuB - d.cpuA - d.cpuB) };
-  console.log(`the hop adds: p50 ${added.p50Ms.toFixed(1)} ms, p95 ${added.p95Ms.toFixed(1)} ms per piece; ${added.cpuSecondsPerSessionHour.toFixed(2)} CPU s per hopped session-hour`);
+  const added = {
+    p50Ms: percentile(h.latencies, 50) - percentile(d.latencies, 50),
+    p95Ms: percentile(h.latencies, 95) - percentile(d.latencies, 95),
+    cpuSecondsPerSessionHour: perHour(h.cpuA + h.cpuB - d.cpuA - d.cpuB),
+  };
+  console.log(
+    `the hop adds: p50 ${added.p50Ms.toFixed(1)} ms, p95 ${added.p95Ms.toFixed(1)} ms per piece; ${added.cpuSecondsPerSessionHour.toFixed(2)} CPU s per hopped session-hour`,
+  );
   const results = fileURLToPath(new URL('../results/', import.meta.url));
   mkdirSync(results, { recursive: true });
-  const summary = legs.map(({ latencies, ...l }) => ({ ...l, p50Ms: percentile(latencies, 50), p95Ms: percentile(latencies, 95), pieces: latencies.length }));
-  writeFileSync(join(results, 'cluster-hop.json'), JSON.stringify({ sessions: SESSIONS, holdS: HOLD_S, legs: summary, added }, null, 2) + '\n');
+  const summary = legs.map(({ latencies, ...l }) => ({
+    ...l,
+    p50Ms: percentile(latencies, 50),
+    p95Ms: percentile(latencies, 95),
+    pieces: latencies.length,
+  }));
+  writeFileSync(
+    join(results, 'cluster-hop.json'),
+    JSON.stringify({ sessions: SESSIONS, holdS: HOLD_S, legs: summary, added }, null, 2) + '\n',
+  );
 } finally {
   await a.stop();
   await b.stop();

@@ -50,18 +50,22 @@ class Client {
       if (w) w(m);
       else (this.queued.get(m.type) ?? this.queued.set(m.type, []).get(m.type)!).push(m);
     });
-    this.closed = new Promise((resolve) => ws.once('close', (code) => {
-      this.failure = new Error(`socket closed (${code}) while waiting`);
-      for (const ws of this.waiting.values()) for (const w of ws.splice(0)) w(this.failure);
-      resolve();
-    }));
+    this.closed = new Promise((resolve) =>
+      ws.once('close', (code) => {
+        this.failure = new Error(`socket closed (${code}) while waiting`);
+        for (const ws of this.waiting.values()) for (const w of ws.splice(0)) w(this.failure);
+        resolve();
+      }),
+    );
   }
 
   static open(url: string): Promise<Client> {
     const ws = new WebSocket(url, { perMessageDeflate: false });
     return new Promise((resolve, reject) => {
       ws.once('open', () => resolve(new Client(ws)));
-      ws.once('unexpected-response', (_req, res) => reject(new Error(`HTTP ${res.statusCode} from ${url.split('?')[0]}`)));
+      ws.once('unexpected-response', (_req, res) =>
+        reject(new Error(`HTTP ${res.statusCode} from ${url.split('?')[0]}`)),
+      );
       ws.once('error', reject);
     });
   }
@@ -96,16 +100,18 @@ class Client {
 // --- the two peers -------------------------------------------------------------------------------
 const journalDir = mkdtempSync(join(tmpdir(), 'sgw-bench-journal-'));
 const emulator = await startEmulator({ port: 0, host: '127.0.0.1' });
-const gateway = await startGateway(loadConfig({
-  PORT: '0',
-  HOST: '127.0.0.1',
-  UPSTREAM_URL: emulator.wsBase,
-  AUTH_URL: emulator.authBase,
-  PACE: '1000',
-  LOG_LEVEL: 'silent',
-  USAGE_JOURNAL_DIR: journalDir,
-  DRAIN_SECONDS: '2',
-}));
+const gateway = await startGateway(
+  loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    UPSTREAM_URL: emulator.wsBase,
+    AUTH_URL: emulator.authBase,
+    PACE: '1000',
+    LOG_LEVEL: 'silent',
+    USAGE_JOURNAL_DIR: journalDir,
+    DRAIN_SECONDS: '2',
+  }),
+);
 
 type Path = 'direct' | 'gateway';
 const token = await emulator.issueToken({ tenant: 'base', scope: 'openid transcribe' });
@@ -114,7 +120,8 @@ const urls: Record<Path, string> = {
   direct: `${emulator.wsBase}/transcribe?${query}`,
   gateway: `ws://127.0.0.1:${gateway.server.port}/audio-bridge/v2/transcribe?${query}`,
 };
-for (const u of Object.values(urls)) if (!/^ws:\/\/127\.0\.0\.1:/.test(u)) throw new Error(`not loopback: ${u.split('?')[0]}`);
+for (const u of Object.values(urls))
+  if (!/^ws:\/\/127\.0\.0\.1:/.test(u)) throw new Error(`not loopback: ${u.split('?')[0]}`);
 
 async function configured(path: Path): Promise<Client> {
   const c = await Client.open(urls[path]);
@@ -136,11 +143,13 @@ async function setupOnce(path: Path): Promise<number> {
 async function concurrentRound(path: Path) {
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: CONCURRENT }, async () => {
-    const c = await configured(path);
-    for (const f of frames) c.send(f);
-    await c.end();
-  }));
+  await Promise.all(
+    Array.from({ length: CONCURRENT }, async () => {
+      const c = await configured(path);
+      for (const f of frames) c.send(f);
+      await c.end();
+    }),
+  );
   const wall = (performance.now() - t0) / 1000;
   return { wallS: wall, sessionsPerS: CONCURRENT / wall, cpuS: cpuSeconds(process.cpuUsage(cpu0)) };
 }
@@ -168,7 +177,13 @@ for (const p of paths) {
   for (let i = 0; i < 3; i++) await setupOnce(p);
   await flushLatencies(p, 5);
 }
-await Promise.all(paths.map(async (p) => { const c = await configured(p); for (const f of frames) c.send(f); await c.end(); }));
+await Promise.all(
+  paths.map(async (p) => {
+    const c = await configured(p);
+    for (const f of frames) c.send(f);
+    await c.end();
+  }),
+);
 
 // Interleave blocks of each workload so drift in machine load hits both paths alike.
 const setup: Record<Path, number[]> = { direct: [], gateway: [] };
@@ -201,7 +216,10 @@ const summarize = (p: Path) => ({
 const direct = summarize('direct');
 const viaGateway = summarize('gateway');
 const keys = Object.keys(direct) as Array<keyof typeof direct>;
-const ratio = Object.fromEntries(keys.map((k) => [k, viaGateway[k] / direct[k]])) as Record<keyof typeof direct, number>;
+const ratio = Object.fromEntries(keys.map((k) => [k, viaGateway[k] / direct[k]])) as Record<
+  keyof typeof direct,
+  number
+>;
 
 const label: Record<keyof typeof direct, string> = {
   setupP50Ms: `set-up p50 (ms, N=${SETUP_N})`,
@@ -213,44 +231,62 @@ const label: Record<keyof typeof direct, string> = {
   flushP95Ms: `flush→flushed p95 (ms, N=${FLUSH_N})`,
 };
 const fmt = (x: number) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(3));
-console.log(`gateway overhead vs emulator directly — ${availableParallelism()} cores, ${frames.length} frames of ${FRAME} B a session, ` +
-  `median of ${CONCURRENT_ROUNDS} concurrent rounds, CPU = this whole process (client + emulator [+ gateway])`);
+console.log(
+  `gateway overhead vs emulator directly — ${availableParallelism()} cores, ${frames.length} frames of ${FRAME} B a session, ` +
+    `median of ${CONCURRENT_ROUNDS} concurrent rounds, CPU = this whole process (client + emulator [+ gateway])`,
+);
 console.log(`${'measure'.padEnd(34)}${'direct'.padStart(10)}${'gateway'.padStart(10)}${'gw/direct'.padStart(11)}`);
 for (const k of keys) {
-  console.log(`${label[k].padEnd(34)}${fmt(direct[k]).padStart(10)}${fmt(viaGateway[k]).padStart(10)}${ratio[k].toFixed(2).padStart(10)}x`);
+  console.log(
+    `${label[k].padEnd(34)}${fmt(direct[k]).padStart(10)}${fmt(viaGateway[k]).padStart(10)}${ratio[k].toFixed(2).padStart(10)}x`,
+  );
 }
-console.log(`(ratio > 1 is the gateway costing more, except sessions/s where < 1 is worse; run took ${totalS.toFixed(1)} s)`);
+console.log(
+  `(ratio > 1 is the gateway costing more, except sessions/s where < 1 is worse; run took ${totalS.toFixed(1)} s)`,
+);
 
 const violations = emulator.violations.slice();
 if (violations.length) {
   const kinds = new Map<string, number>();
   for (const v of violations) {
-    const kind = v.replace(/^[^:]*session \d+: /, '').split(/[:(]/)[0].trim();
+    const kind = v
+      .replace(/^[^:]*session \d+: /, '')
+      .split(/[:(]/)[0]
+      .trim();
     kinds.set(kind, (kinds.get(kind) ?? 0) + 1);
   }
-  console.log(`emulator recorded ${violations.length} protocol violations (${[...kinds].map(([k, n]) => `${k}: ${n}`).join(', ')}); ` +
-    'expected: whole files are sent unpaced directly, and at PACE=1000 through the gateway, above the emulator\'s 1.5x limit');
+  console.log(
+    `emulator recorded ${violations.length} protocol violations (${[...kinds].map(([k, n]) => `${k}: ${n}`).join(', ')}); ` +
+      "expected: whole files are sent unpaced directly, and at PACE=1000 through the gateway, above the emulator's 1.5x limit",
+  );
 }
 
 mkdirSync(new URL('.', RESULTS), { recursive: true });
-writeFileSync(RESULTS, JSON.stringify({
-  bench: 'gateway/overhead',
-  date: new Date().toISOString(),
-  cores: availableParallelism(),
-  setupN: SETUP_N,
-  concurrentSessions: CONCURRENT,
-  concurrentRounds: CONCURRENT_ROUNDS,
-  flushN: FLUSH_N,
-  frameBytes: FRAME,
-  framesPerSession: frames.length,
-  pace: 1000,
-  direct,
-  gateway: viaGateway,
-  ratio,
-  rounds,
-  emulatorViolations: violations.length,
-  runSeconds: totalS,
-}, null, 2) + '\n');
+writeFileSync(
+  RESULTS,
+  JSON.stringify(
+    {
+      bench: 'gateway/overhead',
+      date: new Date().toISOString(),
+      cores: availableParallelism(),
+      setupN: SETUP_N,
+      concurrentSessions: CONCURRENT,
+      concurrentRounds: CONCURRENT_ROUNDS,
+      flushN: FLUSH_N,
+      frameBytes: FRAME,
+      framesPerSession: frames.length,
+      pace: 1000,
+      direct,
+      gateway: viaGateway,
+      ratio,
+      rounds,
+      emulatorViolations: violations.length,
+      runSeconds: totalS,
+    },
+    null,
+    2,
+  ) + '\n',
+);
 
 await gateway.stop();
 await emulator.close();

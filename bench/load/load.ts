@@ -11,7 +11,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { drive, type Audio, type Load } from './lib/drive.js';
-import { buildGateway, ensureTools, makeCert, startGateway, startNaive, startNginx, startUpstream, type Peer } from './lib/peers.js';
+import {
+  buildGateway,
+  ensureTools,
+  makeCert,
+  startGateway,
+  startNaive,
+  startNginx,
+  startUpstream,
+  type Peer,
+} from './lib/peers.js';
 import { hitHttp } from './lib/http.js';
 import { treeRss } from './lib/proc.js';
 import { report, type Leg } from './lib/report.js';
@@ -33,7 +42,10 @@ const fixtures = fileURLToPath(new URL('../../test/fixtures/', import.meta.url))
 /** Chromium's own 250 ms MediaRecorder pieces, and the media time the upstream counts after each. */
 function webm(): Audio {
   const dir = join(fixtures, 'chrome/webm-opus');
-  const files = readdirSync(dir).filter((f) => f.endsWith('.bin')).sort().map((f) => join(dir, f));
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.bin'))
+    .sort()
+    .map((f) => join(dir, f));
   const bufs = files.map((f) => readFileSync(f));
   const clock = createMediaClock(bufs[0]);
   return {
@@ -90,8 +102,10 @@ const plans: Plan[] = [
 const only = process.env.BENCH_ONLY?.split(/,(?! )/);
 const chosen = only ? plans.filter((p) => p.name.startsWith('direct') || only.includes(p.name)) : plans;
 const began = Date.now();
-console.log(`load: ${load.sessions} sessions, ${load.workers} generator processes, ramp ${load.rampS} s, hold ${load.holdS} s, ` +
-  `a session: ${audio.pieces.length} MediaRecorder pieces, ${audio.mediaEnds.at(-1)!.toFixed(2)} s (then a new one)`);
+console.log(
+  `load: ${load.sessions} sessions, ${load.workers} generator processes, ramp ${load.rampS} s, hold ${load.holdS} s, ` +
+    `a session: ${audio.pieces.length} MediaRecorder pieces, ${audio.mediaEnds.at(-1)!.toFixed(2)} s (then a new one)`,
+);
 const legs: Leg[] = [];
 try {
   for (const plan of chosen) {
@@ -104,7 +118,9 @@ try {
     const result = await drive(url, plan.audio ?? audio, load, peer?.pid ?? null, during);
     await peer?.stop();
     legs.push({ name: plan.name, ...result, idleRssBytes });
-    console.log(`  ${plan.name}: accepted ${result.accepted}/${result.started}, errors ${JSON.stringify(result.errors)}`);
+    console.log(
+      `  ${plan.name}: accepted ${result.accepted}/${result.started}, errors ${JSON.stringify(result.errors)}`,
+    );
     for (const n of result.notes) console.log(`    finals: ${n}`);
   }
 } finally {

@@ -1,7 +1,15 @@
 // The audio pipeline's one way in: config-time planning and the per-session pipeline.
 export { planAudio, type PlanResult } from './plan.js';
 export { createAudioPipeline } from './pipeline.js';
-export type { SourceKind, AudioPlan, Clock, AudioPipelineOptions, AudioStats, AudioPipeline, PcmDeclaration } from './types.js';
+export type {
+  SourceKind,
+  AudioPlan,
+  Clock,
+  AudioPipelineOptions,
+  AudioStats,
+  AudioPipeline,
+  PcmDeclaration,
+} from './types.js';
 // The transcoder's worker pool: workers start with the first PCM session; closed on shutdown.
 export { closeDefaultEncoderPool } from './transcode/index.js';
 // Upstream reconnection: what a new upstream session is sent (init data + unreleased audio, retimed to 0).

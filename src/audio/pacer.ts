@@ -27,7 +27,9 @@ export class Pacer {
     this.alarm = new Alarm(o.scheduler, () => this.release());
   }
 
-  get bufferedBytes(): number { return this.queued; }
+  get bufferedBytes(): number {
+    return this.queued;
+  }
 
   /** The stream's first bytes arrived now. */
   start(): void {
@@ -70,7 +72,10 @@ export class Pacer {
       const f = this.queue[0];
       const now = this.o.scheduler.clock.now();
       this.t0 ??= now;
-      if (!this.started) { this.started = true; this.origin = f.start; }
+      if (!this.started) {
+        this.started = true;
+        this.origin = f.start;
+      }
       const wait = this.hurried ? 0 : this.due(f) - now;
       if (wait > 0) {
         this.alarm.at(now + wait);

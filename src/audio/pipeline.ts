@@ -12,7 +12,14 @@ import { schedulerFor } from './scheduler.js';
 import { sniff, SNIFF_BYTES, type Container } from './sniff.js';
 import { CONTAINER_LABEL, createParser, sourceKind } from './source.js';
 import { assertPcmFormat, type PcmFormat } from './transcode/index.js';
-import { KIND_LABEL, PASSTHROUGH_KINDS, type AudioPipeline, type AudioPipelineOptions, type AudioStats, type Clock } from './types.js';
+import {
+  KIND_LABEL,
+  PASSTHROUGH_KINDS,
+  type AudioPipeline,
+  type AudioPipelineOptions,
+  type AudioStats,
+  type Clock,
+} from './types.js';
 
 const realClock: Clock = {
   now: () => performance.now(),
@@ -22,8 +29,16 @@ const realClock: Clock = {
 
 class Pipeline implements AudioPipeline {
   readonly stats: AudioStats = {
-    bytesIn: 0, bytesOut: 0, mediaSecondsIn: 0, mediaSecondsOut: 0, framesIn: 0, framesOut: 0,
-    framesSplit: 0, framesCoalesced: 0, transcodeSeconds: 0, gapBytes: 0,
+    bytesIn: 0,
+    bytesOut: 0,
+    mediaSecondsIn: 0,
+    mediaSecondsOut: 0,
+    framesIn: 0,
+    framesOut: 0,
+    framesSplit: 0,
+    framesCoalesced: 0,
+    transcodeSeconds: 0,
+    gapBytes: 0,
   };
   private stopped = false;
   private draining: Promise<void> = Promise.resolve();
@@ -49,7 +64,9 @@ class Pipeline implements AudioPipeline {
     const maxFrameBytes = o.maxFrameBytes ?? UPSTREAM_MAX_FRAME_BYTES;
     this.pacer = new Pacer({ pace: o.pace, scheduler, emit: (f) => this.emit(f) });
     this.rechunker = new Rechunker({
-      chunkMs: o.chunkMs, maxFrameBytes, scheduler,
+      chunkMs: o.chunkMs,
+      maxFrameBytes,
+      scheduler,
       emit: (f, split, coalesced) => {
         if (split) this.stats.framesSplit++;
         if (coalesced) this.stats.framesCoalesced++;
@@ -89,7 +106,10 @@ class Pipeline implements AudioPipeline {
       if (this.route) this.rechunker.batchEnd();
     });
     if (!this.stopped && this.bufferedBytes > this.o.maxBufferedBytes) {
-      this.fail('AUDIO_BUFFER_OVERRUN', `more than ${this.o.maxBufferedBytes} bytes of audio waiting to be forwarded; send audio at real time`);
+      this.fail(
+        'AUDIO_BUFFER_OVERRUN',
+        `more than ${this.o.maxBufferedBytes} bytes of audio waiting to be forwarded; send audio at real time`,
+      );
     }
   }
 
@@ -152,7 +172,10 @@ class Pipeline implements AudioPipeline {
     if (skipped <= 0) return;
     this.stats.gapBytes = parser.gapBytes;
     metrics.resumeGapBytes.inc(skipped);
-    logger.info({ skipped, container: this.container }, 'audio bytes skipped after a gap, to the next container boundary');
+    logger.info(
+      { skipped, container: this.container },
+      'audio bytes skipped after a gap, to the next container boundary',
+    );
   }
 
   discardQueued(): void {
@@ -181,13 +204,21 @@ class Pipeline implements AudioPipeline {
     if (plan.pcm) {
       // Raw PCM can't be sniffed; but container magic under a PCM declaration is a mismatch.
       if (r === 'more') return;
-      if (r !== 'unknown') { this.mismatch(`a ${r.toUpperCase()} container`); return; }
+      if (r !== 'unknown') {
+        this.mismatch(`a ${r.toUpperCase()} container`);
+        return;
+      }
       this.container = 'pcm';
       this.parser = new PcmParser(plan.pcm);
     } else {
       if (r === 'more') return;
       if (r === 'unknown') {
-        this.fail('AUDIO_UNRECOGNIZED', plan.declared ? `declared ${echo(plan.declared)} but the bytes are no audio format the gateway knows` : 'the bytes are no audio format the gateway knows');
+        this.fail(
+          'AUDIO_UNRECOGNIZED',
+          plan.declared
+            ? `declared ${echo(plan.declared)} but the bytes are no audio format the gateway knows`
+            : 'the bytes are no audio format the gateway knows',
+        );
         return;
       }
       this.container = r;
@@ -211,7 +242,10 @@ class Pipeline implements AudioPipeline {
         // A check missing in a parser; the answer is still about the client's bytes.
         logger.error({ err: e, container: this.container }, 'audio parser failed on client bytes');
         const label = this.container === 'pcm' || !this.container ? 'audio' : CONTAINER_LABEL[this.container];
-        this.fail('AUDIO_MALFORMED', `the ${label} stream could not be parsed (in its first ${this.stats.bytesIn} bytes)`);
+        this.fail(
+          'AUDIO_MALFORMED',
+          `the ${label} stream could not be parsed (in its first ${this.stats.bytesIn} bytes)`,
+        );
       }
       return [];
     }
@@ -220,7 +254,10 @@ class Pipeline implements AudioPipeline {
   private accept(units: Unit[]): void {
     if (this.stopped) return;
     if (!this.route) {
-      for (const u of units) { this.held.push(u); this.heldBytes += u.bytes.length; }
+      for (const u of units) {
+        this.held.push(u);
+        this.heldBytes += u.bytes.length;
+      }
       const info = this.parser?.info;
       if (!info || !this.decide()) return;
       units = this.held;
@@ -246,30 +283,49 @@ class Pipeline implements AudioPipeline {
     const plan = this.o.plan;
     const { kind, label } = sourceKind(this.container, info);
     if (!kind) {
-      if (this.container === 'wav') this.fail('AUDIO_UNRECOGNIZED', `${label}: the gateway takes WAV with 16-bit integer or 32-bit float PCM`);
+      if (this.container === 'wav')
+        this.fail('AUDIO_UNRECOGNIZED', `${label}: the gateway takes WAV with 16-bit integer or 32-bit float PCM`);
       else if (plan.declared) this.mismatch(label);
       else this.fail('AUDIO_UNRECOGNIZED', `the stream is ${label}, which the gateway does not take`);
       return false;
     }
-    if (plan.expect && !plan.expect.includes(kind)) { this.mismatch(KIND_LABEL[kind]); return false; }
+    if (plan.expect && !plan.expect.includes(kind)) {
+      this.mismatch(KIND_LABEL[kind]);
+      return false;
+    }
     this.stats.source = kind;
     const passthrough = plan.mode === 'passthrough' || (plan.mode === 'detect' && PASSTHROUGH_KINDS.has(kind));
     // What goes upstream is the client's container when passed through, else the gateway's Ogg/Opus.
-    const upstreamKind = !passthrough ? 'ogg' : this.container === 'webm' || this.container === 'ogg' ? this.container : 'other';
+    const upstreamKind = !passthrough
+      ? 'ogg'
+      : this.container === 'webm' || this.container === 'ogg'
+        ? this.container
+        : 'other';
     const sink: Sink = {
-      unit: (u) => { if (!this.stopped) this.rechunker.add(this.o.onUnit?.(u, upstreamKind) ?? u); },
-      batchEnd: () => { if (!this.stopped) this.rechunker.batchEnd(); },
+      unit: (u) => {
+        if (!this.stopped) this.rechunker.add(this.o.onUnit?.(u, upstreamKind) ?? u);
+      },
+      batchEnd: () => {
+        if (!this.stopped) this.rechunker.batchEnd();
+      },
     };
     if (passthrough) this.route = new PassRoute(sink);
     else if (kind === 'mp4-opus') {
       if (info.channels !== 1 && info.channels !== 2) {
-        this.fail('AUDIO_UNRECOGNIZED', `MP4/Opus with ${info.channels} channels cannot be remuxed (mono or stereo only)`);
+        this.fail(
+          'AUDIO_UNRECOGNIZED',
+          `MP4/Opus with ${info.channels} channels cannot be remuxed (mono or stereo only)`,
+        );
         return false;
       }
       this.route = new OpusRemuxRoute(info, sink);
     } else {
       const encoding = plan.pcm?.encoding ?? (info.codec === 'pcm-f32' ? 'f32le' : 's16le');
-      const format: PcmFormat = { sampleRate: Math.round(info.sampleRate ?? 0), channels: info.channels ?? 0, encoding };
+      const format: PcmFormat = {
+        sampleRate: Math.round(info.sampleRate ?? 0),
+        channels: info.channels ?? 0,
+        encoding,
+      };
       try {
         assertPcmFormat(format);
       } catch (e) {
@@ -289,7 +345,11 @@ class Pipeline implements AudioPipeline {
     this.stats.bytesOut += f.bytes.length;
     this.stats.mediaSecondsOut = Math.max(this.stats.mediaSecondsOut, f.end - this.outOrigin);
     // Paced frames go out from the shared timer: a failure there ends this session only.
-    try { this.o.onFrame(f.bytes); } catch (e) { this.failWith(e); }
+    try {
+      this.o.onFrame(f.bytes);
+    } catch (e) {
+      this.failWith(e);
+    }
   }
 
   private mismatch(what: string): void {
@@ -297,7 +357,11 @@ class Pipeline implements AudioPipeline {
   }
 
   private guard(fn: () => void): void {
-    try { fn(); } catch (e) { this.failWith(e); }
+    try {
+      fn();
+    } catch (e) {
+      this.failWith(e);
+    }
   }
 
   private failWith(e: unknown): void {

@@ -8,7 +8,10 @@ export type PlanResult = { ok: true; plan: AudioPlan } | { ok: false; reason: st
 const TRANSCODED_UPSTREAM = 'audio/ogg;codecs=opus';
 
 /** A parsed declaration: the essence (`type/subtype`), parameters lower-cased and unquoted. */
-interface Mime { essence: string; params: Record<string, string> }
+interface Mime {
+  essence: string;
+  params: Record<string, string>;
+}
 
 /** Codecs parameter → normalized codec names; undefined for a codec we don't know. */
 function codecNames(v: string | undefined): string[] | undefined {
@@ -40,13 +43,21 @@ function pcmParams(m: Mime, defaultEncoding: PcmDeclaration['encoding'], declare
   let encoding = defaultEncoding;
   const enc = m.params.encoding;
   if (enc !== undefined) {
-    if (m.essence === 'audio/l16') return { ok: false, reason: 'audio/L16 is 16-bit big-endian; it takes no encoding parameter' };
-    if (enc !== 's16le' && enc !== 'f32le') return { ok: false, reason: `unsupported PCM encoding ${echo(enc)} (s16le or f32le)` };
+    if (m.essence === 'audio/l16')
+      return { ok: false, reason: 'audio/L16 is 16-bit big-endian; it takes no encoding parameter' };
+    if (enc !== 's16le' && enc !== 'f32le')
+      return { ok: false, reason: `unsupported PCM encoding ${echo(enc)} (s16le or f32le)` };
     encoding = enc;
   }
   return {
     ok: true,
-    plan: { declared, mode: 'transcode', upstreamAudioFormat: TRANSCODED_UPSTREAM, pcm: { sampleRate: rate, channels, encoding }, expect: ['pcm'] },
+    plan: {
+      declared,
+      mode: 'transcode',
+      upstreamAudioFormat: TRANSCODED_UPSTREAM,
+      pcm: { sampleRate: rate, channels, encoding },
+      expect: ['pcm'],
+    },
   };
 }
 
@@ -68,33 +79,83 @@ export function planAudio(declared: string | undefined): PlanResult {
     expect.length === 0
       ? { ok: false, reason: `${m.essence} cannot carry codecs ${echo(codecsParam ?? '')}` }
       : { ok: true, plan: { declared, mode: 'passthrough', upstreamAudioFormat: declared, expect } };
-  const transcode = (expect: SourceKind[]): PlanResult =>
-    ({ ok: true, plan: { declared, mode: 'transcode', upstreamAudioFormat: TRANSCODED_UPSTREAM, expect } });
+  const transcode = (expect: SourceKind[]): PlanResult => ({
+    ok: true,
+    plan: { declared, mode: 'transcode', upstreamAudioFormat: TRANSCODED_UPSTREAM, expect },
+  });
 
   switch (m.essence) {
     case 'audio/ogg':
-      return pass(filterByCodecs([['ogg-opus', 'opus'], ['ogg-vorbis', 'vorbis']], codecs));
+      return pass(
+        filterByCodecs(
+          [
+            ['ogg-opus', 'opus'],
+            ['ogg-vorbis', 'vorbis'],
+          ],
+          codecs,
+        ),
+      );
     case 'audio/opus':
-      return pass(filterByCodecs([['ogg-opus', 'opus'], ['webm-opus', 'opus']], codecs.length ? codecs : ['opus']));
+      return pass(
+        filterByCodecs(
+          [
+            ['ogg-opus', 'opus'],
+            ['webm-opus', 'opus'],
+          ],
+          codecs.length ? codecs : ['opus'],
+        ),
+      );
     case 'audio/vorbis':
-      return pass(filterByCodecs([['ogg-vorbis', 'vorbis'], ['webm-vorbis', 'vorbis']], codecs.length ? codecs : ['vorbis']));
+      return pass(
+        filterByCodecs(
+          [
+            ['ogg-vorbis', 'vorbis'],
+            ['webm-vorbis', 'vorbis'],
+          ],
+          codecs.length ? codecs : ['vorbis'],
+        ),
+      );
     case 'audio/webm':
       if (codecs.length === 1 && codecs[0] === 'pcm') return transcode(['webm-pcm']);
-      return pass(filterByCodecs([['webm-opus', 'opus'], ['webm-vorbis', 'vorbis']], codecs));
-    case 'audio/mpeg': case 'audio/mp3': case 'audio/mpeg3':
+      return pass(
+        filterByCodecs(
+          [
+            ['webm-opus', 'opus'],
+            ['webm-vorbis', 'vorbis'],
+          ],
+          codecs,
+        ),
+      );
+    case 'audio/mpeg':
+    case 'audio/mp3':
+    case 'audio/mpeg3':
       return pass(filterByCodecs([['mp3', 'mp3']], codecs));
-    case 'audio/flac': case 'audio/x-flac':
+    case 'audio/flac':
+    case 'audio/x-flac':
       return pass(filterByCodecs([['flac', 'flac']], codecs));
-    case 'audio/mp4': case 'audio/m4a': case 'audio/x-m4a': {
+    case 'audio/mp4':
+    case 'audio/m4a':
+    case 'audio/x-m4a': {
       if (codecs.length === 1 && codecs[0] === 'opus') return transcode(['mp4-opus']);
       if (codecs.length === 0) {
         // A browser declaring plain audio/mp4 (Chromium's MediaRecorder) sends Opus, which the
         // upstream does not take: decide from the bytes and let the upstream auto-detect.
         return { ok: true, plan: { declared, mode: 'detect', expect: ['mp4-aac', 'mp4-mp3', 'mp4-opus'] } };
       }
-      return pass(filterByCodecs([['mp4-aac', 'aac'], ['mp4-mp3', 'mp3']], codecs));
+      return pass(
+        filterByCodecs(
+          [
+            ['mp4-aac', 'aac'],
+            ['mp4-mp3', 'mp3'],
+          ],
+          codecs,
+        ),
+      );
     }
-    case 'audio/wav': case 'audio/wave': case 'audio/x-wav': case 'audio/vnd.wave':
+    case 'audio/wav':
+    case 'audio/wave':
+    case 'audio/x-wav':
+    case 'audio/vnd.wave':
       return transcode(['wav']);
     case 'audio/pcm':
       return pcmParams(m, 's16le', declared);

@@ -7,7 +7,11 @@
 import type { Unit } from './containers/index.js';
 import { Alarm, type Scheduler } from './scheduler.js';
 
-export interface Frame { bytes: Buffer; start: number; end: number }
+export interface Frame {
+  bytes: Buffer;
+  start: number;
+  end: number;
+}
 
 export interface RechunkerOptions {
   chunkMs: number;
@@ -52,7 +56,9 @@ export class Rechunker {
     this.alarm = new Alarm(o.scheduler, () => this.flush());
   }
 
-  get bufferedBytes(): number { return this.bytes + this.readyBytes; }
+  get bufferedBytes(): number {
+    return this.bytes + this.readyBytes;
+  }
 
   add(u: Unit): void {
     if (!u.header && !this.headerDone) {
@@ -64,7 +70,8 @@ export class Rechunker {
       else if (u.end !== undefined && u.start !== undefined && this.start !== undefined && this.end !== undefined) {
         // Stop before a unit that takes the frame further from chunkMs than it is now.
         const target = this.o.chunkMs / 1000;
-        const now = this.end - this.start, next = u.end - this.start;
+        const now = this.end - this.start,
+          next = u.end - this.start;
         if (Math.abs(next - target) > Math.abs(now - target) && now > 0) this.cut();
       }
     }
@@ -82,7 +89,12 @@ export class Rechunker {
    * goes if it holds half of chunkMs, else it waits for more until chunkMs after its first bytes. */
   batchEnd(): void {
     const ready = this.readyParts;
-    if (ready && this.bytes > 0 && this.media() < this.o.chunkMs / 2000 && this.readyBytes + this.bytes <= this.o.maxFrameBytes) {
+    if (
+      ready &&
+      this.bytes > 0 &&
+      this.media() < this.o.chunkMs / 2000 &&
+      this.readyBytes + this.bytes <= this.o.maxFrameBytes
+    ) {
       // A short tail joins the frame cut before it.
       this.parts = ready.concat(this.parts);
       this.bytes += this.readyBytes;
@@ -92,7 +104,10 @@ export class Rechunker {
       this.readyParts = undefined;
       this.readyBytes = 0;
     }
-    if (!this.headerDone || this.bytes === 0) { this.emitReady(); return; }
+    if (!this.headerDone || this.bytes === 0) {
+      this.emitReady();
+      return;
+    }
     if (ready || this.media() >= this.o.chunkMs / 2000) this.flush();
     else if (!this.alarm.armed) this.alarm.at(this.since + this.o.chunkMs);
   }
@@ -144,9 +159,11 @@ export class Rechunker {
    * in views of itself, not re-copied whole for every frame. */
   private splitHead(): void {
     const max = this.o.maxFrameBytes;
-    let n = 0, have = 0;
+    let n = 0,
+      have = 0;
     while (have + this.parts[n].length <= max) have += this.parts[n++].length;
-    const cut = this.parts[n], inCut = max - have;
+    const cut = this.parts[n],
+      inCut = max - have;
     this.emitReady();
     const pieces = this.parts.slice(0, n);
     if (inCut > 0) pieces.push(cut.subarray(0, inCut));

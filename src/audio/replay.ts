@@ -48,9 +48,14 @@ export interface ReplayOptions {
 /** Units → frames of at most `max` bytes, cut between units; the init data stays whole in the first. */
 function frames(init: Buffer[], media: Buffer[], max: number): Buffer[] {
   const out: Buffer[] = [];
-  let cur = [...init], bytes = cur.reduce((n, b) => n + b.length, 0);
+  let cur = [...init],
+    bytes = cur.reduce((n, b) => n + b.length, 0);
   for (const u of media) {
-    if (bytes > 0 && bytes + u.length > max) { out.push(Buffer.concat(cur, bytes)); cur = []; bytes = 0; }
+    if (bytes > 0 && bytes + u.length > max) {
+      out.push(Buffer.concat(cur, bytes));
+      cur = [];
+      bytes = 0;
+    }
     cur.push(u);
     bytes += u.length;
   }
@@ -67,9 +72,14 @@ class Buffered<C> implements ReplayBuffer {
   private cut = -Infinity;
   droppedBytes = 0;
 
-  constructor(private format: ReplayFormat<C>, private o: ReplayOptions) {}
+  constructor(
+    private format: ReplayFormat<C>,
+    private o: ReplayOptions,
+  ) {}
 
-  get bufferedBytes(): number { return this.format.initBytes + this.mediaBytes; }
+  get bufferedBytes(): number {
+    return this.format.initBytes + this.mediaBytes;
+  }
 
   add(unit: Unit): Unit {
     if (unit.end !== undefined) this.lastEnd = Math.max(this.lastEnd, unit.end);

@@ -2,7 +2,13 @@
 // transcoder, whose Ogg/Opus output is parsed into pages and re-chunked like passthrough audio.
 import { performance } from 'node:perf_hooks';
 import { MalformedAudio, OggParser, type TrackInfo, type Unit } from './containers/index.js';
-import { createOggOpusMuxer, createPcmToOpus, type PcmFormat, type PcmToOpus, type OggOpusMuxer } from './transcode/index.js';
+import {
+  createOggOpusMuxer,
+  createPcmToOpus,
+  type PcmFormat,
+  type PcmToOpus,
+  type OggOpusMuxer,
+} from './transcode/index.js';
 
 export interface Route {
   unit(u: Unit): void;
@@ -16,13 +22,18 @@ export interface Route {
 }
 
 /** Where a route's units go; batchEnd: no more until later input (the re-chunker may send a partial frame). */
-export interface Sink { unit(u: Unit): void; batchEnd(): void }
+export interface Sink {
+  unit(u: Unit): void;
+  batchEnd(): void;
+}
 
 export class PassRoute implements Route {
   readonly transcodeSeconds = 0;
   close(): void {}
   constructor(private sink: Sink) {}
-  unit(u: Unit): void { this.sink.unit(u); }
+  unit(u: Unit): void {
+    this.sink.unit(u);
+  }
   async finish(): Promise<void> {}
   async settle(): Promise<void> {}
 }
@@ -39,16 +50,25 @@ export class PcmRoute implements Route {
   private chain: Promise<void> = Promise.resolve();
   private scheduled = false;
 
-  constructor(private format: PcmFormat, private sink: Sink, private fail: (e: unknown) => void) {}
+  constructor(
+    private format: PcmFormat,
+    private sink: Sink,
+    private fail: (e: unknown) => void,
+  ) {}
 
-  get transcodeSeconds(): number { return this.ended + (this.enc?.transcodeSeconds ?? 0); }
+  get transcodeSeconds(): number {
+    return this.ended + (this.enc?.transcodeSeconds ?? 0);
+  }
   close(): void {
     this.enc?.close();
     this.enc = undefined;
   }
 
   unit(u: Unit): void {
-    for (const p of u.payload ?? []) { this.pending.push(p); this.pendingBytes += p.length; }
+    for (const p of u.payload ?? []) {
+      this.pending.push(p);
+      this.pendingBytes += p.length;
+    }
     if (this.pendingBytes > 0 && !this.scheduled) {
       this.scheduled = true;
       this.chain = this.chain.then(() => this.encodePending()).catch(this.fail);
@@ -109,13 +129,22 @@ export class OpusRemuxRoute implements Route {
   private mux: OggOpusMuxer | undefined;
   private ogg = new OggParser();
 
-  constructor(private info: TrackInfo, private sink: Sink) {}
+  constructor(
+    private info: TrackInfo,
+    private sink: Sink,
+  ) {}
 
   unit(u: Unit): void {
     if (!u.payload?.length) return;
     let head: Buffer | undefined;
     if (!this.mux) {
-      const mux = this.timed(() => createOggOpusMuxer({ channels: this.info.channels ?? 1, inputSampleRate: this.info.inputSampleRate ?? 48000, preSkip: this.info.preSkip }));
+      const mux = this.timed(() =>
+        createOggOpusMuxer({
+          channels: this.info.channels ?? 1,
+          inputSampleRate: this.info.inputSampleRate ?? 48000,
+          preSkip: this.info.preSkip,
+        }),
+      );
       this.mux = mux;
       head = this.timed(() => mux.header());
     }
@@ -136,7 +165,11 @@ export class OpusRemuxRoute implements Route {
 
   private timed<T>(fn: () => T): T {
     const t = performance.now();
-    try { return fn(); } finally { this.transcodeSeconds += (performance.now() - t) / 1000; }
+    try {
+      return fn();
+    } finally {
+      this.transcodeSeconds += (performance.now() - t) / 1000;
+    }
   }
 
   private out(data: Buffer): void {

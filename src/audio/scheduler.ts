@@ -106,16 +106,27 @@ export class Alarm {
   due = 0;
   slot = -1; // index in the scheduler's heap; -1: not set
 
-  constructor(private scheduler: Scheduler, readonly fire: () => void) {}
+  constructor(
+    private scheduler: Scheduler,
+    readonly fire: () => void,
+  ) {}
 
-  get armed(): boolean { return this.slot >= 0; }
+  get armed(): boolean {
+    return this.slot >= 0;
+  }
 
   /** Fires `ms` from now (replacing any earlier setting). */
-  in(ms: number): void { this.scheduler.set(this, this.scheduler.clock.now() + ms); }
+  in(ms: number): void {
+    this.scheduler.set(this, this.scheduler.clock.now() + ms);
+  }
 
-  at(due: number): void { this.scheduler.set(this, due); }
+  at(due: number): void {
+    this.scheduler.set(this, due);
+  }
 
-  clear(): void { this.scheduler.remove(this); }
+  clear(): void {
+    this.scheduler.remove(this);
+  }
 }
 
 const schedulers = new WeakMap<Clock, Scheduler>();

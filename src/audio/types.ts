@@ -3,13 +3,24 @@ import type { GatewayError } from '../protocol/index.js';
 import type { Continuation, Unit } from './containers/index.js';
 
 export type SourceKind =
-  | 'webm-opus' | 'webm-vorbis' | 'webm-pcm'
-  | 'ogg-opus' | 'ogg-vorbis'
-  | 'wav' | 'flac' | 'mp3'
-  | 'mp4-aac' | 'mp4-opus' | 'mp4-mp3'
+  | 'webm-opus'
+  | 'webm-vorbis'
+  | 'webm-pcm'
+  | 'ogg-opus'
+  | 'ogg-vorbis'
+  | 'wav'
+  | 'flac'
+  | 'mp3'
+  | 'mp4-aac'
+  | 'mp4-opus'
+  | 'mp4-mp3'
   | 'pcm';
 
-export interface PcmDeclaration { sampleRate: number; channels: number; encoding: 's16le' | 's16be' | 'f32le' }
+export interface PcmDeclaration {
+  sampleRate: number;
+  channels: number;
+  encoding: 's16le' | 's16be' | 'f32le';
+}
 
 export interface AudioPlan {
   declared?: string;
@@ -20,7 +31,11 @@ export interface AudioPlan {
   expect?: SourceKind[];
 }
 
-export interface Clock { now(): number; setTimeout(fn: () => void, ms: number): unknown; clearTimeout(h: unknown): void }
+export interface Clock {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(h: unknown): void;
+}
 
 export interface AudioPipelineOptions {
   plan: AudioPlan;
@@ -37,9 +52,12 @@ export interface AudioPipelineOptions {
 }
 
 export interface AudioStats {
-  bytesIn: number; bytesOut: number;
-  mediaSecondsIn: number; mediaSecondsOut: number;
-  framesIn: number; framesOut: number;
+  bytesIn: number;
+  bytesOut: number;
+  mediaSecondsIn: number;
+  mediaSecondsOut: number;
+  framesIn: number;
+  framesOut: number;
   /** Output frames cut inside one container unit (page/block/box larger than maxFrameBytes). */
   framesSplit: number;
   /** Output frames that carry more than one container unit. */
@@ -75,11 +93,27 @@ export interface AudioPipeline {
 
 /** Source kinds the upstream takes as they are; the rest are transcoded to Ogg/Opus. */
 export const PASSTHROUGH_KINDS: ReadonlySet<SourceKind> = new Set<SourceKind>([
-  'webm-opus', 'webm-vorbis', 'ogg-opus', 'ogg-vorbis', 'flac', 'mp3', 'mp4-aac', 'mp4-mp3',
+  'webm-opus',
+  'webm-vorbis',
+  'ogg-opus',
+  'ogg-vorbis',
+  'flac',
+  'mp3',
+  'mp4-aac',
+  'mp4-mp3',
 ]);
 
 export const KIND_LABEL: Record<SourceKind, string> = {
-  'webm-opus': 'WebM/Opus', 'webm-vorbis': 'WebM/Vorbis', 'webm-pcm': 'WebM/PCM',
-  'ogg-opus': 'Ogg/Opus', 'ogg-vorbis': 'Ogg/Vorbis', wav: 'WAV', flac: 'FLAC', mp3: 'MP3',
-  'mp4-aac': 'MP4/AAC', 'mp4-opus': 'MP4/Opus', 'mp4-mp3': 'MP4/MP3', pcm: 'raw PCM',
+  'webm-opus': 'WebM/Opus',
+  'webm-vorbis': 'WebM/Vorbis',
+  'webm-pcm': 'WebM/PCM',
+  'ogg-opus': 'Ogg/Opus',
+  'ogg-vorbis': 'Ogg/Vorbis',
+  wav: 'WAV',
+  flac: 'FLAC',
+  mp3: 'MP3',
+  'mp4-aac': 'MP4/AAC',
+  'mp4-opus': 'MP4/Opus',
+  'mp4-mp3': 'MP4/MP3',
+  pcm: 'raw PCM',
 };

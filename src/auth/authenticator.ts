@@ -44,7 +44,8 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
       return refuse('TOKEN_INVALID', 'token_malformed', 'token must be "Bearer " followed by a JWT');
     }
     const tenant = presented.tenant;
-    if (tenant === undefined) return refuse('TENANT_MISSING', 'tenant_missing', 'send the tenant as query parameter tenant-name');
+    if (tenant === undefined)
+      return refuse('TENANT_MISSING', 'tenant_missing', 'send the tenant as query parameter tenant-name');
     if (!isValidTenant(tenant)) {
       return refuse('TENANT_INVALID', 'tenant_invalid', 'tenant-name must be 1-64 characters of A-Z a-z 0-9 . _ -');
     }
@@ -62,7 +63,11 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
       const verified = opts.allowExpired ? expiredButVerified(err) : undefined;
       if (verified === undefined) return verifyRefusal(err, tenant);
       if (expiredTooLongAgo(verified, now() / 1000, resumeGrace + clockTolerance)) {
-        return refuse('TOKEN_EXPIRED', 'token_expired', 'token expired too long ago to resume a session with; fetch a new one');
+        return refuse(
+          'TOKEN_EXPIRED',
+          'token_expired',
+          'token expired too long ago to resume a session with; fetch a new one',
+        );
       }
       payload = verified;
       expired = true;
@@ -94,7 +99,7 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
     if (typeof iss === 'string' && iss.startsWith(`${authUrl}/realms/`)) {
       return refuse('TENANT_MISMATCH', 'wrong_tenant', `token was not issued for tenant "${tenant}"`);
     }
-    return refuse('TOKEN_INVALID', 'issuer', 'token was not issued by this gateway\'s auth server');
+    return refuse('TOKEN_INVALID', 'issuer', "token was not issued by this gateway's auth server");
   }
 
   async function verify(token: string, tenant: string): Promise<JWTPayload> {
@@ -161,22 +166,34 @@ function expiredTooLongAgo(p: JWTPayload, nowSeconds: number, slackSeconds: numb
 }
 
 function verifyRefusal(err: unknown, tenant: string): Refusal {
-  if (err instanceof errors.JWTExpired) return refuse('TOKEN_EXPIRED', 'token_expired', 'token has expired; fetch a new one');
+  if (err instanceof errors.JWTExpired)
+    return refuse('TOKEN_EXPIRED', 'token_expired', 'token has expired; fetch a new one');
   if (err instanceof errors.JWTClaimValidationFailed) {
     if (err.claim === 'nbf') return refuse('TOKEN_INVALID', 'not_yet_valid', 'token is not valid yet (nbf)');
     return refuse('TOKEN_INVALID', 'claims', `token claim "${err.claim}" is missing or invalid`);
   }
-  if (err instanceof errors.JWSSignatureVerificationFailed) return refuse('TOKEN_INVALID', 'bad_signature', 'token signature does not verify');
+  if (err instanceof errors.JWSSignatureVerificationFailed)
+    return refuse('TOKEN_INVALID', 'bad_signature', 'token signature does not verify');
   if (err instanceof errors.JWKSNoMatchingKey) {
     return refuse('TOKEN_INVALID', 'unknown_key', `token was signed with a key tenant "${tenant}" does not publish`);
   }
-  if (err instanceof errors.JOSEAlgNotAllowed) return refuse('TOKEN_INVALID', 'bad_algorithm', 'token algorithm not allowed');
-  if (err instanceof UnknownRealmError) return refuse('TOKEN_INVALID', 'unknown_tenant', `tenant "${tenant}" is not known to the auth server`);
+  if (err instanceof errors.JOSEAlgNotAllowed)
+    return refuse('TOKEN_INVALID', 'bad_algorithm', 'token algorithm not allowed');
+  if (err instanceof UnknownRealmError)
+    return refuse('TOKEN_INVALID', 'unknown_tenant', `tenant "${tenant}" is not known to the auth server`);
   if (err instanceof JwksBudgetError) {
-    return refuse('AUTH_UNAVAILABLE', 'jwks_rate_limited', 'too many sign-ins for tenants this gateway has not seen yet; retry in a few seconds');
+    return refuse(
+      'AUTH_UNAVAILABLE',
+      'jwks_rate_limited',
+      'too many sign-ins for tenants this gateway has not seen yet; retry in a few seconds',
+    );
   }
   if (err instanceof JwksUnavailableError) {
-    return refuse('AUTH_UNAVAILABLE', 'jwks_unavailable', 'signing keys could not be fetched from the auth server; retry');
+    return refuse(
+      'AUTH_UNAVAILABLE',
+      'jwks_unavailable',
+      'signing keys could not be fetched from the auth server; retry',
+    );
   }
   return refuse('TOKEN_INVALID', 'token_malformed', 'token could not be verified');
 }

@@ -19,7 +19,9 @@ export function loadUpstreamCredentials(o: { file?: string; inline?: string }): 
     try {
       text = readFileSync(o.file, 'utf8');
     } catch (err) {
-      throw new Error(`${source}: cannot read file (${(err as NodeJS.ErrnoException).code ?? 'error'})`, { cause: err });
+      throw new Error(`${source}: cannot read file (${(err as NodeJS.ErrnoException).code ?? 'error'})`, {
+        cause: err,
+      });
     }
   } else if (o.inline) {
     source = 'UPSTREAM_CREDENTIALS';

@@ -8,7 +8,14 @@
 // - known and unknown realms sit in two capped LRU maps: sprayed names never evict known realms.
 // Hand-written around jose's createLocalJWKSet instead of createRemoteJWKSet because jose 5's
 // remote set can't take an injected fetch or clock, nor do any of the above.
-import { createLocalJWKSet, errors, type JWK, type JWSHeaderParameters, type FlattenedJWSInput, type KeyLike } from 'jose';
+import {
+  createLocalJWKSet,
+  errors,
+  type JWK,
+  type JWSHeaderParameters,
+  type FlattenedJWSInput,
+  type KeyLike,
+} from 'jose';
 import { realmUrl } from './tenant.js';
 
 type KeyFn = (h: JWSHeaderParameters, t: FlattenedJWSInput) => Promise<KeyLike>;
@@ -93,11 +100,14 @@ export class JwksCache {
     }
     if (!this.takeBudget()) return Promise.reject(new JwksBudgetError('too many realms not known yet'));
     const p = this.fetchKeys(tenant)
-      .then((keys) => {
-        this.unknown.delete(tenant);
-        const at = this.o.now();
-        return { keys, fetchedAt: at, attemptedAt: at };
-      }, (err: Error) => this.failed(tenant, err))
+      .then(
+        (keys) => {
+          this.unknown.delete(tenant);
+          const at = this.o.now();
+          return { keys, fetchedAt: at, attemptedAt: at };
+        },
+        (err: Error) => this.failed(tenant, err),
+      )
       .finally(() => this.probes.delete(tenant));
     this.probes.set(tenant, p);
     return p;
@@ -109,12 +119,15 @@ export class JwksCache {
     if (this.o.now() - e.attemptedAt < this.o.cooldownMs) return Promise.resolve();
     e.attemptedAt = this.o.now();
     e.pending = this.fetchKeys(tenant)
-      .then((keys) => {
-        e.keys = keys;
-        e.fetchedAt = this.o.now();
-      }, (err: Error) => {
-        if (err instanceof UnknownRealmError) this.failed(tenant, err);
-      })
+      .then(
+        (keys) => {
+          e.keys = keys;
+          e.fetchedAt = this.o.now();
+        },
+        (err: Error) => {
+          if (err instanceof UnknownRealmError) this.failed(tenant, err);
+        },
+      )
       .finally(() => {
         e.pending = undefined;
       });
@@ -134,7 +147,10 @@ export class JwksCache {
     const url = `${realmUrl(this.o.authUrl, tenant)}/protocol/openid-connect/certs`;
     let res: Response;
     try {
-      res = await this.o.fetch(url, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(this.o.timeoutMs ?? 5000) });
+      res = await this.o.fetch(url, {
+        headers: { accept: 'application/json' },
+        signal: AbortSignal.timeout(this.o.timeoutMs ?? 5000),
+      });
     } catch (err) {
       throw new JwksUnavailableError(`JWKS request failed: ${(err as Error).name}`);
     }

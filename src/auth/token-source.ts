@@ -20,22 +20,30 @@ export function presentedCredentials(req: UpgradeRequest): Presented {
   const tenant = nonEmpty(req.query.get('tenant-name')) ?? nonEmpty(req.headers['tenant-name']) ?? pairs.tenant;
 
   const q = nonEmpty(req.query.get('token'));
-  if (q !== undefined) return { credential: q, tenant: nonEmpty(req.query.get('tenant-name')) ?? tenant, via: 'query', protocol };
+  if (q !== undefined)
+    return { credential: q, tenant: nonEmpty(req.query.get('tenant-name')) ?? tenant, via: 'query', protocol };
   const h = nonEmpty(req.headers['authorization']);
-  if (h !== undefined) return { credential: h, tenant: nonEmpty(req.headers['tenant-name']) ?? tenant, via: 'header', protocol };
-  if (pairs.authorization !== undefined) return { credential: pairs.authorization, tenant: pairs.tenant ?? tenant, via: 'protocol', protocol };
+  if (h !== undefined)
+    return { credential: h, tenant: nonEmpty(req.headers['tenant-name']) ?? tenant, via: 'header', protocol };
+  if (pairs.authorization !== undefined)
+    return { credential: pairs.authorization, tenant: pairs.tenant ?? tenant, via: 'protocol', protocol };
   return { tenant, via: 'query', protocol };
 }
 
 /** `Bearer <jwt>` (scheme case-insensitive) or a bare JWT → the JWT; anything else → undefined. */
 export function bearerToken(credential: string): string | undefined {
   const trimmed = credential.trim();
-  return parseBearer(trimmed) ?? (/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*$/.test(trimmed) ? trimmed : undefined);
+  return (
+    parseBearer(trimmed) ?? (/^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*$/.test(trimmed) ? trimmed : undefined)
+  );
 }
 
 function splitProtocols(header: string | undefined): string[] {
   if (!header) return [];
-  return header.split(',').map((s) => s.trim()).filter(Boolean);
+  return header
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 interface Pairs {

@@ -46,7 +46,12 @@ export function createUpstreamCredentials(o: UpstreamCredentialsOptions): Upstre
     const c = creds[tenant] ?? creds['*'];
     if (!c) throw new Error(`no upstream client credentials for tenant "${tenant}"`);
     const url = `${realmUrl(o.authUrl, tenant)}/protocol/openid-connect/token`;
-    const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: c.clientId, client_secret: c.clientSecret, scope: 'openid' });
+    const form = new URLSearchParams({
+      grant_type: 'client_credentials',
+      client_id: c.clientId,
+      client_secret: c.clientSecret,
+      scope: 'openid',
+    });
     let res: Response;
     try {
       res = await doFetch(url, {

@@ -44,4 +44,5 @@ export class VerifiedTokens {
   }
 }
 
-const keyOf = (token: string, tenant: string) => createHash('sha256').update(tenant).update('\n').update(token).digest('base64');
+const keyOf = (token: string, tenant: string) =>
+  createHash('sha256').update(tenant).update('\n').update(token).digest('base64');

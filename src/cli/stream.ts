@@ -23,11 +23,24 @@ backoff; the gateway resumes the session (query resume=<random key>) and the fil
 byte count it reports.`;
 
 const FORMATS: Record<string, string> = {
-  '.ogg': 'audio/ogg', '.opus': 'audio/ogg;codecs=opus', '.webm': 'audio/webm', '.mp3': 'audio/mpeg', '.flac': 'audio/flac',
-  '.m4a': 'audio/mp4', '.mp4': 'audio/mp4', '.wav': 'audio/wav', '.pcm': 'audio/pcm;rate=16000;channels=1',
+  '.ogg': 'audio/ogg',
+  '.opus': 'audio/ogg;codecs=opus',
+  '.webm': 'audio/webm',
+  '.mp3': 'audio/mpeg',
+  '.flac': 'audio/flac',
+  '.m4a': 'audio/mp4',
+  '.mp4': 'audio/mp4',
+  '.wav': 'audio/wav',
+  '.pcm': 'audio/pcm;rate=16000;channels=1',
 };
 
-async function devToken(auth: string, tenant: string, clientId: string, secret: string, scope: string): Promise<string> {
+async function devToken(
+  auth: string,
+  tenant: string,
+  clientId: string,
+  secret: string,
+  scope: string,
+): Promise<string> {
   const res = await fetch(`${auth}/realms/${encodeURIComponent(tenant)}/protocol/openid-connect/token`, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
@@ -40,7 +53,9 @@ async function devToken(auth: string, tenant: string, clientId: string, secret: 
 /** Media duration in seconds, from ffprobe when it is installed (only used to pace sending). */
 function durationOf(file: string): number | undefined {
   try {
-    const out = execFileSync('ffprobe', ['-v', 'error', '-show_entries', 'format=duration', '-of', 'csv=p=0', file], { encoding: 'utf8' });
+    const out = execFileSync('ffprobe', ['-v', 'error', '-show_entries', 'format=duration', '-of', 'csv=p=0', file], {
+      encoding: 'utf8',
+    });
     const d = Number.parseFloat(out);
     return Number.isFinite(d) && d > 0 ? d : undefined;
   } catch {
@@ -56,8 +71,18 @@ function describe(text: string): string {
       return `transcript ${d.isFinal ? 'final  ' : 'interim'} [${d.start.toFixed(2)}-${d.end.toFixed(2)}] ${d.text}`;
     }
     if (m.type === 'transcript' && Array.isArray(m.data)) {
-      return (m.data as Array<{ transcript: string; final: boolean; time: { start: number; end: number }; participant?: { channel: number } }>)
-        .map((d) => `transcript ${d.final ? 'final  ' : 'interim'} [${d.time.start.toFixed(2)}-${d.time.end.toFixed(2)}] ch${d.participant?.channel ?? 0} ${d.transcript}`)
+      return (
+        m.data as Array<{
+          transcript: string;
+          final: boolean;
+          time: { start: number; end: number };
+          participant?: { channel: number };
+        }>
+      )
+        .map(
+          (d) =>
+            `transcript ${d.final ? 'final  ' : 'interim'} [${d.time.start.toFixed(2)}-${d.time.end.toFixed(2)}] ch${d.participant?.channel ?? 0} ${d.transcript}`,
+        )
         .join('\n');
     }
     return text;
@@ -117,7 +142,10 @@ function stream(run: Run): void {
     failures = 0;
     const from = startByte(m, run.audio.length, sessionId);
     if (typeof from === 'string') giveUp(from);
-    if (m.resumed === true) console.log(`${run.stamp()} resumed session ${m.sessionId}; the gateway has ${from} of ${run.audio.length} bytes, sending the rest`);
+    if (m.resumed === true)
+      console.log(
+        `${run.stamp()} resumed session ${m.sessionId}; the gateway has ${from} of ${run.audio.length} bytes, sending the rest`,
+      );
     sessionId = String(m.sessionId);
     void sendFrom(ws, run, from);
   };
@@ -126,11 +154,14 @@ function stream(run: Run): void {
     console.log(`${run.stamp()} closed ${code} ${reason}`);
     // 4xxx is the gateway's answer about this stream (config denied, audio invalid, replaced...): it would give it again.
     if (code === 1000 || ended || (code >= 4000 && code < 5000)) process.exit(code === 1000 ? 0 : 1);
-    if (failures >= RECONNECT_ATTEMPTS || reconnects >= MAX_RECONNECTS) giveUp(`giving up after ${reconnects} reconnections`);
+    if (failures >= RECONNECT_ATTEMPTS || reconnects >= MAX_RECONNECTS)
+      giveUp(`giving up after ${reconnects} reconnections`);
     const wait = RECONNECT_DELAY_MS * 2 ** failures;
     failures++;
     reconnects++;
-    console.log(`${run.stamp()} connection lost; reconnecting in ${wait / 1000} s (attempt ${failures} of ${RECONNECT_ATTEMPTS})`);
+    console.log(
+      `${run.stamp()} connection lost; reconnecting in ${wait / 1000} s (attempt ${failures} of ${RECONNECT_ATTEMPTS})`,
+    );
     setTimeout(connect, wait);
   };
 
@@ -142,7 +173,9 @@ function stream(run: Run): void {
  * the transcript and its credits). */
 function startByte(accepted: Record<string, unknown>, length: number, earlier: string | undefined): number | string {
   if (accepted.resumed !== true) {
-    return earlier === undefined ? 0 : `the gateway started a new session instead of resuming ${earlier} (it ended, or its grace period passed); the transcript above is incomplete`;
+    return earlier === undefined
+      ? 0
+      : `the gateway started a new session instead of resuming ${earlier} (it ended, or its grace period passed); the transcript above is incomplete`;
   }
   const n = accepted.audioBytes;
   if (typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 && n <= length) return n;
@@ -193,14 +226,20 @@ async function main(): Promise<void> {
   }
   const audio = readFileSync(file);
   const scope = values.streams ? 'openid streams' : 'openid transcribe';
-  const token = values.token ?? (await devToken(values.auth!, values.tenant!, values['client-id']!, values['client-secret']!, scope));
+  const token =
+    values.token ??
+    (await devToken(values.auth!, values.tenant!, values['client-id']!, values['client-secret']!, scope));
   const path = values.streams ? `/audio-bridge/v2/interactions/${randomUUID()}/streams` : '/audio-bridge/v2/transcribe';
   // The resume key is chosen once: every reconnection uses the same URL and takes the same session over.
   const resume = randomBytes(18).toString('base64url');
   const query = new URLSearchParams({ 'tenant-name': values.tenant!, token: `Bearer ${token}`, resume });
   const audioFormat = values.format ?? FORMATS[extname(file).toLowerCase()];
   const configuration = values.streams
-    ? { transcription: { primaryLanguage: values.language, isMultichannel: false }, mode: { type: 'facts', outputLocale: values.language }, ...(audioFormat ? { audioFormat } : {}) }
+    ? {
+        transcription: { primaryLanguage: values.language, isMultichannel: false },
+        mode: { type: 'facts', outputLocale: values.language },
+        ...(audioFormat ? { audioFormat } : {}),
+      }
     : { primaryLanguage: values.language, interimResults: false, ...(audioFormat ? { audioFormat } : {}) };
 
   const started = Date.now();

@@ -69,7 +69,9 @@ const MAX_UNCONFIRMED_BYTES = 2 * 1024 * 1024;
 const RECONNECT = CLOSE.serviceRestart;
 
 const hopPath = (i: HopIdentity) =>
-  i.endpoint === 'transcribe' ? '/internal/hop/audio-bridge/v2/transcribe' : `/internal/hop/audio-bridge/v2/interactions/${i.interactionId}/streams`;
+  i.endpoint === 'transcribe'
+    ? '/internal/hop/audio-bridge/v2/transcribe'
+    : `/internal/hop/audio-bridge/v2/interactions/${i.interactionId}/streams`;
 
 const mac = (secret: string, ts: string, key: string, identity: string) =>
   createHmac('sha256', secret).update(`${ts}\n${key}\n${identity}`).digest();
@@ -82,22 +84,41 @@ export function signHop(secret: string, key: string, identity: HopIdentity, now 
 }
 
 /** A's check: the identity when the MAC is right and fresh, else why not (the reason only, for the log). */
-export function verifyHop(secret: string, key: string, identityHeader: string, hopHeader: string, now = Date.now()): HopIdentity | { refused: string } {
+export function verifyHop(
+  secret: string,
+  key: string,
+  identityHeader: string,
+  hopHeader: string,
+  now = Date.now(),
+): HopIdentity | { refused: string } {
   const m = /^(\d{1,15})\.([0-9a-f]{64})$/.exec(hopHeader);
   if (!m || !identityHeader) return { refused: 'no signature' };
   if (Math.abs(now - Number(m[1])) > HOP_MAC_WINDOW_MS) return { refused: 'signature expired' };
-  if (!timingSafeEqual(Buffer.from(m[2], 'hex'), mac(secret, m[1], key, identityHeader))) return { refused: 'bad signature' };
+  if (!timingSafeEqual(Buffer.from(m[2], 'hex'), mac(secret, m[1], key, identityHeader)))
+    return { refused: 'bad signature' };
   const i = JSON.parse(Buffer.from(identityHeader, 'base64url').toString()) as HopIdentity;
-  const valid = typeof i.tenant === 'string' && isEndpoint(i.endpoint) && typeof i.notices === 'boolean' && typeof i.owner === 'string'
-    && ['string', 'undefined'].includes(typeof i.subject) && ['string', 'undefined'].includes(typeof i.interactionId);
+  const valid =
+    typeof i.tenant === 'string' &&
+    isEndpoint(i.endpoint) &&
+    typeof i.notices === 'boolean' &&
+    typeof i.owner === 'string' &&
+    ['string', 'undefined'].includes(typeof i.subject) &&
+    ['string', 'undefined'].includes(typeof i.interactionId);
   return valid ? i : { refused: 'bad identity' };
 }
 
 /** A's check of a hop: verifyHop, and a signature not used before (a replay is refused as a bad one). */
-export async function acceptHop(deps: HopDeps, key: string, identityHeader: string, hopHeader: string): Promise<HopIdentity | { refused: string }> {
+export async function acceptHop(
+  deps: HopDeps,
+  key: string,
+  identityHeader: string,
+  hopHeader: string,
+): Promise<HopIdentity | { refused: string }> {
   const verdict = verifyHop(deps.secret!, key, identityHeader, hopHeader);
   if ('refused' in verdict) return verdict;
-  return (await deps.used.firstUse(hopHeader.slice(hopHeader.indexOf('.') + 1))) ? verdict : { refused: 'signature already used' };
+  return (await deps.used.firstUse(hopHeader.slice(hopHeader.indexOf('.') + 1)))
+    ? verdict
+    : { refused: 'signature already used' };
 }
 
 /** B's delivery confirmations ride in its pings to A (a client's own frames cannot forge a ping on
@@ -154,7 +175,12 @@ function hopSocket(ownerUrl: string, key: string, identity: HopIdentity, secret:
   const url = new URL(hopPath(identity), ownerUrl);
   url.searchParams.set('resume', key);
   lastSignedAt = Math.max(Date.now(), lastSignedAt + 1);
-  return new WebSocket(url, { headers: signHop(secret, key, identity, lastSignedAt), perMessageDeflate: false, handshakeTimeout: HOP_OPEN_TIMEOUT_MS, maxPayload: MAX_HOP_FRAME_BYTES });
+  return new WebSocket(url, {
+    headers: signHop(secret, key, identity, lastSignedAt),
+    perMessageDeflate: false,
+    handshakeTimeout: HOP_OPEN_TIMEOUT_MS,
+    maxPayload: MAX_HOP_FRAME_BYTES,
+  });
 }
 
 function handshake(ws: WebSocket): Promise<Opened> {
@@ -185,19 +211,31 @@ function handshake(ws: WebSocket): Promise<Opened> {
  * over). Without CLUSTER_SECRET: no hop. `info` is the client's (its resumeKey set); it takes no
  * tenant slot.
  */
-export async function hopUpgrade(aborted: () => boolean, owner: { id: string; url: string }, info: SessionInfo, deps: HopDeps): Promise<HopOutcome> {
+export async function hopUpgrade(
+  aborted: () => boolean,
+  owner: { id: string; url: string },
+  info: SessionInfo,
+  deps: HopDeps,
+): Promise<HopOutcome> {
   if (!deps.secret) {
     metrics.hops.inc({ result: 'unavailable' });
     return { kind: 'unavailable' };
   }
-  const identity: HopIdentity = { tenant: info.tenant, subject: info.subject, endpoint: info.endpoint, interactionId: info.interactionId, notices: info.notices ?? false, owner: owner.id };
+  const identity: HopIdentity = {
+    tenant: info.tenant,
+    subject: info.subject,
+    endpoint: info.endpoint,
+    interactionId: info.interactionId,
+    notices: info.notices ?? false,
+    owner: owner.id,
+  };
   const started = performance.now();
   const log = deps.logger.child({ owner: owner.id, sessionKey: info.sessionKey });
   // The relay listens from the start: the owner's first frames can come with its handshake answer.
   const hop = hopSocket(owner.url, info.resumeKey!, identity, deps.secret);
   const relay = new HopRelay(hop, log);
   const opened = await handshake(hop);
-  if (aborted()) return relay.abandon(), { kind: 'aborted' };
+  if (aborted()) return (relay.abandon(), { kind: 'aborted' });
   const refusal = 'status' in opened ? ownerRefusal(opened.body) : undefined;
   if (refusal) {
     metrics.hops.inc({ result: refusal.error.id === 'HOP_NOT_OWNER' ? 'not_owner' : 'refused' });
@@ -207,8 +245,16 @@ export async function hopUpgrade(aborted: () => boolean, owner: { id: string; ur
   }
   const failure = 'open' in opened ? undefined : 'failed' in opened ? opened.failed : `HTTP ${opened.status}`;
   metrics.hops.inc({ result: failure ? 'failed' : 'opened' });
-  if (failure) log.warn({ event: 'hop_failed', cause: failure }, 'the hop to the session\'s replica failed; the client is asked to reconnect');
-  else log.info({ event: 'hop_opened', openMs: Math.round(performance.now() - started) }, 'resume carried to the session\'s replica');
+  if (failure)
+    log.warn(
+      { event: 'hop_failed', cause: failure },
+      "the hop to the session's replica failed; the client is asked to reconnect",
+    );
+  else
+    log.info(
+      { event: 'hop_opened', openMs: Math.round(performance.now() - started) },
+      "resume carried to the session's replica",
+    );
   return { kind: 'relay', relay };
 }
 
@@ -218,14 +264,20 @@ function ownerRefusal(body: string): { error: GatewayError } | undefined {
   try {
     const parsed = JSON.parse(body) as { error?: GatewayError };
     const id = parsed.error?.id;
-    return id === 'RESUME_FORBIDDEN' || id === 'RESUME_KEY_IN_USE' || id === 'HOP_NOT_OWNER' ? { error: parsed.error! } : undefined;
+    return id === 'RESUME_FORBIDDEN' || id === 'RESUME_KEY_IN_USE' || id === 'HOP_NOT_OWNER'
+      ? { error: parsed.error! }
+      : undefined;
   } catch {
     return undefined;
   }
 }
 
-const sendable = (code: number, fallback: number) => (code >= 3000 && code <= 4999) || [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014].includes(code) ? code : fallback;
-const NO_ANSWER = 'the session\'s replica did not answer; reconnect with your resume key';
+const sendable = (code: number, fallback: number) =>
+  (code >= 3000 && code <= 4999) ||
+  [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014].includes(code)
+    ? code
+    : fallback;
+const NO_ANSWER = "the session's replica did not answer; reconnect with your resume key";
 
 /** B's relay between one client socket (uWS) and its hop to the owner (ws); frames pass unchanged.
  * Until the client's socket opens, the owner's frames and its close wait here (bounded). */
@@ -241,7 +293,10 @@ export class HopRelay {
   private delivered = 0;
   private readonly pinger: NodeJS.Timeout;
 
-  constructor(private readonly hop: WebSocket, private readonly log: Logger) {
+  constructor(
+    private readonly hop: WebSocket,
+    private readonly log: Logger,
+  ) {
     metrics.hopSessions.inc();
     this.pinger = setInterval(() => this.ping(), HOP_PING_MS);
     this.pinger.unref();
@@ -249,7 +304,10 @@ export class HopRelay {
     hop.on('message', (data: Buffer, binary: boolean) => this.fromOwner(data, binary));
     hop.on('close', (code: number, reason: Buffer) => {
       if (!this.wasOpen) return this.end(RECONNECT, NO_ANSWER);
-      this.end(sendable(code, RECONNECT), code === 1006 ? 'the session\'s replica went away; reconnect with your resume key' : reason.toString());
+      this.end(
+        sendable(code, RECONNECT),
+        code === 1006 ? "the session's replica went away; reconnect with your resume key" : reason.toString(),
+      );
     });
     hop.on('error', (err) => log.warn({ event: 'hop_error', err: err.message }, 'hop socket error'));
     hop.on('pong', () => (this.awaitingPong = false));
@@ -272,7 +330,8 @@ export class HopRelay {
   /** A client frame (sockets.ts): copied, since uWS reuses its memory after the callback. */
   fromClient(message: ArrayBuffer, binary: boolean): void {
     if (this.ending) return;
-    if (this.hop.bufferedAmount > MAX_HOP_BACKLOG_BYTES) return this.end(RECONNECT, 'the hop to the session\'s replica is backed up; reconnect with your resume key');
+    if (this.hop.bufferedAmount > MAX_HOP_BACKLOG_BYTES)
+      return this.end(RECONNECT, "the hop to the session's replica is backed up; reconnect with your resume key");
     this.hop.send(Buffer.from(new Uint8Array(message)), { binary });
   }
 
@@ -291,7 +350,8 @@ export class HopRelay {
   private fromOwner(data: Buffer, binary: boolean): void {
     if (this.client) return this.toClient(data, binary);
     this.pendingBytes += data.length;
-    if (this.pendingBytes > MAX_PENDING_BYTES) return this.end(RECONNECT, 'the client socket did not open; reconnect with your resume key');
+    if (this.pendingBytes > MAX_PENDING_BYTES)
+      return this.end(RECONNECT, 'the client socket did not open; reconnect with your resume key');
     this.pending.push({ data, binary });
   }
 

@@ -9,10 +9,42 @@ import { createUsedSignatures } from './hop-signatures.js';
 import { createRecordStore, type RecordStore } from './records.js';
 import { createReplicas, defaultReplicaId, type Replicas } from './replicas.js';
 
-export { acceptHop, hopUpgrade, HopOutbox, HopRelay, verifyHop, signHop, type HopDeps, type HopOutcome, type HopIdentity } from './hop.js';
+export {
+  acceptHop,
+  hopUpgrade,
+  HopOutbox,
+  HopRelay,
+  verifyHop,
+  signHop,
+  type HopDeps,
+  type HopOutcome,
+  type HopIdentity,
+} from './hop.js';
 export { createReplicas, type Replicas } from './replicas.js';
-export { createRecordStore, recordKeyHash, type RecordStore, type SealedRecord, type SessionRecord, type RecordState } from './records.js';
-export { addressRefuses, awaitHandover, claimKey, countTakeover, findResume, handOver, keepRecord, openRecord, recordKeys, restoreOf, sealRecord, startJanitor, type ResumeRoute, type TakeoverDeps } from './takeover.js';
+export {
+  createRecordStore,
+  recordKeyHash,
+  type RecordStore,
+  type SealedRecord,
+  type SessionRecord,
+  type RecordState,
+} from './records.js';
+export {
+  addressRefuses,
+  awaitHandover,
+  claimKey,
+  countTakeover,
+  findResume,
+  handOver,
+  keepRecord,
+  openRecord,
+  recordKeys,
+  restoreOf,
+  sealRecord,
+  startJanitor,
+  type ResumeRoute,
+  type TakeoverDeps,
+} from './takeover.js';
 
 export interface ClusterOptions {
   redisUrl?: string;
@@ -56,6 +88,10 @@ async function connect(url: string, logger: Logger): Promise<Redis> {
   const { createRedisClient } = await loadRedisUsageStore(); // only with a REDIS_URL (idle memory)
   const redis = createRedisClient(url);
   redis.on('error', () => undefined); // each failing command says so where it is used
-  await redis.connect().catch((err: Error) => logger.warn({ err: err.message }, 'redis not reachable at start; replicas and session records wait for it'));
+  await redis
+    .connect()
+    .catch((err: Error) =>
+      logger.warn({ err: err.message }, 'redis not reachable at start; replicas and session records wait for it'),
+    );
   return redis;
 }

@@ -156,7 +156,10 @@ class RedisRecordStore implements RecordStore {
   readonly shared = true;
   private readonly redis: Scripted;
 
-  constructor(redis: Redis, private readonly ttlMs: number) {
+  constructor(
+    redis: Redis,
+    private readonly ttlMs: number,
+  ) {
     redis.defineCommand('recClaimKey', { numberOfKeys: 1, lua: CLAIM_KEY });
     redis.defineCommand('recPut', { numberOfKeys: 1, lua: PUT });
     redis.defineCommand('recClaim', { numberOfKeys: 1, lua: CLAIM });
@@ -175,12 +178,29 @@ class RedisRecordStore implements RecordStore {
   }
 
   async put(keyHash: string, r: SealedRecord, deadlineMs?: number): Promise<boolean> {
-    const ok = await this.redis.recPut(REC + keyHash, r.owner, JSON.stringify(r), this.ttlMs, keyHash, deadlineMs ?? '', r.timeline ? '' : '1');
+    const ok = await this.redis.recPut(
+      REC + keyHash,
+      r.owner,
+      JSON.stringify(r),
+      this.ttlMs,
+      keyHash,
+      deadlineMs ?? '',
+      r.timeline ? '' : '1',
+    );
     return ok === 1;
   }
 
   async claim(keyHash: string, expect: { owner: string; state: RecordState }, next: SealedRecord): Promise<boolean> {
-    return (await this.redis.recClaim(REC + keyHash, expect.owner, expect.state, JSON.stringify(next), this.ttlMs, keyHash)) === 1;
+    return (
+      (await this.redis.recClaim(
+        REC + keyHash,
+        expect.owner,
+        expect.state,
+        JSON.stringify(next),
+        this.ttlMs,
+        keyHash,
+      )) === 1
+    );
   }
 
   async remove(keyHash: string, owner: string): Promise<void> {
@@ -203,7 +223,10 @@ class MemoryRecordStore implements RecordStore {
   readonly shared = false;
   private readonly records = new Map<string, { value: string; expires: number; deadline?: number }>();
 
-  constructor(private readonly ttlMs: number, private readonly now: () => number) {}
+  constructor(
+    private readonly ttlMs: number,
+    private readonly now: () => number,
+  ) {}
 
   private current(keyHash: string): SealedRecord | undefined {
     const e = this.records.get(keyHash);
@@ -226,7 +249,11 @@ class MemoryRecordStore implements RecordStore {
     const cur = this.current(keyHash);
     if (cur && cur.owner !== r.owner) return false;
     const keep = cur?.timeline && !r.timeline; // a bare claim keeps a record with a timeline alive, no more
-    this.records.set(keyHash, { value: JSON.stringify(keep ? cur : r), expires: this.now() + this.ttlMs, deadline: keep ? this.records.get(keyHash)?.deadline : deadlineMs });
+    this.records.set(keyHash, {
+      value: JSON.stringify(keep ? cur : r),
+      expires: this.now() + this.ttlMs,
+      deadline: keep ? this.records.get(keyHash)?.deadline : deadlineMs,
+    });
     return true;
   }
 
@@ -260,7 +287,25 @@ type RecordV1 = Omit<SessionRecord, 'timeline'> & RecordTimeline & { v: 1 };
 function parseRecord(json: string): SealedRecord {
   const r = JSON.parse(json) as SealedRecord | RecordV1;
   if (r.v === 2) return r;
-  const { v: _v, owner, ownerUrl, state, tenant, endpoint, interactionId, sessionKey, updatedAt, subject, environment, config, accepted, init, cont, missed, ...timeline } = r;
+  const {
+    v: _v,
+    owner,
+    ownerUrl,
+    state,
+    tenant,
+    endpoint,
+    interactionId,
+    sessionKey,
+    updatedAt,
+    subject,
+    environment,
+    config,
+    accepted,
+    init,
+    cont,
+    missed,
+    ...timeline
+  } = r;
   const head: RecordHead = { owner, ownerUrl, state, tenant, endpoint, interactionId, sessionKey, timeline, updatedAt };
   return { ...head, v: 2, sealed: '', clear: { subject, environment, config, accepted, init, cont, missed } };
 }

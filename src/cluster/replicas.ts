@@ -42,7 +42,11 @@ export function createReplicas(id: string, logger: Logger, redis?: Redis): Repli
       },
       (err: Error) => {
         // Said once per outage: a beat fails every 1.5 s while Redis is away.
-        if (!failing) logger.warn({ event: 'heartbeat_failed', err: err.message }, 'replica heartbeat not written; other replicas see this one as dead after 5 s');
+        if (!failing)
+          logger.warn(
+            { event: 'heartbeat_failed', err: err.message },
+            'replica heartbeat not written; other replicas see this one as dead after 5 s',
+          );
         failing = true;
       },
     );

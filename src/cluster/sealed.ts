@@ -32,5 +32,7 @@ export function unseal<T>(key: Buffer, aad: string, sealed: string): T {
   const decipher = createDecipheriv('aes-256-gcm', key, b.subarray(0, IV_BYTES));
   decipher.setAAD(Buffer.from(aad));
   decipher.setAuthTag(b.subarray(b.length - TAG_BYTES));
-  return JSON.parse(Buffer.concat([decipher.update(b.subarray(IV_BYTES, b.length - TAG_BYTES)), decipher.final()]).toString()) as T;
+  return JSON.parse(
+    Buffer.concat([decipher.update(b.subarray(IV_BYTES, b.length - TAG_BYTES)), decipher.final()]).toString(),
+  ) as T;
 }

@@ -7,7 +7,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Restore, Session, SessionInfo, SessionSnapshot } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
-import { recordKeyHash, type RecordContent, type RecordHead, type RecordState, type RecordStore, type SealedRecord, type SessionRecord } from './records.js';
+import {
+  recordKeyHash,
+  type RecordContent,
+  type RecordHead,
+  type RecordState,
+  type RecordStore,
+  type SealedRecord,
+  type SessionRecord,
+} from './records.js';
 import { seal, sealingKey, unseal } from './sealed.js';
 import type { Replicas } from './replicas.js';
 
@@ -48,7 +56,11 @@ const boundTo = (h: RecordHead) => JSON.stringify([h.tenant, h.endpoint, h.inter
 /** The record as Redis gets it: its client content sealed. */
 export function sealRecord(k: RecordKeys, r: SessionRecord): SealedRecord {
   const { subject, environment, config, accepted, init, cont, missed, ...head } = r;
-  return { ...head, v: 2, sealed: seal(k.sealing, boundTo(head), { subject, environment, config, accepted, init, cont, missed }) };
+  return {
+    ...head,
+    v: 2,
+    sealed: seal(k.sealing, boundTo(head), { subject, environment, config, accepted, init, cont, missed }),
+  };
 }
 
 /** The record with its content; throws when it does not open (changed in Redis). */
@@ -59,16 +71,35 @@ export function openRecord(k: RecordKeys, r: SealedRecord): SessionRecord {
 
 /** The record of `info`'s session: with `s`, what another replica goes on from; without, only the
  *  claim of its key (who holds it, whose it is). */
-function toRecord(r: Pick<TakeoverDeps, 'replicas'>, info: SessionInfo, s: SessionSnapshot | undefined, state: RecordState, missed?: string[]): SessionRecord {
+function toRecord(
+  r: Pick<TakeoverDeps, 'replicas'>,
+  info: SessionInfo,
+  s: SessionSnapshot | undefined,
+  state: RecordState,
+  missed?: string[],
+): SessionRecord {
   const head = {
-    owner: r.replicas.id, ownerUrl: r.replicas.url, state, tenant: info.tenant, endpoint: info.endpoint, interactionId: info.interactionId,
-    sessionKey: info.sessionKey, subject: info.subject, environment: info.environment, updatedAt: Date.now(),
+    owner: r.replicas.id,
+    ownerUrl: r.replicas.url,
+    state,
+    tenant: info.tenant,
+    endpoint: info.endpoint,
+    interactionId: info.interactionId,
+    sessionKey: info.sessionKey,
+    subject: info.subject,
+    environment: info.environment,
+    updatedAt: Date.now(),
   };
   if (!s) return head;
   const { init, continuation, config, accepted, ...timeline } = s;
   return {
-    ...head, timeline: { ...timeline, contExpect: continuation?.expect }, config, accepted, init: init.toString('base64'),
-    cont: continuation?.bytes.toString('base64'), missed,
+    ...head,
+    timeline: { ...timeline, contExpect: continuation?.expect },
+    config,
+    accepted,
+    init: init.toString('base64'),
+    cont: continuation?.bytes.toString('base64'),
+    missed,
   };
 }
 
@@ -76,16 +107,25 @@ function toRecord(r: Pick<TakeoverDeps, 'replicas'>, info: SessionInfo, s: Sessi
 export function restoreOf(r: SessionRecord, from: 'handover' | 'crash'): Restore {
   const { contExpect, ...timeline } = r.timeline!;
   return {
-    ...timeline, config: r.config, accepted: r.accepted, init: Buffer.from(r.init ?? '', 'base64'),
-    continuation: from === 'handover' && r.cont ? { bytes: Buffer.from(r.cont, 'base64'), expect: contExpect } : undefined,
-    missed: r.missed ?? [], crash: from === 'crash',
+    ...timeline,
+    config: r.config,
+    accepted: r.accepted,
+    init: Buffer.from(r.init ?? '', 'base64'),
+    continuation:
+      from === 'handover' && r.cont ? { bytes: Buffer.from(r.cont, 'base64'), expect: contExpect } : undefined,
+    missed: r.missed ?? [],
+    crash: from === 'crash',
   };
 }
 
 /** A new session's claim of its key, before its socket is accepted: false when another connection
  *  claimed it first (on this replica or another). `replaceOwner`: the claim found there was that
  *  owner's, which is dead or does not hold the session (see findResume). */
-export function claimKey(d: Pick<TakeoverDeps, 'records' | 'replicas'>, info: SessionInfo, replaceOwner?: string): Promise<boolean> {
+export function claimKey(
+  d: Pick<TakeoverDeps, 'records' | 'replicas'>,
+  info: SessionInfo,
+  replaceOwner?: string,
+): Promise<boolean> {
   const keys = recordKeys(info.resumeKey!);
   return d.records.claimKey(keys.hash, sealRecord(keys, toRecord(d, info, undefined, 'live')), replaceOwner);
 }
@@ -102,7 +142,9 @@ export function keepRecord(d: TakeoverDeps, session: Session): () => void {
   const write = () => {
     if (session.leaving) return;
     const snapshot = session.snapshot();
-    const mark = snapshot ? `${snapshot.audioBytes}/${snapshot.finalUntil}/${snapshot.seq}/${snapshot.segment}` : 'claim';
+    const mark = snapshot
+      ? `${snapshot.audioBytes}/${snapshot.finalUntil}/${snapshot.seq}/${snapshot.segment}`
+      : 'claim';
     if (mark === written && Date.now() - writtenAt < KEEPALIVE_MS) return;
     written = mark;
     writtenAt = Date.now();
@@ -112,7 +154,11 @@ export function keepRecord(d: TakeoverDeps, session: Session): () => void {
         if (!mine) void disown(d, keys, session);
       },
       (err: Error) => {
-        if (!failing) d.logger.warn({ event: 'record_write_failed', session: session.key, err: err.message }, 'session record not written');
+        if (!failing)
+          d.logger.warn(
+            { event: 'record_write_failed', session: session.key, err: err.message },
+            'session record not written',
+          );
         failing = true;
         written = '';
       },
@@ -146,12 +192,23 @@ export type ResumeRoute =
 /** Where a resume of a key this replica does not hold goes (docs/design.md, 'Where a resume goes').
  * A record taken over here is claimed (compare-and-set) before the client's socket is accepted.
  * `notOwner`: a replica whose address answered a hop to it that it is not the owner (HOP_NOT_OWNER). */
-export async function findResume(d: TakeoverDeps, key: string, who: Pick<SessionInfo, 'tenant' | 'subject' | 'endpoint' | 'interactionId'>, notOwner?: string): Promise<ResumeRoute> {
+export async function findResume(
+  d: TakeoverDeps,
+  key: string,
+  who: Pick<SessionInfo, 'tenant' | 'subject' | 'endpoint' | 'interactionId'>,
+  notOwner?: string,
+): Promise<ResumeRoute> {
   const keys = recordKeys(key);
   const stored = await d.records.get(keys.hash);
   if (!stored) return { route: 'none' };
   const r = opened(d, keys, stored);
-  const same = r !== undefined && r.tenant === who.tenant && r.subject !== undefined && r.subject === who.subject && r.endpoint === who.endpoint && r.interactionId === who.interactionId;
+  const same =
+    r !== undefined &&
+    r.tenant === who.tenant &&
+    r.subject !== undefined &&
+    r.subject === who.subject &&
+    r.endpoint === who.endpoint &&
+    r.interactionId === who.interactionId;
   if (!same) return { route: 'forbidden' };
   if (!r.timeline) return bareClaim(d, r, notOwner);
   return r.state === 'handing_over' ? { route: 'wait' } : decide(d, keys, r, notOwner);
@@ -162,7 +219,10 @@ function opened(d: TakeoverDeps, keys: RecordKeys, r: SealedRecord): SessionReco
   try {
     return openRecord(keys, r);
   } catch (err) {
-    d.logger.warn({ event: 'record_unreadable', session: r.sessionKey, err: (err as Error).message }, 'session record content does not open; the resume is refused');
+    d.logger.warn(
+      { event: 'record_unreadable', session: r.sessionKey, err: (err as Error).message },
+      'session record content does not open; the resume is refused',
+    );
     return undefined;
   }
 }
@@ -170,14 +230,20 @@ function opened(d: TakeoverDeps, keys: RecordKeys, r: SealedRecord): SessionReco
 /** A key claimed by a session with nothing to take over yet: carried to its live owner (a resume of
  *  it there), else (its owner dead, or holding no such session) the key is this new session's. */
 async function bareClaim(d: TakeoverDeps, r: SessionRecord, notOwner?: string): Promise<ResumeRoute> {
-  if (r.owner !== d.replicas.id && r.owner !== notOwner && (await ownerAlive(d, r))) return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
+  if (r.owner !== d.replicas.id && r.owner !== notOwner && (await ownerAlive(d, r)))
+    return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
   return { route: 'none', replaceOwner: r.owner };
 }
 
 /** After 'wait' (the client's socket is open, its frames held): polls until the handover is done, for
  * at most `waitMs` and while the client is there, then takes the session over if nobody else did. An
  * owner that dies while handing over (killed at the end of its termination grace) is taken over from. */
-export async function awaitHandover(d: TakeoverDeps, key: string, waitMs: number, wanted: () => boolean): Promise<ResumeRoute> {
+export async function awaitHandover(
+  d: TakeoverDeps,
+  key: string,
+  waitMs: number,
+  wanted: () => boolean,
+): Promise<ResumeRoute> {
   const keys = recordKeys(key);
   const deadline = Date.now() + waitMs;
   let r = await d.records.get(keys.hash);
@@ -201,10 +267,20 @@ async function ownerAlive(d: TakeoverDeps, r: RecordHead): Promise<boolean> {
  * else claimed for this replica. */
 async function decide(d: TakeoverDeps, keys: RecordKeys, r: SessionRecord, notOwner?: string): Promise<ResumeRoute> {
   const mine = r.owner === d.replicas.id; // a record of a session that is no longer here: as a dead owner's
-  if (r.state === 'live' && !mine && r.owner !== notOwner && (await ownerAlive(d, r))) return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
-  const next: SessionRecord = { ...r, owner: d.replicas.id, ownerUrl: d.replicas.url, state: 'live', missed: undefined, cont: undefined, updatedAt: Date.now() };
+  if (r.state === 'live' && !mine && r.owner !== notOwner && (await ownerAlive(d, r)))
+    return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
+  const next: SessionRecord = {
+    ...r,
+    owner: d.replicas.id,
+    ownerUrl: d.replicas.url,
+    state: 'live',
+    missed: undefined,
+    cont: undefined,
+    updatedAt: Date.now(),
+  };
   next.timeline = { ...r.timeline!, contExpect: undefined };
-  if (!(await d.records.claim(keys.hash, { owner: r.owner, state: r.state }, sealRecord(keys, next)))) return { route: 'gone' };
+  if (!(await d.records.claim(keys.hash, { owner: r.owner, state: r.state }, sealRecord(keys, next))))
+    return { route: 'gone' };
   return { route: 'restore', record: r, from: r.state === 'handed_over' ? 'handover' : 'crash' };
 }
 
@@ -216,7 +292,10 @@ async function decide(d: TakeoverDeps, keys: RecordKeys, r: SessionRecord, notOw
 export function addressRefuses(url: string, timeoutMs = PROBE_MS): Promise<boolean> {
   const { hostname, port, protocol } = new URL(url);
   return new Promise((resolve) => {
-    const socket = net.connect({ host: hostname.replace(/^\[|\]$/g, ''), port: Number(port) || (protocol === 'wss:' ? 443 : 80) });
+    const socket = net.connect({
+      host: hostname.replace(/^\[|\]$/g, ''),
+      port: Number(port) || (protocol === 'wss:' ? 443 : 80),
+    });
     const done = (dead: boolean) => {
       socket.destroy();
       resolve(dead);
@@ -231,21 +310,37 @@ export function addressRefuses(url: string, timeoutMs = PROBE_MS): Promise<boole
  * restored stream shows where it goes on: the record's mediaReceived is up to 2 s old. */
 export function countTakeover(d: TakeoverDeps, r: SessionRecord, from: 'handover' | 'crash'): void {
   metrics.takeovers.inc({ from });
-  d.logger.info({ event: 'session_taken_over', session: r.sessionKey, from, previousOwner: r.owner, segment: (r.timeline?.segment ?? 0) + 1 }, 'session taken over');
+  d.logger.info(
+    {
+      event: 'session_taken_over',
+      session: r.sessionKey,
+      from,
+      previousOwner: r.owner,
+      segment: (r.timeline?.segment ?? 0) + 1,
+    },
+    'session taken over',
+  );
 }
 
 /** The drain's handover of one session: the record says handing over while its upstream session ends,
  * then handed over (with what the client missed) until a replica claims it or the grace ends. */
-export async function handOver(d: TakeoverDeps & { limiter: SessionLimiter; graceSeconds: number }, session: Session): Promise<boolean> {
+export async function handOver(
+  d: TakeoverDeps & { limiter: SessionLimiter; graceSeconds: number },
+  session: Session,
+): Promise<boolean> {
   const keys = recordKeys(session.info.resumeKey!);
   const before = session.snapshot();
   if (!before) return false;
   const started = Date.now();
   session.announceHandover(); // its keeper writes no more 'live' records
   try {
-    if (!(await d.records.put(keys.hash, sealRecord(keys, toRecord(d, session.info, before, 'handing_over'))))) return false;
+    if (!(await d.records.put(keys.hash, sealRecord(keys, toRecord(d, session.info, before, 'handing_over')))))
+      return false;
   } catch (err) {
-    d.logger.warn({ event: 'handover_failed', session: session.key, err: (err as Error).message }, 'session record not written; the session drains here');
+    d.logger.warn(
+      { event: 'handover_failed', session: session.key, err: (err as Error).message },
+      'session record not written; the session drains here',
+    );
     return false;
   }
   const after = await session.handOver();
@@ -259,7 +354,10 @@ export async function handOver(d: TakeoverDeps & { limiter: SessionLimiter; grac
   const written = await d.records.put(keys.hash, record, Date.now() + graceMs).catch(() => false);
   await d.limiter.handOff(session.info.tenant, session.key, graceMs + SLOT_MARGIN_MS);
   metrics.handovers.inc({ result: written ? 'ok' : 'failed' });
-  d.logger.info({ event: 'handover', session: session.key, ok: written, ms: Date.now() - started }, written ? 'session handed over' : 'session ended upstream but its record could not be written');
+  d.logger.info(
+    { event: 'handover', session: session.key, ok: written, ms: Date.now() - started },
+    written ? 'session handed over' : 'session ended upstream but its record could not be written',
+  );
   return written;
 }
 
@@ -267,14 +365,28 @@ export async function handOver(d: TakeoverDeps & { limiter: SessionLimiter; grac
 export function startJanitor(d: TakeoverDeps & { ledger: UsageLedger; limiter: SessionLimiter }): () => void {
   const sweep = async () => {
     for (const r of await d.records.reap(Date.now())) {
-      d.ledger.sessionEnded({ sessionKey: r.sessionKey, outcome: 'client_gone', mediaSeconds: r.timeline?.mediaReceived ?? 0, endedAt: Date.now() });
+      d.ledger.sessionEnded({
+        sessionKey: r.sessionKey,
+        outcome: 'client_gone',
+        mediaSeconds: r.timeline?.mediaReceived ?? 0,
+        endedAt: Date.now(),
+      });
       await d.limiter.adopt(r.tenant, r.sessionKey); // the slot is this replica's to release now
       await d.limiter.release(r.tenant, r.sessionKey);
       metrics.handovers.inc({ result: 'expired' });
-      d.logger.info({ event: 'handover_expired', session: r.sessionKey }, 'a handed-over session was not resumed in time; ended');
+      d.logger.info(
+        { event: 'handover_expired', session: r.sessionKey },
+        'a handed-over session was not resumed in time; ended',
+      );
     }
   };
-  const timer = setInterval(() => void sweep().catch((err: Error) => d.logger.warn({ event: 'janitor_failed', err: err.message }, 'handed-over sessions not swept')), JANITOR_MS);
+  const timer = setInterval(
+    () =>
+      void sweep().catch((err: Error) =>
+        d.logger.warn({ event: 'janitor_failed', err: err.message }, 'handed-over sessions not swept'),
+      ),
+    JANITOR_MS,
+  );
   timer.unref();
   return () => clearInterval(timer);
 }

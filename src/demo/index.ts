@@ -14,7 +14,8 @@ export interface DemoOptions {
   tokenUrl: string;
 }
 
-const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+const CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 const TOKEN_TIMEOUT_MS = 5000;
 
 export function addDemoRoutes(app: uWS.TemplatedApp, demo: DemoOptions, log: Logger): void {
@@ -55,7 +56,12 @@ async function devToken(tokenUrl: string): Promise<{ access_token: string; expir
   const r = await fetch(tokenUrl, {
     method: 'POST',
     headers: { 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ grant_type: 'client_credentials', client_id: 'dev', client_secret: 'dev-secret', scope: 'openid transcribe' }),
+    body: new URLSearchParams({
+      grant_type: 'client_credentials',
+      client_id: 'dev',
+      client_secret: 'dev-secret',
+      scope: 'openid transcribe',
+    }),
     signal: AbortSignal.timeout(TOKEN_TIMEOUT_MS),
   });
   if (!r.ok) throw new Error(`the emulator's token endpoint answered ${r.status}`);

@@ -25,7 +25,11 @@ const MAX_BODY = 64 * 1024;
 
 function json(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(text) });
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'cache-control': 'no-store',
+    'content-length': Buffer.byteLength(text),
+  });
   res.end(text);
 }
 
@@ -67,12 +71,26 @@ export async function handleAuthRequest(ctx: AuthContext, req: IncomingMessage, 
   pushRecent(ctx.tokenRequests, { tenant, clientId, scope, at: ctx.now() }, MAX_LOG_ENTRIES);
   const client = (ctx.clients[tenant] ?? []).find((c) => c.clientId === clientId);
   if (!client || client.clientSecret !== form.get('client_secret')) {
-    return json(res, 401, { error: 'invalid_client', error_description: 'Invalid client or Invalid client credentials' });
+    return json(res, 401, {
+      error: 'invalid_client',
+      error_description: 'Invalid client or Invalid client credentials',
+    });
   }
   const scopes = scope.split(/\s+/);
   if (!scopes.includes('openid') || scopes.some((s) => !ALLOWED_SCOPES.has(s))) {
     return json(res, 400, { error: 'invalid_scope', error_description: 'Invalid scopes: ' + scope });
   }
-  const access_token = await issueToken(ctx.keys, ctx.authBase(), ctx.now(), { tenant, scope, clientId, expiresInSeconds: ctx.tokenLifetimeSeconds });
-  return json(res, 200, { access_token, expires_in: ctx.tokenLifetimeSeconds, token_type: 'Bearer', scope, 'not-before-policy': 0 });
+  const access_token = await issueToken(ctx.keys, ctx.authBase(), ctx.now(), {
+    tenant,
+    scope,
+    clientId,
+    expiresInSeconds: ctx.tokenLifetimeSeconds,
+  });
+  return json(res, 200, {
+    access_token,
+    expires_in: ctx.tokenLifetimeSeconds,
+    token_type: 'Bearer',
+    scope,
+    'not-before-policy': 0,
+  });
 }

@@ -12,8 +12,12 @@ const AUDIO_FORMAT =
   /^audio\/(ogg|webm|opus|vorbis|mpeg|mp3|mpeg3|flac|mp4|m4a)(\s*;\s*codecs\s*=\s*"?(opus|vorbis)"?)?$/i;
 
 const FORMATTING_DEFAULTS = {
-  dates: 'locale:long', times: 'locale', numbers: 'numerals_above_nine',
-  measurements: 'abbreviated', numericRanges: 'numerals', ordinals: 'numerals_above_nine',
+  dates: 'locale:long',
+  times: 'locale',
+  numbers: 'numerals_above_nine',
+  measurements: 'abbreviated',
+  numericRanges: 'numerals',
+  ordinals: 'numerals_above_nine',
 };
 
 type Obj = Record<string, unknown>;
@@ -43,7 +47,8 @@ export function checkConfig(endpoint: Endpoint, configuration: unknown): ConfigV
   if (!isObj(configuration)) return { ok: false, type: 'CONFIG_DENIED', reason: 'configuration must be an object' };
   const c = configuration;
   if (endpoint === 'transcribe') {
-    if (!nonEmpty(c.primaryLanguage)) return { ok: false, type: 'CONFIG_DENIED', reason: 'primaryLanguage is required' };
+    if (!nonEmpty(c.primaryLanguage))
+      return { ok: false, type: 'CONFIG_DENIED', reason: 'primaryLanguage is required' };
     if (c.commands !== undefined && !Array.isArray(c.commands)) {
       return { ok: false, type: 'CONFIG_DENIED', reason: 'commands must be an array' };
     }
@@ -52,8 +57,12 @@ export function checkConfig(endpoint: Endpoint, configuration: unknown): ConfigV
     return {
       ok: true,
       resolved: {
-        interimResults: false, spokenPunctuation: false, automaticPunctuation: false, commands: [],
-        ...c, ...commonDefaults(c),
+        interimResults: false,
+        spokenPunctuation: false,
+        automaticPunctuation: false,
+        commands: [],
+        ...c,
+        ...commonDefaults(c),
       },
     };
   }
@@ -80,7 +89,11 @@ export function checkConfig(endpoint: Endpoint, configuration: unknown): ConfigV
       retentionPolicy: 'retain',
       ...c,
       transcription: {
-        diarize: t.isDiarization === true, isMultichannel: false, wordLevel: { enabled: false }, participants: [], ...t,
+        diarize: t.isDiarization === true,
+        isMultichannel: false,
+        wordLevel: { enabled: false },
+        participants: [],
+        ...t,
       },
       mode: { ...mode, factGenerationInterval: interval || 'fixed' },
       ...commonDefaults(c),

@@ -7,7 +7,12 @@
 // only the most recent sessions, logs and a bounded total of audio are kept.
 export { startEmulator } from './server.js';
 export type {
-  Emulator, EmulatorOptions, EmulatorSession, FaultSwitches, IssueTokenOptions, TokenRequestRecord,
+  Emulator,
+  EmulatorOptions,
+  EmulatorSession,
+  FaultSwitches,
+  IssueTokenOptions,
+  TokenRequestRecord,
 } from './types.js';
 export { isSupportedAudioFormat } from './config-check.js';
 export { opusPacketSeconds } from './opus-toc.js';

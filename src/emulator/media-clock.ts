@@ -27,7 +27,10 @@ class OpusClock implements MediaClock {
     return this.units / 10_000;
   }
 
-  constructor(readonly container: Container, private demuxer: Transform) {
+  constructor(
+    readonly container: Container,
+    private demuxer: Transform,
+  ) {
     // Packets are taken from push() so counting is synchronous with the frame that carried them.
     demuxer.push = (packet: unknown) => {
       if (Buffer.isBuffer(packet)) this.units += Math.round(opusPacketSeconds(packet) * 10_000);
@@ -46,7 +49,10 @@ class OpusClock implements MediaClock {
 
 class ByteRateClock implements MediaClock {
   private bytes = 0;
-  constructor(readonly container: Container, private bytesPerSecond: number) {}
+  constructor(
+    readonly container: Container,
+    private bytesPerSecond: number,
+  ) {}
   get seconds(): number {
     return this.bytes / this.bytesPerSecond;
   }

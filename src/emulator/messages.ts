@@ -14,14 +14,16 @@ export function transcribeTranscript(n: number, start: number, end: number, isFi
 export function streamsTranscript(n: number, start: number, end: number, diarize: boolean) {
   return {
     type: 'transcript',
-    data: [{
-      id: randomUUID(),
-      transcript: segText(n, start, end),
-      final: true,
-      speakerId: diarize ? 0 : -1,
-      participant: { channel: 0 },
-      time: { start: r2(start), end: r2(end) },
-    }],
+    data: [
+      {
+        id: randomUUID(),
+        transcript: segText(n, start, end),
+        final: true,
+        speakerId: diarize ? 0 : -1,
+        participant: { channel: 0 },
+        time: { start: r2(start), end: r2(end) },
+      },
+    ],
   };
 }
 
@@ -35,17 +37,20 @@ export function factsMessage(n: number, mediaSeconds: number, nowMs: number) {
   const at = new Date(nowMs).toISOString();
   return {
     type: 'facts',
-    fact: [{
-      id: randomUUID(),
-      text: `[emulator] fact ${n} at ${mediaSeconds.toFixed(2)} s of media (not derived from speech)`,
-      group: 'other',
-      groupId: OTHER_GROUP_ID,
-      isDiscarded: false,
-      source: 'core',
-      createdAt: at,
-      updatedAt: at,
-    }],
+    fact: [
+      {
+        id: randomUUID(),
+        text: `[emulator] fact ${n} at ${mediaSeconds.toFixed(2)} s of media (not derived from speech)`,
+        group: 'other',
+        groupId: OTHER_GROUP_ID,
+        isDiscarded: false,
+        source: 'core',
+        createdAt: at,
+        updatedAt: at,
+      },
+    ],
   };
 }
 
-export const credits = (mediaSeconds: number, perSecond: number) => Math.round(mediaSeconds * perSecond * 10_000) / 10_000;
+export const credits = (mediaSeconds: number, perSecond: number) =>
+  Math.round(mediaSeconds * perSecond * 10_000) / 10_000;

@@ -29,7 +29,9 @@ export class PacingCheck {
     const rate = wall > 0 ? media / wall : Infinity;
     if (rate <= PACING.maxRate || this.reported) return null;
     this.reported = true;
-    return `pacing: ${media.toFixed(2)} s of media (from ${from.m.toFixed(2)} s) arrived in ${wall.toFixed(2)} s, ` +
-      `${rate === Infinity ? 'instantly' : rate.toFixed(2) + 'x real time'} (max ${PACING.maxRate}x)`;
+    return (
+      `pacing: ${media.toFixed(2)} s of media (from ${from.m.toFixed(2)} s) arrived in ${wall.toFixed(2)} s, ` +
+      `${rate === Infinity ? 'instantly' : rate.toFixed(2) + 'x real time'} (max ${PACING.maxRate}x)`
+    );
   }
 }

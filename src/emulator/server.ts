@@ -10,18 +10,28 @@ import { SessionWindow } from './session-window.js';
 import { UpstreamSession } from './session.js';
 import { issueToken } from './tokens.js';
 import { checkUpgrade } from './upgrade.js';
-import { defaultFaults, type Emulator, type EmulatorOptions, type FaultSwitches, type TokenRequestRecord } from './types.js';
+import {
+  defaultFaults,
+  type Emulator,
+  type EmulatorOptions,
+  type FaultSwitches,
+  type TokenRequestRecord,
+} from './types.js';
 
 function refuse(socket: Duplex, status: number, reason: string): void {
   const body = JSON.stringify({ error: STATUS_CODES[status] ?? 'error', reason });
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nContent-Type: application/json\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
 }
 
 /** Makes `act` run each time the switch is set, so it reaches the sessions already live. */
-function onSet<K extends keyof FaultSwitches>(faults: FaultSwitches, key: K, act: (value: FaultSwitches[K]) => void): void {
+function onSet<K extends keyof FaultSwitches>(
+  faults: FaultSwitches,
+  key: K,
+  act: (value: FaultSwitches[K]) => void,
+): void {
   let value = faults[key];
   Object.defineProperty(faults, key, {
     enumerable: true,
@@ -50,7 +60,13 @@ export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> 
   let started = 0;
   let authBase = '';
   const auth: AuthContext = {
-    keys, authBase: () => authBase, now, clients, tokenRequests, jwksRequests: 0, tokenLifetimeSeconds: o.tokenLifetimeSeconds ?? 300,
+    keys,
+    authBase: () => authBase,
+    now,
+    clients,
+    tokenRequests,
+    jwksRequests: 0,
+    tokenLifetimeSeconds: o.tokenLifetimeSeconds ?? 300,
   };
 
   const http: Server = createServer((req, res) => {
@@ -63,25 +79,31 @@ export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> 
 
   http.on('upgrade', (req, socket, head) => {
     socket.on('error', () => undefined);
-    if (faults.rejectUpgradeStatus !== null) return refuse(socket, faults.rejectUpgradeStatus, 'emulator: rejectUpgradeStatus');
-    checkUpgrade(req, keys, authBase, now()).then((v) => {
-      if (!v.ok) return refuse(socket, v.status, v.reason);
-      wss.handleUpgrade(req, socket, head, (ws) => {
-        const record = new SessionRecord(v.endpoint, v.tenant, v.token, window);
-        record.interactionId = v.interactionId;
-        window.add(record);
-        const session = new UpstreamSession(ws, record, `${v.endpoint} session ${++started}`, {
-          faults, violations, now,
-          creditsPerSecond: o.creditsPerSecond ?? 0.1,
-          configTimeoutMs: o.configTimeoutMs ?? 10_000,
-          streamsMaxAgeMs: o.streamsMaxAgeMs ?? 2 * 60 * 60 * 1000,
+    if (faults.rejectUpgradeStatus !== null)
+      return refuse(socket, faults.rejectUpgradeStatus, 'emulator: rejectUpgradeStatus');
+    checkUpgrade(req, keys, authBase, now()).then(
+      (v) => {
+        if (!v.ok) return refuse(socket, v.status, v.reason);
+        wss.handleUpgrade(req, socket, head, (ws) => {
+          const record = new SessionRecord(v.endpoint, v.tenant, v.token, window);
+          record.interactionId = v.interactionId;
+          window.add(record);
+          const session = new UpstreamSession(ws, record, `${v.endpoint} session ${++started}`, {
+            faults,
+            violations,
+            now,
+            creditsPerSecond: o.creditsPerSecond ?? 0.1,
+            configTimeoutMs: o.configTimeoutMs ?? 10_000,
+            streamsMaxAgeMs: o.streamsMaxAgeMs ?? 2 * 60 * 60 * 1000,
+          });
+          live.add(session);
+          ws.on('close', () => live.delete(session));
+          if (faults.halfOpen) session.setHalfOpen(true);
+          if (faults.goingAway !== null) session.goAway(faults.goingAway);
         });
-        live.add(session);
-        ws.on('close', () => live.delete(session));
-        if (faults.halfOpen) session.setHalfOpen(true);
-        if (faults.goingAway !== null) session.goAway(faults.goingAway);
-      });
-    }, () => refuse(socket, 500, 'emulator error'));
+      },
+      () => refuse(socket, 500, 'emulator error'),
+    );
   });
 
   await new Promise<void>((resolve, reject) => {

@@ -24,7 +24,12 @@ export class SessionRecord implements EmulatorSession {
   keptAudioBytes = 0;
   private chunks: Buffer[] = [];
 
-  constructor(readonly endpoint: Endpoint, readonly tenant: string, readonly token: string, private budget: AudioBudget) {}
+  constructor(
+    readonly endpoint: Endpoint,
+    readonly tenant: string,
+    readonly token: string,
+    private budget: AudioBudget,
+  ) {}
 
   addFrame(frame: Buffer): void {
     this.frames.push(frame.length);

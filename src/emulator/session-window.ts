@@ -17,7 +17,10 @@ export class SessionWindow {
   readonly records: SessionRecord[] = [];
   private audioBytes = 0;
 
-  constructor(private readonly maxRecords: number, private readonly maxAudioBytes: number) {}
+  constructor(
+    private readonly maxRecords: number,
+    private readonly maxAudioBytes: number,
+  ) {}
 
   add(record: SessionRecord): void {
     this.records.push(record);

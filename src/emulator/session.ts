@@ -51,7 +51,12 @@ export class UpstreamSession {
   private outbox: Promise<void> = Promise.resolve();
   private timers: NodeJS.Timeout[] = [];
 
-  constructor(private ws: WebSocket, readonly record: SessionRecord, private label: string, private deps: SessionDeps) {
+  constructor(
+    private ws: WebSocket,
+    readonly record: SessionRecord,
+    private label: string,
+    private deps: SessionDeps,
+  ) {
     ws.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
     ws.on('close', (code: number) => this.onClose(code));
     ws.on('error', () => undefined); // an abrupt peer is a normal event here
@@ -107,7 +112,16 @@ export class UpstreamSession {
     } catch {
       this.record.received.push({ t, kind: 'other', bytes: data.length });
       this.violation('invalid JSON text message');
-      return this.send({ type: 'error', error: { id: 'INVALID_MESSAGE', title: 'Invalid message', status: 400, details: 'text message is not JSON', doc: '' } });
+      return this.send({
+        type: 'error',
+        error: {
+          id: 'INVALID_MESSAGE',
+          title: 'Invalid message',
+          status: 400,
+          details: 'text message is not JSON',
+          doc: '',
+        },
+      });
     }
     const type = (msg as { type?: unknown } | null)?.type;
     const kind = type === 'config' || type === 'flush' || type === 'end' ? type : 'other';
@@ -118,7 +132,16 @@ export class UpstreamSession {
     if (kind === 'flush') return this.onFlush();
     if (kind === 'end') return this.finish();
     this.violation(`unknown message type ${JSON.stringify(type)}`);
-    this.send({ type: 'error', error: { id: 'UNKNOWN_MESSAGE_TYPE', title: 'Unknown message type', status: 400, details: `type ${JSON.stringify(type)}`, doc: '' } });
+    this.send({
+      type: 'error',
+      error: {
+        id: 'UNKNOWN_MESSAGE_TYPE',
+        title: 'Unknown message type',
+        status: 400,
+        details: `type ${JSON.stringify(type)}`,
+        doc: '',
+      },
+    });
   }
 
   private onConfig(configuration: unknown): void {
@@ -145,15 +168,21 @@ export class UpstreamSession {
     if (this.factsMode) this.nextFact = nextFactMark(mode?.factGenerationInterval, 0);
     const sessionId = randomUUID();
     this.record.sessionId = sessionId;
-    this.send({ type: 'CONFIG_ACCEPTED', sessionId, configuration: verdict.resolved }, () => (this.acceptedSent = true));
+    this.send(
+      { type: 'CONFIG_ACCEPTED', sessionId, configuration: verdict.resolved },
+      () => (this.acceptedSent = true),
+    );
   }
 
   private onAudio(frame: Buffer): void {
     const first = this.record.frames.length === 0;
     this.record.addFrame(frame);
-    if (frame.length > UPSTREAM_MAX_FRAME_BYTES) this.violation(`binary frame of ${frame.length} bytes (max ${UPSTREAM_MAX_FRAME_BYTES})`);
+    if (frame.length > UPSTREAM_MAX_FRAME_BYTES)
+      this.violation(`binary frame of ${frame.length} bytes (max ${UPSTREAM_MAX_FRAME_BYTES})`);
     if (first && sniffContainer(frame) === 'unknown') {
-      this.violation(`first binary frame has no recognisable container header (starts ${frame.subarray(0, 8).toString('hex')})`);
+      this.violation(
+        `first binary frame has no recognisable container header (starts ${frame.subarray(0, 8).toString('hex')})`,
+      );
     }
     if (this.state === 'ended') return this.violationOnce('audio after end');
     if (this.state === 'refused') return this.violationOnce('audio after the config was refused');
@@ -181,7 +210,10 @@ export class UpstreamSession {
     if (this.deps.faults.textOnFlush !== null) this.send(this.deps.faults.textOnFlush);
     this.send({ type: 'flushed' });
     const total = credits(this.record.mediaSeconds, this.deps.creditsPerSecond);
-    this.send({ type: 'delta_usage', credits: this.deps.faults.usageCredits ?? Math.round((total - this.deltaCredited) * 10_000) / 10_000 });
+    this.send({
+      type: 'delta_usage',
+      credits: this.deps.faults.usageCredits ?? Math.round((total - this.deltaCredited) * 10_000) / 10_000,
+    });
     this.deltaCredited = total;
   }
 
@@ -195,7 +227,10 @@ export class UpstreamSession {
       this.emitRemainder();
       if (this.factsMode) this.emitFact();
     }
-    this.send({ type: 'usage', credits: this.deps.faults.usageCredits ?? credits(this.record.mediaSeconds, this.deps.creditsPerSecond) });
+    this.send({
+      type: 'usage',
+      credits: this.deps.faults.usageCredits ?? credits(this.record.mediaSeconds, this.deps.creditsPerSecond),
+    });
     this.send({ type: this.record.endpoint === 'transcribe' ? 'ended' : 'ENDED' });
     this.closeAfterQueue(1000);
   }
@@ -225,15 +260,24 @@ export class UpstreamSession {
 
   private segment(start: number, end: number): void {
     const n = this.segments++;
-    const msg = this.record.endpoint === 'transcribe'
-      ? transcribeTranscript(n, start, end, true)
-      : streamsTranscript(n, start, end, (this.resolved.transcription as { diarize?: boolean } | undefined)?.diarize === true);
+    const msg =
+      this.record.endpoint === 'transcribe'
+        ? transcribeTranscript(n, start, end, true)
+        : streamsTranscript(
+            n,
+            start,
+            end,
+            (this.resolved.transcription as { diarize?: boolean } | undefined)?.diarize === true,
+          );
     this.send(msg);
     this.emittedUntil = end;
     this.maybeCommand(start, end);
     while (this.factsMode && end >= this.nextFact) {
       this.emitFact();
-      this.nextFact = nextFactMark((this.resolved.mode as { factGenerationInterval?: string }).factGenerationInterval, this.nextFact);
+      this.nextFact = nextFactMark(
+        (this.resolved.mode as { factGenerationInterval?: string }).factGenerationInterval,
+        this.nextFact,
+      );
     }
   }
 
@@ -244,7 +288,8 @@ export class UpstreamSession {
   }
 
   private emitRemainder(): void {
-    if (this.record.mediaSeconds > this.emittedUntil + EPSILON) this.segment(this.emittedUntil, this.record.mediaSeconds);
+    if (this.record.mediaSeconds > this.emittedUntil + EPSILON)
+      this.segment(this.emittedUntil, this.record.mediaSeconds);
   }
 
   private emitInterim(media: number): void {
@@ -286,7 +331,8 @@ export class UpstreamSession {
   private send(msg: unknown, afterSend?: () => void): void {
     const due = Date.now() + this.deps.faults.messageDelayMs;
     const pad = this.deps.faults.padTranscriptBytes;
-    if (pad > 0 && (msg as { type?: string }).type === 'transcript') msg = { ...(msg as object), padding: 'x'.repeat(pad) };
+    if (pad > 0 && (msg as { type?: string }).type === 'transcript')
+      msg = { ...(msg as object), padding: 'x'.repeat(pad) };
     this.enqueue(async () => {
       const wait = due - Date.now();
       if (wait > 0) await sleep(wait);

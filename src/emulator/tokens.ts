@@ -13,7 +13,12 @@ export function issuerFor(authBase: string, tenant: string): string {
   return `${authBase}/realms/${tenant}`;
 }
 
-export async function issueToken(keys: KeyStore, authBase: string, nowMs: number, o: IssueTokenOptions): Promise<string> {
+export async function issueToken(
+  keys: KeyStore,
+  authBase: string,
+  nowMs: number,
+  o: IssueTokenOptions,
+): Promise<string> {
   const iat = Math.floor(nowMs / 1000);
   const clientId = o.clientId ?? 'dev';
   const scope = o.scope ?? 'openid';
@@ -46,7 +51,12 @@ export type Verdict = { ok: true; scope: string } | { ok: false; status: 401 | 4
 
 /** What the real service checks at the upgrade; `endpoint` decides which limited scope is needed. */
 export async function verifyToken(
-  keys: KeyStore, authBase: string, tenant: string, token: string, endpoint: Endpoint, nowMs: number,
+  keys: KeyStore,
+  authBase: string,
+  tenant: string,
+  token: string,
+  endpoint: Endpoint,
+  nowMs: number,
 ): Promise<Verdict> {
   try {
     const set = await keys.jwks(tenant);
@@ -65,7 +75,8 @@ export async function verifyToken(
     return { ok: true, scope };
   } catch (e) {
     if (e instanceof errors.JWTExpired) return { ok: false, status: 401, reason: 'token expired' };
-    if (e instanceof errors.JWTClaimValidationFailed) return { ok: false, status: 401, reason: `claim ${e.claim} invalid` };
+    if (e instanceof errors.JWTClaimValidationFailed)
+      return { ok: false, status: 401, reason: `claim ${e.claim} invalid` };
     return { ok: false, status: 401, reason: 'invalid token' };
   }
 }

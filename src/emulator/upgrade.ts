@@ -19,7 +19,12 @@ function bearer(value: string | null | undefined): string | null {
   return m ? m[1] : null;
 }
 
-export async function checkUpgrade(req: IncomingMessage, keys: KeyStore, authBase: string, nowMs: number): Promise<UpgradeVerdict> {
+export async function checkUpgrade(
+  req: IncomingMessage,
+  keys: KeyStore,
+  authBase: string,
+  nowMs: number,
+): Promise<UpgradeVerdict> {
   const url = new URL(req.url ?? '/', 'http://emulator');
   let endpoint: Endpoint;
   let interactionId: string | undefined;

@@ -9,7 +9,17 @@ import { metrics, type Logger } from '../telemetry/index.js';
 /** uWS's ws.send result when the message was dropped (the socket is over its maxBackpressure). */
 export const SEND_DROPPED = 2;
 
-const STATUS_TEXT: Record<number, string> = { 200: 'OK', 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 409: 'Conflict', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable' };
+const STATUS_TEXT: Record<number, string> = {
+  200: 'OK',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  409: 'Conflict',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+};
 
 export function sendJson(res: uWS.HttpResponse, status: number, body: unknown): void {
   res.cork(() => {
@@ -25,7 +35,14 @@ export function sendJson(res: uWS.HttpResponse, status: number, body: unknown): 
  * upgrade was corked and when only those after the handler's own loop turn were. Uncorked, uWS
  * prints a warning on stderr for an upgrade after a real await (worker thread, Redis) and the
  * socket works. */
-export function acceptSocket<T>(res: uWS.HttpResponse, data: T, secKey: string, protocol: string, extensions: string, context: uWS.us_socket_context_t): void {
+export function acceptSocket<T>(
+  res: uWS.HttpResponse,
+  data: T,
+  secKey: string,
+  protocol: string,
+  extensions: string,
+  context: uWS.us_socket_context_t,
+): void {
   res.upgrade(data, secKey, protocol, extensions, context);
 }
 

@@ -11,7 +11,11 @@ const configMessageSchema = z.object({ type: z.literal('config'), configuration:
 const flushMessageSchema = z.object({ type: z.literal('flush') });
 const endMessageSchema = z.object({ type: z.literal('end') });
 
-export const clientMessageSchema = z.discriminatedUnion('type', [configMessageSchema, flushMessageSchema, endMessageSchema]);
+export const clientMessageSchema = z.discriminatedUnion('type', [
+  configMessageSchema,
+  flushMessageSchema,
+  endMessageSchema,
+]);
 export type ClientMessage = z.infer<typeof clientMessageSchema>;
 export type ClientMessageType = ClientMessage['type'];
 
@@ -21,8 +25,7 @@ const TYPES: readonly string[] = clientMessageSchema.options.map((o) => o.shape.
 export const MAX_CLIENT_TEXT_BYTES = 512 * 1024;
 
 export type ParsedClientMessage =
-  | { ok: true; message: ClientMessage }
-  | { ok: false; error: GatewayError; tooLarge?: true };
+  { ok: true; message: ClientMessage } | { ok: false; error: GatewayError; tooLarge?: true };
 
 // V8: `Unexpected token 'x', "…input…" is not valid JSON`, the excerpt possibly cut with "...".
 const V8_EXCERPT = /^Unexpected token '(.+?)', (?:\.\.\.)?".*"(?:\.\.\.)? is not valid JSON$/s;

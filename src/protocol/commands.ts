@@ -17,7 +17,11 @@ const variableSchema = z
     if (v.enum === undefined) {
       ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['enum'], message: 'is required when type is "enum"' });
     } else if (v.enum.length === 0) {
-      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['enum'], message: 'an enum variable needs at least one value' });
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['enum'],
+        message: 'an enum variable needs at least one value',
+      });
     }
   });
 
@@ -83,7 +87,11 @@ export const commandSchema = z
     const types = new Map<string, 'enum' | 'wildcard'>();
     (cmd.variables ?? []).forEach((v, i) => {
       if (types.has(v.key)) {
-        ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['variables', i, 'key'], message: `duplicate variable key ${echo(v.key)}` });
+        ctx.addIssue({
+          code: z.ZodIssueCode.custom,
+          path: ['variables', i, 'key'],
+          message: `duplicate variable key ${echo(v.key)}`,
+        });
       }
       types.set(v.key, v.type);
     });

@@ -38,7 +38,12 @@ function visitObject(node: Node, value: object, stack: Node[]): number | string 
   if (keys.length > MAX_OBJECT_KEYS) return at(node, `at most ${MAX_OBJECT_KEYS} fields (got ${keys.length})`);
   let bytes = Math.max(2, 1 + 2 * keys.length); // braces, colons and commas
   for (let i = keys.length - 1; i >= 0; i--) {
-    const child: Node = { value: (value as Record<string, unknown>)[keys[i]], depth: node.depth + 1, parent: node, key: keys[i] };
+    const child: Node = {
+      value: (value as Record<string, unknown>)[keys[i]],
+      depth: node.depth + 1,
+      parent: node,
+      key: keys[i],
+    };
     if (keys[i].length > MAX_STRING_CHARS) return at(child, `field name ${tooLong(keys[i])}`);
     bytes += jsonBytes(keys[i]);
     stack.push(child);
@@ -54,7 +59,8 @@ function visit(node: Node, stack: Node[]): number | string {
   if (node.depth > MAX_CONFIG_DEPTH) return at(node, `nested more than ${MAX_CONFIG_DEPTH} levels deep`);
   if (!Array.isArray(value)) return visitObject(node, value, stack);
   if (value.length > MAX_LIST_ITEMS) return at(node, `at most ${MAX_LIST_ITEMS} items (got ${value.length})`);
-  for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i], depth: node.depth + 1, parent: node, key: i });
+  for (let i = value.length - 1; i >= 0; i--)
+    stack.push({ value: value[i], depth: node.depth + 1, parent: node, key: i });
   return Math.max(2, 1 + value.length); // brackets and commas
 }
 
@@ -67,7 +73,8 @@ export function configBoundsProblem(configuration: unknown): string | undefined 
     const added = visit(node, stack);
     if (typeof added === 'string') return added;
     bytes += added;
-    if (bytes > MAX_CONFIG_BYTES) return `configuration: at most ${MAX_CONFIG_BYTES} bytes as JSON (passed at ${pathOf(node)})`;
+    if (bytes > MAX_CONFIG_BYTES)
+      return `configuration: at most ${MAX_CONFIG_BYTES} bytes as JSON (passed at ${pathOf(node)})`;
   }
   return undefined;
 }

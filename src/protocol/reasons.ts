@@ -30,18 +30,24 @@ export const humanErrorMap: z.ZodErrorMap = (issue, ctx) => {
       if (issue.type === 'string') {
         return { message: Number(issue.minimum) <= 1 ? 'must not be empty' : `at least ${issue.minimum} characters` };
       }
-      if (issue.type === 'array') return { message: `at least ${issue.minimum} item${issue.minimum === 1 ? '' : 's'} required` };
-      if (issue.type === 'number') return { message: `must be ${issue.inclusive ? '>=' : '>'} ${issue.minimum} (got ${ctx.data})` };
+      if (issue.type === 'array')
+        return { message: `at least ${issue.minimum} item${issue.minimum === 1 ? '' : 's'} required` };
+      if (issue.type === 'number')
+        return { message: `must be ${issue.inclusive ? '>=' : '>'} ${issue.minimum} (got ${ctx.data})` };
       break;
     case z.ZodIssueCode.too_big:
-      if (issue.type === 'string') return { message: `at most ${issue.maximum} characters (got ${String(ctx.data).length})` };
+      if (issue.type === 'string')
+        return { message: `at most ${issue.maximum} characters (got ${String(ctx.data).length})` };
       if (issue.type === 'array') {
         return { message: `at most ${issue.maximum} items (got ${Array.isArray(ctx.data) ? ctx.data.length : '?'})` };
       }
-      if (issue.type === 'number') return { message: `must be ${issue.inclusive ? '<=' : '<'} ${issue.maximum} (got ${ctx.data})` };
+      if (issue.type === 'number')
+        return { message: `must be ${issue.inclusive ? '<=' : '<'} ${issue.maximum} (got ${ctx.data})` };
       break;
     case z.ZodIssueCode.invalid_union_discriminator:
-      return { message: `must be one of ${issue.options.map((o) => JSON.stringify(o)).join(', ')} (got ${describe(ctx.data)})` };
+      return {
+        message: `must be one of ${issue.options.map((o) => JSON.stringify(o)).join(', ')} (got ${describe(ctx.data)})`,
+      };
     default:
       break;
   }

@@ -19,9 +19,7 @@ const transcriptionSchema = z
     isDiarization: z.boolean().optional(),
     wordLevel: z.object({ enabled: z.boolean().optional() }).passthrough().optional(),
     isMultichannel: z.boolean().optional(),
-    participants: z
-      .array(z.object({ channel: z.number().int().min(0), role: nonBlank }).passthrough())
-      .optional(),
+    participants: z.array(z.object({ channel: z.number().int().min(0), role: nonBlank }).passthrough()).optional(),
   })
   .passthrough()
   .superRefine((t, ctx) => {
@@ -47,7 +45,11 @@ const modeSchema = z
   .passthrough()
   .superRefine((m, ctx) => {
     if (m.type === 'facts' && m.outputLocale === undefined) {
-      ctx.addIssue({ code: z.ZodIssueCode.custom, path: ['outputLocale'], message: 'is required when mode.type is "facts"' });
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        path: ['outputLocale'],
+        message: 'is required when mode.type is "facts"',
+      });
     }
   });
 

@@ -56,7 +56,9 @@ function shiftSpan(span: Json, offset: number): number | undefined {
 /** /streams segments keep a watermark per channel: with several channels, finals may overlap in time. */
 function channelOf(segment: Json): number {
   const channel = isObject(segment.participant) ? segment.participant.channel : 0;
-  return typeof channel === 'number' && Number.isInteger(channel) && channel >= 0 && channel < MAX_CHANNELS ? channel : MAX_CHANNELS;
+  return typeof channel === 'number' && Number.isInteger(channel) && channel >= 0 && channel < MAX_CHANNELS
+    ? channel
+    : MAX_CHANNELS;
 }
 
 class SessionTimeline implements Timeline {
@@ -80,7 +82,8 @@ class SessionTimeline implements Timeline {
   }
 
   set offset(seconds: number) {
-    if (!isTime(seconds) || seconds < 0) throw new RangeError(`timeline offset must be a finite number of seconds >= 0, got ${seconds}`);
+    if (!isTime(seconds) || seconds < 0)
+      throw new RangeError(`timeline offset must be a finite number of seconds >= 0, got ${seconds}`);
     this.#offset = seconds;
     this.#replayed = true;
     this.#commandsBefore = Math.max(this.#commandsBefore, this.#commandsNow);

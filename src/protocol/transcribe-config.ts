@@ -1,7 +1,14 @@
 // `/transcribe` configuration. Field order follows the table in docs/protocol.md, '/transcribe
 // configuration', so the first reported problem is the first one a reader of the table would find.
 import { z } from 'zod';
-import { audioEventsSchema, audioFormatSchema, formattingSchema, keytermsSchema, languageTag, replacementsSchema } from './config-common.js';
+import {
+  audioEventsSchema,
+  audioFormatSchema,
+  formattingSchema,
+  keytermsSchema,
+  languageTag,
+  replacementsSchema,
+} from './config-common.js';
 import { commandsSchema } from './commands.js';
 
 export const transcribeConfigSchema = z

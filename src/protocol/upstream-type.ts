@@ -2,7 +2,11 @@
 // JSON.parse when it safely can: this runs on every upstream message, and most are relayed as bytes
 // without being parsed. Hand-written because no library answers "first key only" questions about JSON.
 
-const QUOTE = 0x22, BACKSLASH = 0x5c, COLON = 0x3a, OPEN_BRACE = 0x7b, CLOSE_BRACE = 0x7d;
+const QUOTE = 0x22,
+  BACKSLASH = 0x5c,
+  COLON = 0x3a,
+  OPEN_BRACE = 0x7b,
+  CLOSE_BRACE = 0x7d;
 /** The letters of "type"; as \u00XX escapes their hex digits are all decimal. */
 const TYPE_LETTERS = [0x74, 0x79, 0x70, 0x65];
 
@@ -19,14 +23,32 @@ function typeKeyAt(b: Buffer, i: number): boolean {
   i++;
   for (const c of TYPE_LETTERS) {
     if (b[i] === c) i++;
-    else if (b[i] === BACKSLASH && b[i + 1] === 0x75 && b[i + 2] === 0x30 && b[i + 3] === 0x30 && b[i + 4] === 0x30 + (c >> 4) && b[i + 5] === 0x30 + (c & 15)) i += 6;
+    else if (
+      b[i] === BACKSLASH &&
+      b[i + 1] === 0x75 &&
+      b[i + 2] === 0x30 &&
+      b[i + 3] === 0x30 &&
+      b[i + 4] === 0x30 + (c >> 4) &&
+      b[i + 5] === 0x30 + (c & 15)
+    )
+      i += 6;
     else return false;
   }
   return b[i] === QUOTE;
 }
 
 /** The types every session gets, returned without decoding when the bytes spell one (others are decoded). */
-const KNOWN = ['transcript', 'delta_usage', 'facts', 'command', 'flushed', 'usage', 'ended', 'ENDED', 'CONFIG_ACCEPTED'];
+const KNOWN = [
+  'transcript',
+  'delta_usage',
+  'facts',
+  'command',
+  'flushed',
+  'usage',
+  'ended',
+  'ENDED',
+  'CONFIG_ACCEPTED',
+];
 
 function known(b: Buffer, start: number, end: number): string | undefined {
   next: for (const type of KNOWN) {
@@ -42,7 +64,15 @@ function fastPath(b: Buffer): string | null {
   let i = skipWs(b, 0);
   if (b[i] !== OPEN_BRACE) return null;
   i = skipWs(b, i + 1);
-  if (b[i] !== QUOTE || b[i + 1] !== 0x74 || b[i + 2] !== 0x79 || b[i + 3] !== 0x70 || b[i + 4] !== 0x65 || b[i + 5] !== QUOTE) return null;
+  if (
+    b[i] !== QUOTE ||
+    b[i + 1] !== 0x74 ||
+    b[i + 2] !== 0x79 ||
+    b[i + 3] !== 0x70 ||
+    b[i + 4] !== 0x65 ||
+    b[i + 5] !== QUOTE
+  )
+    return null;
   i = skipWs(b, i + 6);
   if (b[i] !== COLON) return null;
   i = skipWs(b, i + 1);

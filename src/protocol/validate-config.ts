@@ -12,15 +12,18 @@ import { echo } from './echo.js';
 import type { Endpoint } from './endpoint.js';
 
 export type ConfigValidation =
-  | { ok: true; config: TranscribeConfig | StreamsConfig }
-  | { ok: false; status: 'denied' | 'rejected'; reason: string };
+  { ok: true; config: TranscribeConfig | StreamsConfig } | { ok: false; status: 'denied' | 'rejected'; reason: string };
 
 export interface ValidateConfigOptions {
   /** Which audioFormat values the gateway takes (it may transcode more than the upstream accepts). */
   isSupportedAudioFormat?: (mime: string) => boolean;
 }
 
-export function validateConfig(endpoint: Endpoint, configuration: unknown, opts: ValidateConfigOptions = {}): ConfigValidation {
+export function validateConfig(
+  endpoint: Endpoint,
+  configuration: unknown,
+  opts: ValidateConfigOptions = {},
+): ConfigValidation {
   const schema = endpoint === 'transcribe' ? transcribeConfigSchema : streamsConfigSchema;
   const parsed = schema.safeParse(configuration, { errorMap: humanErrorMap });
   if (!parsed.success) return { ok: false, status: 'denied', reason: firstReason('configuration', parsed.error) };
@@ -29,7 +32,11 @@ export function validateConfig(endpoint: Endpoint, configuration: unknown, opts:
   const format = parsed.data.audioFormat;
   const supported = opts.isSupportedAudioFormat ?? isUpstreamAudioFormat;
   if (format !== undefined && !supported(format)) {
-    return { ok: false, status: 'rejected', reason: `configuration.audioFormat: unsupported audio format ${echo(format)}` };
+    return {
+      ok: false,
+      status: 'rejected',
+      reason: `configuration.audioFormat: unsupported audio format ${echo(format)}`,
+    };
   }
   return { ok: true, config: parsed.data };
 }

@@ -51,13 +51,21 @@ async function drain(deps: ServerDeps, state: ServerState, seconds: number): Pro
   const aborted = seen.size - ended;
   metrics.drainSessions.inc({ result: 'ended' }, ended);
   metrics.drainSessions.inc({ result: 'aborted' }, aborted);
-  log.info({ event: 'drain_end', handedOver, ended, aborted, seconds: (Date.now() - started) / 1000 }, 'drain finished');
+  log.info(
+    { event: 'drain_end', handedOver, ended, aborted, seconds: (Date.now() - started) / 1000 },
+    'drain finished',
+  );
 }
 
 /** Every resumable session at once; how many left this process for another replica. */
 async function handOverAll(deps: ServerDeps, state: ServerState): Promise<number> {
   if (!deps.cluster.records.shared) return 0;
-  const d = { ...deps.cluster, logger: deps.logger, limiter: deps.limiter, graceSeconds: deps.settings.resumeGraceSeconds };
+  const d = {
+    ...deps.cluster,
+    logger: deps.logger,
+    limiter: deps.limiter,
+    graceSeconds: deps.settings.resumeGraceSeconds,
+  };
   const resumable = [...state.sessions].filter((s) => s.info.resumeKey !== undefined);
   const results = await Promise.all(resumable.map((s) => handOver(d, s).catch(() => false)));
   return results.filter(Boolean).length;

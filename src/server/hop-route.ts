@@ -15,10 +15,20 @@ import { resumeRefusal } from './upgrade.js';
 export function addHopRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: ServerState): void {
   if (!deps.cluster.hop.secret) return; // no route: a 404 like any unknown path
   // The relaying replica's pings confirm what it passed on to the client.
-  const ping = guarded(deps.logger, 'ping', (ws, payload: ArrayBuffer) => ws.getUserData().hopOutbox?.confirmed(payload));
+  const ping = guarded(deps.logger, 'ping', (ws, payload: ArrayBuffer) =>
+    ws.getUserData().hopOutbox?.confirmed(payload),
+  );
   app
-    .ws('/internal/hop/audio-bridge/v2/transcribe', { ...socketBehavior(deps, state, 'transcribe'), upgrade: hopGate(deps, state, 'transcribe'), ping })
-    .ws('/internal/hop/audio-bridge/v2/interactions/:id/streams', { ...socketBehavior(deps, state, 'streams'), upgrade: hopGate(deps, state, 'streams'), ping });
+    .ws('/internal/hop/audio-bridge/v2/transcribe', {
+      ...socketBehavior(deps, state, 'transcribe'),
+      upgrade: hopGate(deps, state, 'transcribe'),
+      ping,
+    })
+    .ws('/internal/hop/audio-bridge/v2/interactions/:id/streams', {
+      ...socketBehavior(deps, state, 'streams'),
+      upgrade: hopGate(deps, state, 'streams'),
+      ping,
+    });
 }
 
 function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
@@ -35,17 +45,38 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
       if (aborted()) return;
       if ('refused' in identity || identity.endpoint !== endpoint || identity.interactionId !== interactionId) {
         metrics.hops.inc({ result: 'forbidden' });
-        deps.logger.warn({ event: 'hop_refused', reason: 'refused' in identity ? identity.refused : 'path differs' }, 'internal hop refused');
-        return refuse(res, gatewayError('HOP_FORBIDDEN', 'internal route: a valid signature of the replicas\' secret, used once, is required'), 'hop_forbidden');
+        deps.logger.warn(
+          { event: 'hop_refused', reason: 'refused' in identity ? identity.refused : 'path differs' },
+          'internal hop refused',
+        );
+        return refuse(
+          res,
+          gatewayError(
+            'HOP_FORBIDDEN',
+            "internal route: a valid signature of the replicas' secret, used once, is required",
+          ),
+          'hop_forbidden',
+        );
       }
       const held = state.resumable.get(key);
       if (!held && state.claiming.has(key)) {
-        return refuse(res, gatewayError('RESUME_KEY_IN_USE', 'another connection is opening a session with this resume key; reconnect with it to resume that session'), 'resume_key_in_use');
+        return refuse(
+          res,
+          gatewayError(
+            'RESUME_KEY_IN_USE',
+            'another connection is opening a session with this resume key; reconnect with it to resume that session',
+          ),
+          'resume_key_in_use',
+        );
       }
       // Not the owner the hop was meant for (a new process at its address) or no such session here: the
       // sending replica takes the session over from its record.
       if (!held || identity.owner !== deps.cluster.replicas.id) {
-        return refuse(res, gatewayError('HOP_NOT_OWNER', 'this replica does not hold the session; take it over from its record'), 'hop_not_owner');
+        return refuse(
+          res,
+          gatewayError('HOP_NOT_OWNER', 'this replica does not hold the session; take it over from its record'),
+          'hop_not_owner',
+        );
       }
       const refusal = resumeRefusal(held, identity, endpoint, interactionId);
       if (refusal) return refuse(res, refusal, 'resume_refused');

@@ -27,15 +27,24 @@ export function isNativeUws(): boolean {
 }
 
 export function startServer(deps: ServerDeps): Promise<GatewayServer> {
-  const state: ServerState = { sessions: new Set(), draining: false, resumable: new Map(), claiming: new Set(), unconfigured: new UnconfiguredSockets(deps.maxUnconfiguredPerSubject) };
-  const app = uWS.App()
+  const state: ServerState = {
+    sessions: new Set(),
+    draining: false,
+    resumable: new Map(),
+    claiming: new Set(),
+    unconfigured: new UnconfiguredSockets(deps.maxUnconfiguredPerSubject),
+  };
+  const app = uWS
+    .App()
     .ws('/audio-bridge/v2/transcribe', socketBehavior(deps, state, 'transcribe'))
     .ws('/audio-bridge/v2/interactions/:id/streams', socketBehavior(deps, state, 'streams'));
   addHopRoutes(app, deps, state);
   addRoutes(app, deps, state);
   const drain = drainOnce(deps, state);
   // Handed-over sessions nobody resumed: any replica ends them (one does, the records say which).
-  const stopJanitor = deps.cluster.records.shared ? startJanitor({ ...deps.cluster, logger: deps.logger, ledger: deps.ledger, limiter: deps.limiter }) : undefined;
+  const stopJanitor = deps.cluster.records.shared
+    ? startJanitor({ ...deps.cluster, logger: deps.logger, ledger: deps.ledger, limiter: deps.limiter })
+    : undefined;
 
   return new Promise((resolve, reject) => {
     app.listen(deps.host, deps.port, (socket) => {

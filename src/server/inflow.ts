@@ -24,7 +24,13 @@ const MAX_REPEAT_BYTES = 256;
 const MAX_JOINED_BYTES = 64 * 1024;
 
 /** A queued frame (`count` times) or binary frames joined: `size` bytes of `bytes`, whose length is what it costs. */
-interface Entry { bytes: Buffer; size: number; binary: boolean; count: number; cost: number }
+interface Entry {
+  bytes: Buffer;
+  size: number;
+  binary: boolean;
+  count: number;
+  cost: number;
+}
 
 export interface InflowHandlers {
   /** handles one frame (uWS's buffer or a queued copy: either is valid only during the call) */

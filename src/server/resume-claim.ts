@@ -8,7 +8,12 @@ import type { SessionInfo } from '../session/index.js';
 import type { ServerDeps, ServerState } from './types.js';
 
 /** false: another connection holds or is claiming `info.resumeKey`. */
-export async function claimResumeKey(deps: ServerDeps, state: ServerState, info: SessionInfo, replaceOwner?: string): Promise<boolean> {
+export async function claimResumeKey(
+  deps: ServerDeps,
+  state: ServerState,
+  info: SessionInfo,
+  replaceOwner?: string,
+): Promise<boolean> {
   const key = info.resumeKey!;
   if (state.claiming.has(key) || state.resumable.has(key)) return false;
   state.claiming.add(key);
@@ -32,5 +37,6 @@ export function claimTaken(state: ServerState, key: string): void {
 /** The claimed socket will not become a session (its client went, or the gateway drains). */
 export function dropClaim(deps: ServerDeps, state: ServerState, key: string): void {
   state.claiming.delete(key);
-  if (deps.cluster.records.shared) void deps.cluster.records.remove(recordKeyHash(key), deps.cluster.replicas.id).catch(() => undefined);
+  if (deps.cluster.records.shared)
+    void deps.cluster.records.remove(recordKeyHash(key), deps.cluster.replicas.id).catch(() => undefined);
 }

@@ -13,7 +13,12 @@ export function addRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: Server
   if (deps.demo) addDemoRoutes(app, deps.demo, log);
   return app
     .get('/healthz', (res) => sendJson(res, 200, { status: 'ok' }))
-    .get('/readyz', (res) => sendJson(res, state.draining ? 503 : 200, { status: state.draining ? 'draining' : 'ready', sessions: state.sessions.size }))
+    .get('/readyz', (res) =>
+      sendJson(res, state.draining ? 503 : 200, {
+        status: state.draining ? 'draining' : 'ready',
+        sessions: state.sessions.size,
+      }),
+    )
     .get('/metrics', (res) =>
       asyncHttp(log, res, async (aborted) => {
         const text = await registry.metrics();
@@ -28,12 +33,15 @@ export function addRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: Server
       asyncHttp(log, res, async (aborted) => {
         const answer = await deps.usageApi.handle({ method, path, query, authorization });
         if (aborted()) return;
-        if (!answer) return sendJson(res, 404, { error: gatewayError('NOT_FOUND', `no route for ${echo(method)} ${echo(path)}`) });
+        if (!answer)
+          return sendJson(res, 404, { error: gatewayError('NOT_FOUND', `no route for ${echo(method)} ${echo(path)}`) });
         sendJson(res, answer.status, answer.body);
       });
     })
     .any('/*', (res, req) => {
       metrics.refusals.inc({ reason: 'not_found' });
-      sendJson(res, 404, { error: gatewayError('NOT_FOUND', `no route for ${echo(req.getMethod().toUpperCase())} ${echo(req.getUrl())}`) });
+      sendJson(res, 404, {
+        error: gatewayError('NOT_FOUND', `no route for ${echo(req.getMethod().toUpperCase())} ${echo(req.getUrl())}`),
+      });
     });
 }

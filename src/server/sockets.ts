@@ -55,7 +55,10 @@ class ClientSocket implements ClientSink {
     this.result = this.ws.send(this.pending, false);
   };
 
-  constructor(private readonly ws: Ws, private readonly data: SocketData) {}
+  constructor(
+    private readonly ws: Ws,
+    private readonly data: SocketData,
+  ) {}
 
   sendText(text: string | Buffer): boolean {
     if (this.data.closed) return false;
@@ -126,8 +129,17 @@ function restored(deps: ServerDeps, data: SocketData): Session {
  * reconnect (its next attempt finds where the session went). */
 async function awaitRestore(deps: ServerDeps, state: ServerState, ws: Ws, data: SocketData): Promise<void> {
   const cluster = { ...deps.cluster, logger: deps.logger };
-  const found = await awaitHandover(cluster, data.info.resumeKey!, deps.settings.endTimeoutMs, () => !data.closed)
-    .catch((err: Error) => (deps.logger.warn({ event: 'resume_lookup_failed', err: err.message }, 'session record lookup failed'), undefined));
+  const found = await awaitHandover(
+    cluster,
+    data.info.resumeKey!,
+    deps.settings.endTimeoutMs,
+    () => !data.closed,
+  ).catch(
+    (err: Error) => (
+      deps.logger.warn({ event: 'resume_lookup_failed', err: err.message }, 'session record lookup failed'),
+      undefined
+    ),
+  );
   if (data.closed) return; // a claimed record stays this replica's: the client's next resume takes it over here
   const held = data.awaiting!;
   data.awaiting = undefined;
@@ -147,7 +159,13 @@ async function awaitRestore(deps: ServerDeps, state: ServerState, ws: Ws, data: 
 }
 
 /** A frame of a client waiting for its session, copied (uWS reuses it) within the audio bound. */
-function hold(deps: ServerDeps, ws: Ws, awaiting: NonNullable<SocketData['awaiting']>, message: ArrayBuffer, binary: boolean): void {
+function hold(
+  deps: ServerDeps,
+  ws: Ws,
+  awaiting: NonNullable<SocketData['awaiting']>,
+  message: ArrayBuffer,
+  binary: boolean,
+): void {
   awaiting.bytes += message.byteLength;
   if (awaiting.bytes > deps.settings.maxBufferedAudioBytes) {
     ws.getUserData().closed = true;
@@ -161,7 +179,8 @@ function track(deps: ServerDeps, state: ServerState, session: Session): void {
   state.sessions.add(session);
   const key = session.info.resumeKey;
   if (key) state.resumable.set(key, session);
-  const forget = key && deps.cluster.records.shared ? keepRecord({ ...deps.cluster, logger: deps.logger }, session) : undefined;
+  const forget =
+    key && deps.cluster.records.shared ? keepRecord({ ...deps.cluster, logger: deps.logger }, session) : undefined;
   session.onFinished = (s) => {
     state.sessions.delete(s);
     if (key && state.resumable.get(key) === s) state.resumable.delete(key);
@@ -191,7 +210,10 @@ function inflowOf(deps: ServerDeps, ws: Ws, data: SocketData): Inflow {
       }
     },
     flooded: () => {
-      deps.logger.warn({ event: 'client_flood', session: data.info.sessionKey }, 'client sent more than the gateway reads; closing it');
+      deps.logger.warn(
+        { event: 'client_flood', session: data.info.sessionKey },
+        'client sent more than the gateway reads; closing it',
+      );
       metrics.refusals.inc({ reason: 'client_flood' });
       if (data.closed) return;
       data.closed = true;
@@ -200,7 +222,11 @@ function inflowOf(deps: ServerDeps, ws: Ws, data: SocketData): Inflow {
   });
 }
 
-export function socketBehavior(deps: ServerDeps, state: ServerState, endpoint: Endpoint): uWS.WebSocketBehavior<SocketData> {
+export function socketBehavior(
+  deps: ServerDeps,
+  state: ServerState,
+  endpoint: Endpoint,
+): uWS.WebSocketBehavior<SocketData> {
   const log = deps.logger;
   return {
     compression: uWS.DISABLED,

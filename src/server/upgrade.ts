@@ -24,16 +24,32 @@ type UpgradeHandler = (res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS
 /** Only the session's own client may take it over: same tenant, subject and endpoint (and interaction);
  * an expired token only for a session that is waiting for it; and only once its config is accepted
  * (before that there is nothing to resume: the key's session is still being opened). */
-export function resumeRefusal(held: Session | undefined, d: { tenant: string; subject?: string }, endpoint: Endpoint, interactionId?: string): GatewayError | undefined {
-  if (!held) return gatewayError('TOKEN_EXPIRED', 'token has expired and there is no session to resume with it; fetch a new one');
-  const same = held.info.tenant === d.tenant && held.info.subject !== undefined && held.info.subject === d.subject
-    && held.info.endpoint === endpoint && held.info.interactionId === interactionId;
-  if (!same) return gatewayError('RESUME_FORBIDDEN', 'this resume key belongs to another client\'s session');
+export function resumeRefusal(
+  held: Session | undefined,
+  d: { tenant: string; subject?: string },
+  endpoint: Endpoint,
+  interactionId?: string,
+): GatewayError | undefined {
+  if (!held)
+    return gatewayError(
+      'TOKEN_EXPIRED',
+      'token has expired and there is no session to resume with it; fetch a new one',
+    );
+  const same =
+    held.info.tenant === d.tenant &&
+    held.info.subject !== undefined &&
+    held.info.subject === d.subject &&
+    held.info.endpoint === endpoint &&
+    held.info.interactionId === interactionId;
+  if (!same) return gatewayError('RESUME_FORBIDDEN', "this resume key belongs to another client's session");
   if (held.phase === 'awaiting_config' || held.phase === 'connecting') return KEY_IN_USE;
   return undefined;
 }
 
-const KEY_IN_USE = gatewayError('RESUME_KEY_IN_USE', 'another connection is opening a session with this resume key; reconnect with it to resume that session');
+const KEY_IN_USE = gatewayError(
+  'RESUME_KEY_IN_USE',
+  'another connection is opening a session with this resume key; reconnect with it to resume that session',
+);
 
 /** A resume of a key this replica does not hold: a session record says whether it lives on another
  * replica (the hop), was handed over or lost its replica (taken over here), or is unknown (a new
@@ -51,13 +67,25 @@ interface ClientUpgrade {
 }
 
 /** A resume for a session live on replica `owner`: carried there over the internal hop, or taken over here. */
-async function carryOver(deps: ServerDeps, up: ClientUpgrade, info: SessionInfo, owner: { id: string; url: string }): Promise<true | { replaceOwner?: string }> {
+async function carryOver(
+  deps: ServerDeps,
+  up: ClientUpgrade,
+  info: SessionInfo,
+  owner: { id: string; url: string },
+): Promise<true | { replaceOwner?: string }> {
   const outcome = await hopUpgrade(up.aborted, owner, info, deps.cluster.hop);
   switch (outcome.kind) {
     case 'not_owner':
       return resumeElsewhere(deps, up, info, owner.id);
     case 'unavailable':
-      refuse(up.res, gatewayError('RESUME_UNAVAILABLE', 'the session is live on another gateway replica and this deployment has no internal hop; retry shortly'), 'resume_unavailable');
+      refuse(
+        up.res,
+        gatewayError(
+          'RESUME_UNAVAILABLE',
+          'the session is live on another gateway replica and this deployment has no internal hop; retry shortly',
+        ),
+        'resume_unavailable',
+      );
       return true;
     case 'answer':
       sendJson(up.res, outcome.status, outcome.body);
@@ -72,7 +100,12 @@ async function carryOver(deps: ServerDeps, up: ClientUpgrade, info: SessionInfo,
   }
 }
 
-async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: SessionInfo, notOwner?: string): Promise<true | { replaceOwner?: string }> {
+async function resumeElsewhere(
+  deps: ServerDeps,
+  up: ClientUpgrade,
+  info: SessionInfo,
+  notOwner?: string,
+): Promise<true | { replaceOwner?: string }> {
   let found;
   try {
     found = await findResume({ ...deps.cluster, logger: deps.logger }, info.resumeKey!, info, notOwner);
@@ -86,10 +119,18 @@ async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: Sessio
     case 'none':
       return { replaceOwner: found.replaceOwner };
     case 'forbidden':
-      refuse(up.res, gatewayError('RESUME_FORBIDDEN', 'this resume key belongs to another client\'s session'), 'resume_refused');
+      refuse(
+        up.res,
+        gatewayError('RESUME_FORBIDDEN', "this resume key belongs to another client's session"),
+        'resume_refused',
+      );
       return true;
     case 'gone':
-      refuse(up.res, gatewayError('RESUME_UNAVAILABLE', 'the session is moving between gateway replicas; retry shortly'), 'resume_unavailable');
+      refuse(
+        up.res,
+        gatewayError('RESUME_UNAVAILABLE', 'the session is moving between gateway replicas; retry shortly'),
+        'resume_unavailable',
+      );
       return true;
     case 'hop':
       // The process at the owner's address is not the owner (or lost the session): taken over here at once.
@@ -102,7 +143,11 @@ async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: Sessio
     }
     case 'restore': {
       const r = found.record;
-      const data: SocketData = { info: { ...info, sessionKey: r.sessionKey, environment: r.environment }, restore: { record: r, from: found.from }, closed: false };
+      const data: SocketData = {
+        info: { ...info, sessionKey: r.sessionKey, environment: r.environment },
+        restore: { record: r, from: found.from },
+        closed: false,
+      };
       acceptSocket(up.res, data, up.secKey, up.protocol, up.secExtensions, up.context);
       return true;
     }
@@ -112,13 +157,27 @@ async function resumeElsewhere(deps: ServerDeps, up: ClientUpgrade, info: Sessio
 /** A new session's socket: refused while the tenant's configured sessions fill its cap (the binding
  * check is at config time), or while its token has its bound of sockets without a config. Else it is
  * counted among those (undefined returned); the caller gives the count back if it does not upgrade. */
-async function newSocketRefusal(deps: ServerDeps, state: ServerState, tenant: string, unconfigured: string): Promise<{ error: GatewayError; reason: string } | undefined> {
+async function newSocketRefusal(
+  deps: ServerDeps,
+  state: ServerState,
+  tenant: string,
+  unconfigured: string,
+): Promise<{ error: GatewayError; reason: string } | undefined> {
   if (!state.draining && (await deps.limiter.atCap(tenant))) {
-    return { error: gatewayError('TENANT_SESSION_LIMIT', `tenant "${tenant}" already has ${deps.maxSessionsPerTenant} concurrent sessions`), reason: 'tenant_limit' };
+    return {
+      error: gatewayError(
+        'TENANT_SESSION_LIMIT',
+        `tenant "${tenant}" already has ${deps.maxSessionsPerTenant} concurrent sessions`,
+      ),
+      reason: 'tenant_limit',
+    };
   }
   // Counted after the await: the check and the count are one step, however many upgrades are in flight.
   if (state.unconfigured.take(unconfigured)) return undefined;
-  const error = gatewayError('UNCONFIGURED_LIMIT', `this token already has ${deps.maxUnconfiguredPerSubject} sockets open that have not sent a config; send their configs or close them`);
+  const error = gatewayError(
+    'UNCONFIGURED_LIMIT',
+    `this token already has ${deps.maxUnconfiguredPerSubject} sockets open that have not sent a config; send their configs or close them`,
+  );
   return { error, reason: 'unconfigured_limit' };
 }
 
@@ -137,11 +196,22 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
 
     asyncHttp(deps.logger, res, async (aborted) => {
       if (endpoint === 'streams' && !UUID.test(interactionId ?? '')) {
-        return refuse(res, gatewayError('INVALID_INTERACTION_ID', 'the interaction id in the path must be a UUID'), 'bad_interaction_id');
+        return refuse(
+          res,
+          gatewayError('INVALID_INTERACTION_ID', 'the interaction id in the path must be a UUID'),
+          'bad_interaction_id',
+        );
       }
       const resumeKey = query.get('resume') ?? undefined;
       if (resumeKey !== undefined && !isResumeKey(resumeKey)) {
-        return refuse(res, gatewayError('INVALID_RESUME_KEY', 'resume must be 22-128 characters of A-Z a-z 0-9 _ - (at least 128 random bits)'), 'bad_resume_key');
+        return refuse(
+          res,
+          gatewayError(
+            'INVALID_RESUME_KEY',
+            'resume must be 22-128 characters of A-Z a-z 0-9 _ - (at least 128 random bits)',
+          ),
+          'bad_resume_key',
+        );
       }
       const request: UpgradeRequest = { endpoint, query, headers };
       // A resume may present the token its session started with, expired since (browser tokens live 5 min).
@@ -156,8 +226,15 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       let fresh: { replaceOwner?: string } = {};
       if (resumeKey !== undefined && !held && !state.draining) {
         const info: SessionInfo = {
-          sessionKey: randomUUID(), endpoint, tenant: decision.tenant, interactionId, environment: query.get('environment') ?? undefined,
-          clientToken: decision.clientToken, subject: decision.subject, resumeKey, notices: query.get('notices') === 'true',
+          sessionKey: randomUUID(),
+          endpoint,
+          tenant: decision.tenant,
+          interactionId,
+          environment: query.get('environment') ?? undefined,
+          clientToken: decision.clientToken,
+          subject: decision.subject,
+          resumeKey,
+          notices: query.get('notices') === 'true',
         };
         const found = await resumeElsewhere(deps, { res, context, secKey, protocol, secExtensions, aborted }, info);
         if (found === true) return;
@@ -175,8 +252,15 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       if (refusal) return refuse(res, refusal.error, refusal.reason);
       const data: SocketData = {
         info: {
-          sessionKey: randomUUID(), endpoint, tenant: decision.tenant, interactionId, environment: query.get('environment') ?? undefined,
-          clientToken: decision.clientToken, subject: decision.subject, resumeKey, notices: query.get('notices') === 'true',
+          sessionKey: randomUUID(),
+          endpoint,
+          tenant: decision.tenant,
+          interactionId,
+          environment: query.get('environment') ?? undefined,
+          clientToken: decision.clientToken,
+          subject: decision.subject,
+          resumeKey,
+          notices: query.get('notices') === 'true',
         },
         unconfigured,
         closed: false,

@@ -36,7 +36,10 @@ export class ClientOutput {
   /** while the client is away or resuming: what it has not been given yet */
   private held?: MissedOutput;
 
-  constructor(private sink: ClientSink, private readonly on: ClientOutputEvents) {}
+  constructor(
+    private sink: ClientSink,
+    private readonly on: ClientOutputEvents,
+  ) {}
 
   get isOpen(): boolean {
     return this.open;

@@ -53,8 +53,15 @@ export class AudioIntake {
         d.tell('{"type":"flushed"}');
         d.tell('{"type":"delta_usage","credits":0}');
       },
-      refuse: () => d.tell(JSON.stringify(errorMessage('TOO_MANY_FLUSHES',
-        `${MAX_UNANSWERED_FLUSHES} flushes are waiting for the speech service's answer; flushes are refused until it comes`))),
+      refuse: () =>
+        d.tell(
+          JSON.stringify(
+            errorMessage(
+              'TOO_MANY_FLUSHES',
+              `${MAX_UNANSWERED_FLUSHES} flushes are waiting for the speech service's answer; flushes are refused until it comes`,
+            ),
+          ),
+        ),
     });
   }
 
@@ -89,7 +96,8 @@ export class AudioIntake {
     if (!this.ordering) return pipeline?.push(audio);
     this.orderedBytes += audio.length;
     const last = this.ordered.at(-1);
-    if (Buffer.isBuffer(last) && last.length < JOIN_BELOW_BYTES) this.ordered[this.ordered.length - 1] = Buffer.concat([last, audio]);
+    if (Buffer.isBuffer(last) && last.length < JOIN_BELOW_BYTES)
+      this.ordered[this.ordered.length - 1] = Buffer.concat([last, audio]);
     else this.ordered.push(audio);
   }
 

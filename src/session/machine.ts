@@ -50,8 +50,7 @@ export interface SessionState {
 
 /** What the gateway's local config check decided (protocol validation + audio plan). */
 export type ConfigVerdict =
-  | { ok: true; upstreamConfig: unknown }
-  | { ok: false; status: 'denied' | 'rejected'; reason: string };
+  { ok: true; upstreamConfig: unknown } | { ok: false; status: 'denied' | 'rejected'; reason: string };
 
 export type SessionEvent =
   | { type: 'client_message'; message: ClientMessage; verdict?: ConfigVerdict }
@@ -69,7 +68,11 @@ export type SessionEvent =
   | { type: 'drain_deadline' } // shutdown took too long: finish now, usage as it stands
   | { type: 'client_too_slow'; details: string } // the client stopped reading: its socket is over its backlog bound
   | { type: 'internal_error'; details: string } // a callback threw: this session ends, never the process
-  | { type: 'upstream_config_status'; status: 'CONFIG_ACCEPTED' | 'CONFIG_DENIED' | 'CONFIG_REJECTED' | string; data: Buffer }
+  | {
+      type: 'upstream_config_status';
+      status: 'CONFIG_ACCEPTED' | 'CONFIG_DENIED' | 'CONFIG_REJECTED' | string;
+      data: Buffer;
+    }
   | { type: 'upstream_ended'; data: Buffer }
   | { type: 'upstream_failed'; errorId: ErrorId; details: string }
   | { type: 'upstream_dropped'; errorId: ErrorId; details: string } // lost mid-session: reconnect if the session can
@@ -184,24 +187,45 @@ export function transition(s: SessionState, e: SessionEvent): Result {
     case 'client_audio':
       if (forwardsAudio(s)) return { state: s, effects: [{ type: 'forward_audio', audio: e.audio }] };
       if (s.phase === 'awaiting_config') {
-        return { state: s, effects: [{ type: 'send_client', message: serverMessages.configStatus('CONFIG_MISSING', { reason: 'send a config message and wait for CONFIG_ACCEPTED before audio; this audio was not forwarded' }) }] };
+        return {
+          state: s,
+          effects: [
+            {
+              type: 'send_client',
+              message: serverMessages.configStatus('CONFIG_MISSING', {
+                reason: 'send a config message and wait for CONFIG_ACCEPTED before audio; this audio was not forwarded',
+              }),
+            },
+          ],
+        };
       }
       if (s.phase === 'connecting') {
-        return { state: s, effects: [error('AUDIO_BEFORE_CONFIG', 'wait for CONFIG_ACCEPTED before sending audio; this audio was not forwarded')] };
+        return {
+          state: s,
+          effects: [
+            error('AUDIO_BEFORE_CONFIG', 'wait for CONFIG_ACCEPTED before sending audio; this audio was not forwarded'),
+          ],
+        };
       }
       return { state: s, effects: [error('MESSAGE_AFTER_END', 'audio after end was not forwarded')] };
 
     case 'config_deadline':
       if (s.phase !== 'awaiting_config') return { state: s, effects: [] };
-      return withFirst(finish(s, 'config_timeout', { code: CLOSE.configTimeout, reason: 'no config within the deadline' }), {
-        type: 'send_client',
-        message: serverMessages.configStatus(configTimeoutType(s.endpoint)),
-      });
+      return withFirst(
+        finish(s, 'config_timeout', { code: CLOSE.configTimeout, reason: 'no config within the deadline' }),
+        {
+          type: 'send_client',
+          message: serverMessages.configStatus(configTimeoutType(s.endpoint)),
+        },
+      );
 
     case 'slot_refused':
       // Nothing was opened upstream: the config is refused as the upgrade would have been.
       if (s.phase !== 'connecting') return { state: s, effects: [] };
-      return withFirst(finish(s, 'config_denied', { code: CLOSE.tryAgainLater, reason: 'tenant session limit' }), error('TENANT_SESSION_LIMIT', e.details));
+      return withFirst(
+        finish(s, 'config_denied', { code: CLOSE.tryAgainLater, reason: 'tenant session limit' }),
+        error('TENANT_SESSION_LIMIT', e.details),
+      );
 
     case 'time_limit':
       if (s.phase === 'configured') return beginEnding(s, 'time_limit');
@@ -215,7 +239,10 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       if (s.phase === 'configured') return beginEnding(s, 'shutdown');
       if (s.phase === 'reconnecting') return endAfterReconnect(s, 'shutdown');
       if (s.phase === 'ending') return { state: s, effects: [] };
-      return withFirst(finish(s, 'shutdown', { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' }), error('GATEWAY_SHUTTING_DOWN', 'the gateway is restarting; reconnect'));
+      return withFirst(
+        finish(s, 'shutdown', { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' }),
+        error('GATEWAY_SHUTTING_DOWN', 'the gateway is restarting; reconnect'),
+      );
 
     case 'client_resumed':
       return { state: { ...s, client: 'resuming' }, effects: [{ type: 'clear_timer', timer: 'resume_grace' }] };
@@ -229,7 +256,9 @@ export function transition(s: SessionState, e: SessionEvent): Result {
     case 'client_caught_up': {
       // The resumed client has had everything, the end message included: the session is over.
       const open: SessionState = { ...s, client: 'open' };
-      return s.upstreamEnded ? finish(open, 'ended', { code: CLOSE.normal, reason: 'session ended' }) : { state: open, effects: [] };
+      return s.upstreamEnded
+        ? finish(open, 'ended', { code: CLOSE.normal, reason: 'session ended' })
+        : { state: open, effects: [] };
     }
 
     case 'client_closed': {
@@ -237,7 +266,10 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       // finals, usage and the end message, waits for it).
       const live = s.phase === 'configured' || s.phase === 'reconnecting' || s.phase === 'ending';
       if (e.resumable && s.client !== 'slow' && live) {
-        return { state: { ...s, client: 'detached' }, effects: [{ type: 'hold_output' }, { type: 'start_resume_grace' }] };
+        return {
+          state: { ...s, client: 'detached' },
+          effects: [{ type: 'hold_output' }, { type: 'start_resume_grace' }],
+        };
       }
       const gone: SessionState = { ...s, client: s.client === 'slow' ? 'slow' : 'gone' };
       // A configured session is ended upstream so its usage becomes final.
@@ -249,7 +281,8 @@ export function transition(s: SessionState, e: SessionEvent): Result {
 
     case 'upstream_config_status':
       if (s.phase !== 'connecting') return { state: s, effects: [{ type: 'relay_client', data: e.data }] };
-      if (e.status === 'CONFIG_ACCEPTED') return { state: { ...s, phase: 'configured' }, effects: [{ type: 'relay_client', data: e.data }] };
+      if (e.status === 'CONFIG_ACCEPTED')
+        return { state: { ...s, phase: 'configured' }, effects: [{ type: 'relay_client', data: e.data }] };
       return withFirst(
         finish(s, e.status === 'CONFIG_REJECTED' ? 'config_rejected' : 'config_denied', {
           code: e.status === 'CONFIG_REJECTED' ? CLOSE.configRejected : CLOSE.configDenied,
@@ -262,9 +295,13 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       // Its upstream session ended for the move: the session goes on on another replica.
       if (migrating(s)) return { state: { ...s, phase: 'closed', migration: 'left' }, effects: [{ type: 'leave' }] };
       // The client is away: its last output waits for it (or for the grace to end).
-      if (s.client === 'detached') return { state: { ...s, upstreamEnded: true }, effects: [{ type: 'relay_client', data: e.data }] };
+      if (s.client === 'detached')
+        return { state: { ...s, upstreamEnded: true }, effects: [{ type: 'relay_client', data: e.data }] };
       // Ended by the drain, not by the client: 1012 tells it to reconnect elsewhere and go on.
-      const close = s.outcome === 'shutdown' ? { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' } : { code: CLOSE.normal, reason: 'session ended' };
+      const close =
+        s.outcome === 'shutdown'
+          ? { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' }
+          : { code: CLOSE.normal, reason: 'session ended' };
       const done = finish(s, 'ended', close);
       return clientThere(s) ? withFirst(done, { type: 'relay_client', data: e.data }) : done;
     }
@@ -274,13 +311,19 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       if (s.upstreamEnded) return { state: s, effects: [] };
       // The client is not told: a new upstream session takes over from the audio no final covers.
       if (s.phase === 'configured' || s.phase === 'ending') {
-        return { state: { ...s, phase: 'reconnecting', afterReconnect: s.phase }, effects: [{ type: 'reconnect_upstream' }] };
+        return {
+          state: { ...s, phase: 'reconnecting', afterReconnect: s.phase },
+          effects: [{ type: 'reconnect_upstream' }],
+        };
       }
       return transition(s, { ...e, type: 'upstream_failed' });
 
     case 'upstream_reconnected':
       if (s.phase !== 'reconnecting') return { state: s, effects: [] };
-      return { state: { ...s, phase: s.afterReconnect ?? 'configured', afterReconnect: undefined }, effects: s.afterReconnect === 'ending' ? [{ type: 'end_upstream' }] : [] };
+      return {
+        state: { ...s, phase: s.afterReconnect ?? 'configured', afterReconnect: undefined },
+        effects: s.afterReconnect === 'ending' ? [{ type: 'end_upstream' }] : [],
+      };
 
     case 'upstream_failed': {
       // Whatever the session was ending for, no final usage came: the record says the upstream failed.
@@ -294,7 +337,12 @@ export function transition(s: SessionState, e: SessionEvent): Result {
 
     case 'client_too_slow':
       // Nothing more can reach this client; end upstream gracefully so the usage is still final.
-      return endWithoutClient(s, 'client_slow', [{ type: 'close_client', code: CLOSE.clientTooSlow, reason: 'client too slow' }], 'slow');
+      return endWithoutClient(
+        s,
+        'client_slow',
+        [{ type: 'close_client', code: CLOSE.clientTooSlow, reason: 'client too slow' }],
+        'slow',
+      );
 
     case 'internal_error':
       return endWithoutClient({ ...s, outcome: undefined }, 'error', [
@@ -328,15 +376,32 @@ function endWithoutClient(s: SessionState, outcome: Outcome, told: Effect[], cli
 function onClientMessage(s: SessionState, m: ClientMessage, verdict?: ConfigVerdict): Result {
   // A second `end` changes nothing (a client that resumed after sending one sends it again).
   if (s.phase === 'ending' && m.type === 'end') return { state: s, effects: [] };
-  if (s.phase === 'ending') return { state: s, effects: [error('MESSAGE_AFTER_END', `"${m.type}" after end was ignored`)] };
+  if (s.phase === 'ending')
+    return { state: s, effects: [error('MESSAGE_AFTER_END', `"${m.type}" after end was ignored`)] };
   switch (m.type) {
     case 'config': {
       if (s.phase !== 'awaiting_config') {
-        return { state: s, effects: [{ type: 'send_client', message: serverMessages.configStatus('CONFIG_ALREADY_RECEIVED', { reason: 'a config was already received on this connection' }) }] };
+        return {
+          state: s,
+          effects: [
+            {
+              type: 'send_client',
+              message: serverMessages.configStatus('CONFIG_ALREADY_RECEIVED', {
+                reason: 'a config was already received on this connection',
+              }),
+            },
+          ],
+        };
       }
       if (!verdict) throw new Error('config message without a verdict');
       if (verdict.ok) {
-        return { state: { ...s, phase: 'connecting' }, effects: [{ type: 'clear_timer', timer: 'config_deadline' }, { type: 'open_upstream', config: verdict.upstreamConfig }] };
+        return {
+          state: { ...s, phase: 'connecting' },
+          effects: [
+            { type: 'clear_timer', timer: 'config_deadline' },
+            { type: 'open_upstream', config: verdict.upstreamConfig },
+          ],
+        };
       }
       const denied = verdict.status === 'denied';
       return withFirst(
@@ -344,13 +409,27 @@ function onClientMessage(s: SessionState, m: ClientMessage, verdict?: ConfigVerd
           code: denied ? CLOSE.configDenied : CLOSE.configRejected,
           reason: denied ? 'invalid configuration' : 'unsupported audioFormat',
         }),
-        { type: 'send_client', message: serverMessages.configStatus(denied ? 'CONFIG_DENIED' : 'CONFIG_REJECTED', { reason: verdict.reason }) },
+        {
+          type: 'send_client',
+          message: serverMessages.configStatus(denied ? 'CONFIG_DENIED' : 'CONFIG_REJECTED', {
+            reason: verdict.reason,
+          }),
+        },
       );
     }
     case 'flush':
       // While reconnecting the flush waits for the new upstream session, in its place in the stream.
-      if (s.phase === 'configured' || s.phase === 'reconnecting') return { state: s, effects: [{ type: 'flush_upstream' }] };
-      return { state: s, effects: [{ type: 'send_client', message: serverMessages.configStatus('CONFIG_MISSING', { reason: 'flush needs an accepted config' }) }] };
+      if (s.phase === 'configured' || s.phase === 'reconnecting')
+        return { state: s, effects: [{ type: 'flush_upstream' }] };
+      return {
+        state: s,
+        effects: [
+          {
+            type: 'send_client',
+            message: serverMessages.configStatus('CONFIG_MISSING', { reason: 'flush needs an accepted config' }),
+          },
+        ],
+      };
     case 'end':
       if (s.phase === 'configured') return beginEnding(s, 'ended');
       if (s.phase === 'reconnecting') return endAfterReconnect(s, 'ended');
@@ -367,20 +446,26 @@ function withFirst(r: Result, first: Effect): Result {
 }
 
 /** The moves to another replica (see Migration). */
-function migration(s: SessionState, e: Extract<SessionEvent, { type: 'handover_announced' | 'handover_started' | 'handover_close' | 'disowned' }>): Result {
+function migration(
+  s: SessionState,
+  e: Extract<SessionEvent, { type: 'handover_announced' | 'handover_started' | 'handover_close' | 'disowned' }>,
+): Result {
   const none = { state: s, effects: [] };
   switch (e.type) {
     case 'handover_announced':
       return s.migration ? none : { state: { ...s, migration: 'leaving' }, effects: [] };
     case 'handover_started': {
       // Only a session whose audio flows can go on elsewhere; any other drains here.
-      if ((s.migration && s.migration !== 'leaving') || (s.phase !== 'configured' && s.phase !== 'reconnecting')) return none;
+      if ((s.migration && s.migration !== 'leaving') || (s.phase !== 'configured' && s.phase !== 'reconnecting'))
+        return none;
       const next: SessionState = { ...s, migration: 'handing_over' };
       if (clientThere(s)) return { state: next, effects: [{ type: 'keep_output' }, { type: 'start_handover_wait' }] };
       return withFirst(closeForMove(next, CLOSE.serviceRestart, HANDED_OVER_REASON), { type: 'keep_output' });
     }
     case 'handover_close':
-      return s.migration === 'handing_over' && clientThere(s) ? closeForMove(s, CLOSE.serviceRestart, HANDED_OVER_REASON) : none;
+      return s.migration === 'handing_over' && clientThere(s)
+        ? closeForMove(s, CLOSE.serviceRestart, HANDED_OVER_REASON)
+        : none;
     case 'disowned':
       if (s.migration === 'disowned' || s.migration === 'key_lost') return none;
       if (!e.sameSession) return keyLost(s);
@@ -393,7 +478,12 @@ function closeForMove(s: SessionState, code: number, reason: string): Result {
   const effects: Effect[] = clientThere(s) ? [{ type: 'close_client', code, reason }] : [];
   effects.push({ type: 'hurry_audio' });
   const gone: SessionState = { ...s, client: 'gone' };
-  const end = s.phase === 'configured' ? beginEnding(gone, 'shutdown') : s.phase === 'reconnecting' ? endAfterReconnect(gone, 'shutdown') : { state: gone, effects: [] };
+  const end =
+    s.phase === 'configured'
+      ? beginEnding(gone, 'shutdown')
+      : s.phase === 'reconnecting'
+        ? endAfterReconnect(gone, 'shutdown')
+        : { state: gone, effects: [] };
   return { state: end.state, effects: [...effects, ...end.effects] };
 }
 
@@ -401,8 +491,13 @@ function closeForMove(s: SessionState, code: number, reason: string): Result {
 function disowned(s: SessionState): Result {
   const next: SessionState = { ...s, migration: 'disowned' };
   if (s.phase !== 'configured' && s.phase !== 'reconnecting' && s.phase !== 'ending') {
-    const say: Effect[] = clientThere(s) ? [{ type: 'close_client', code: CLOSE.replaced, reason: 'taken over by another gateway replica' }] : [];
-    return { state: { ...next, phase: 'closed', migration: 'left', client: 'gone' }, effects: [...say, { type: 'give_up_slot' }, { type: 'leave' }] };
+    const say: Effect[] = clientThere(s)
+      ? [{ type: 'close_client', code: CLOSE.replaced, reason: 'taken over by another gateway replica' }]
+      : [];
+    return {
+      state: { ...next, phase: 'closed', migration: 'left', client: 'gone' },
+      effects: [...say, { type: 'give_up_slot' }, { type: 'leave' }],
+    };
   }
   const moved = closeForMove(next, CLOSE.replaced, 'taken over by another gateway replica');
   return { state: moved.state, effects: [{ type: 'give_up_slot' }, { type: 'keep_output' }, ...moved.effects] };
@@ -413,7 +508,13 @@ function keyLost(s: SessionState): Result {
   const next: SessionState = { ...s, migration: 'key_lost' };
   const say: Effect[] = clientThere(s)
     ? [
-        { type: 'tell_client_now', message: errorMessage('RESUME_KEY_IN_USE', 'another session took this resume key; this session has ended: open a new one with a new key') },
+        {
+          type: 'tell_client_now',
+          message: errorMessage(
+            'RESUME_KEY_IN_USE',
+            'another session took this resume key; this session has ended: open a new one with a new key',
+          ),
+        },
         { type: 'close_client', code: CLOSE.replaced, reason: 'resume key taken by another session' },
       ]
     : [];

@@ -18,9 +18,11 @@ export function observeSession(lifecycle: Lifecycle, who: SessionIdentity, ledge
 
 function toLedger(e: LifecycleEvent, who: SessionIdentity, ledger: UsageLedger): void {
   const { sessionKey, tenant, endpoint, interactionId } = who;
-  if (e.type === 'live' && !e.restored) ledger.sessionStarted({ sessionKey, tenant, endpoint, interactionId, startedAt: e.at });
+  if (e.type === 'live' && !e.restored)
+    ledger.sessionStarted({ sessionKey, tenant, endpoint, interactionId, startedAt: e.at });
   if (e.type === 'upstream_segment') ledger.setUpstreamSessionId(sessionKey, e.upstreamSessionId, e.segment);
-  if (e.type === 'ended' && e.live && e.owned) ledger.sessionEnded({ sessionKey, outcome: e.outcome, mediaSeconds: e.mediaSeconds, endedAt: e.at });
+  if (e.type === 'ended' && e.live && e.owned)
+    ledger.sessionEnded({ sessionKey, outcome: e.outcome, mediaSeconds: e.mediaSeconds, endedAt: e.at });
 }
 
 function toMetrics(e: LifecycleEvent, who: SessionIdentity): void {
@@ -61,13 +63,27 @@ function toLog(e: LifecycleEvent, log: Logger): void {
     case 'opened':
       return log.info({ event: 'session_start', restored: e.restored }, 'session started');
     case 'resumed':
-      return log.info({ event: 'client_resumed', missed: e.missed, audioBytes: e.audioBytes }, 'client resumed its session');
+      return log.info(
+        { event: 'client_resumed', missed: e.missed, audioBytes: e.audioBytes },
+        'client resumed its session',
+      );
     case 'handed_over':
-      return log.info({ event: 'session_handed_over', segment: e.segment, finalUntil: e.finalUntil, missed: e.missed }, 'session handed over');
+      return log.info(
+        { event: 'session_handed_over', segment: e.segment, finalUntil: e.finalUntil, missed: e.missed },
+        'session handed over',
+      );
     case 'ended':
-      return log.info({
-        event: 'session_end', upstreamSession: e.upstreamSessionId, durationSeconds: e.durationSeconds,
-        mediaSeconds: e.mediaSeconds, credits: e.credits, estimated: e.estimated, outcome: e.outcome,
-      }, 'session ended');
+      return log.info(
+        {
+          event: 'session_end',
+          upstreamSession: e.upstreamSessionId,
+          durationSeconds: e.durationSeconds,
+          mediaSeconds: e.mediaSeconds,
+          credits: e.credits,
+          estimated: e.estimated,
+          outcome: e.outcome,
+        },
+        'session ended',
+      );
   }
 }

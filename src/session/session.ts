@@ -3,9 +3,22 @@
 // upstream (intake.ts), the client's output (client-output.ts), usage figures (usage-tally.ts), named
 // timers (timers.ts); what happens to the session is told as lifecycle events (lifecycle.ts), which the
 // ledger, metrics and log observe (observers.ts).
-import { createAudioPipeline, createReplayBuffer, planAudio, type AudioPipeline, type AudioPlan } from '../audio/index.js';
+import {
+  createAudioPipeline,
+  createReplayBuffer,
+  planAudio,
+  type AudioPipeline,
+  type AudioPlan,
+} from '../audio/index.js';
 import type { UpstreamCredentials } from '../auth/index.js';
-import { MAX_CLIENT_TEXT_BYTES, oversizedText, parseClientMessage, serverMessages, validateConfig, type Endpoint } from '../protocol/index.js';
+import {
+  MAX_CLIENT_TEXT_BYTES,
+  oversizedText,
+  parseClientMessage,
+  serverMessages,
+  validateConfig,
+  type Endpoint,
+} from '../protocol/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import type { UpstreamLiveness, UpstreamTarget } from '../upstream/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
@@ -17,7 +30,20 @@ import { HANDOVER_CLOSE_WAIT_MS, MAX_INIT_BYTES, sameConfig, type Restore, type 
 import { systemClock, Timers, type Clock } from './timers.js';
 import { UpstreamLink, type LinkOptions, type ReconnectPolicy } from './upstream-link.js';
 import { UsageTally } from './usage-tally.js';
-import { CLOSE, forwardsAudio, HANDED_OVER_REASON, initialState, migrating, restoredState, transition, type ConfigVerdict, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
+import {
+  CLOSE,
+  forwardsAudio,
+  HANDED_OVER_REASON,
+  initialState,
+  migrating,
+  restoredState,
+  transition,
+  type ConfigVerdict,
+  type Effect,
+  type Outcome,
+  type SessionEvent,
+  type SessionState,
+} from './machine.js';
 
 export type { ClientSink };
 
@@ -53,7 +79,20 @@ export interface SessionDeps {
 }
 
 /** What the session uses of its upstream link. */
-export type Link = Pick<UpstreamLink, 'open' | 'restore' | 'offset' | 'finalUntil' | 'segment' | 'resumePoint' | 'unit' | 'sendAudio' | 'sendControl' | 'reconnect' | 'close'>;
+export type Link = Pick<
+  UpstreamLink,
+  | 'open'
+  | 'restore'
+  | 'offset'
+  | 'finalUntil'
+  | 'segment'
+  | 'resumePoint'
+  | 'unit'
+  | 'sendAudio'
+  | 'sendControl'
+  | 'reconnect'
+  | 'close'
+>;
 
 export interface SessionInfo {
   /** the gateway's own id for this session (ledger, limiter, logs) */
@@ -122,12 +161,18 @@ export class Session {
   ) {
     this.key = info.sessionKey;
     this.state = initialState(info.endpoint);
-    this.log = deps.logger.child({ session: this.key, tenant: info.tenant, endpoint: info.endpoint, interaction: info.interactionId });
+    this.log = deps.logger.child({
+      session: this.key,
+      tenant: info.tenant,
+      endpoint: info.endpoint,
+      interaction: info.interactionId,
+    });
     observeSession(this.lifecycle, info, deps.ledger, this.log);
     this.timers = new Timers(deps.clock ?? systemClock);
     this.usage = new UsageTally(deps.ledger, this.key);
     this.output = new ClientOutput(client, {
-      tooSlow: () => this.guard(() => this.dispatch({ type: 'client_too_slow', details: 'the client is not reading its messages' })),
+      tooSlow: () =>
+        this.guard(() => this.dispatch({ type: 'client_too_slow', details: 'the client is not reading its messages' })),
       heldOverflow: () => this.guard(() => this.dispatch({ type: 'resume_grace' })),
     });
     this.intake = new AudioIntake({
@@ -136,11 +181,13 @@ export class Session {
       over: () => this.over,
       deliver: (audio) => this.onClientAudio(audio),
       sendControl: (message) => this.guard(() => this.sendControl(message)),
-      failed: (details) => this.guard(() => this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_MALFORMED', details })),
+      failed: (details) =>
+        this.guard(() => this.dispatch({ type: 'audio_failed', errorId: 'AUDIO_MALFORMED', details })),
       tell: (text) => this.output.send(text),
     });
     this.timer('config_deadline', deps.settings.configTimeoutMs, { type: 'config_deadline' });
-    if (info.endpoint === 'streams') this.timer('time_limit', deps.settings.streamMaxSeconds * 1000, { type: 'time_limit' });
+    if (info.endpoint === 'streams')
+      this.timer('time_limit', deps.settings.streamMaxSeconds * 1000, { type: 'time_limit' });
     this.lifecycle.emit({ type: 'opened', restored: restore !== undefined });
     if (restore) this.restoreFrom(restore);
   }
@@ -178,12 +225,21 @@ export class Session {
   snapshot(): SessionSnapshot | undefined {
     const source = this.pipeline?.stats.source;
     const kind = source?.startsWith('webm-') ? 'webm' : source?.startsWith('ogg-') ? 'ogg' : undefined;
-    if (!kind || source === 'webm-pcm' || !this.link || this.initBytes === 0 || this.initBytes > MAX_INIT_BYTES) return undefined;
+    if (!kind || source === 'webm-pcm' || !this.link || this.initBytes === 0 || this.initBytes > MAX_INIT_BYTES)
+      return undefined;
     return {
-      config: this.clientConfig, accepted: this.accepted, kind, init: Buffer.concat(this.init),
-      offset: this.link.offset, finalUntil: this.link.finalUntil, audioBytes: this.intake.bytesIn,
-      mediaReceived: this.mediaReceived, segment: this.link.segment, seq: this.usage.lastSeq,
-      credits: this.usage.soFar, resume: this.resumePoint(),
+      config: this.clientConfig,
+      accepted: this.accepted,
+      kind,
+      init: Buffer.concat(this.init),
+      offset: this.link.offset,
+      finalUntil: this.link.finalUntil,
+      audioBytes: this.intake.bytesIn,
+      mediaReceived: this.mediaReceived,
+      segment: this.link.segment,
+      seq: this.usage.lastSeq,
+      credits: this.usage.soFar,
+      resume: this.resumePoint(),
     };
   }
 
@@ -228,7 +284,12 @@ export class Session {
    * session ends whole, its client told why (RESUME_KEY_IN_USE). */
   disown(sameSession: boolean): void {
     if (this.over) return;
-    this.log.warn({ event: 'session_disowned', sameSession }, sameSession ? 'another replica took this session over; leaving it' : 'another session claimed this session\'s resume key; ending it');
+    this.log.warn(
+      { event: 'session_disowned', sameSession },
+      sameSession
+        ? 'another replica took this session over; leaving it'
+        : "another session claimed this session's resume key; ending it",
+    );
     this.guard(() => this.dispatch({ type: 'disowned', sameSession }));
   }
 
@@ -258,11 +319,23 @@ export class Session {
     this.timers.clearAll();
     this.link?.close();
     this.pipeline?.close();
-    this.lifecycle.emit({ type: 'handed_over', segment: snapshot?.segment ?? 0, finalUntil: snapshot?.finalUntil ?? 0, missed: missed.length, credits: this.usage.total, live: this.live });
+    this.lifecycle.emit({
+      type: 'handed_over',
+      segment: snapshot?.segment ?? 0,
+      finalUntil: snapshot?.finalUntil ?? 0,
+      missed: missed.length,
+      credits: this.usage.total,
+      live: this.live,
+    });
     this.onFinished?.(this);
     const done = this.handover;
     this.handover = undefined;
-    if (done && snapshot) done({ ...snapshot, continuation: continuation && continuation.bytes.length <= MAX_INIT_BYTES ? continuation : undefined, missed });
+    if (done && snapshot)
+      done({
+        ...snapshot,
+        continuation: continuation && continuation.bytes.length <= MAX_INIT_BYTES ? continuation : undefined,
+        missed,
+      });
     else done?.(undefined);
   }
 
@@ -284,17 +357,28 @@ export class Session {
   onClientText(text: ArrayBuffer): void {
     try {
       this.intake.flushInbox(); // audio sent before this message goes first
-      const parsed = text.byteLength > MAX_CLIENT_TEXT_BYTES
-        ? oversizedText(text.byteLength)
-        : parseClientMessage(Buffer.from(text).toString('utf8'));
+      const parsed =
+        text.byteLength > MAX_CLIENT_TEXT_BYTES
+          ? oversizedText(text.byteLength)
+          : parseClientMessage(Buffer.from(text).toString('utf8'));
       if (!parsed.ok && parsed.tooLarge && this.state.phase === 'awaiting_config') {
         // Only a config can be that large: it is denied, as any config over its bounds is.
-        const verdict: ConfigVerdict = { ok: false, status: 'denied', reason: `configuration: ${parsed.error.details}` };
-        return this.dispatch({ type: 'client_message', message: { type: 'config', configuration: undefined }, verdict });
+        const verdict: ConfigVerdict = {
+          ok: false,
+          status: 'denied',
+          reason: `configuration: ${parsed.error.details}`,
+        };
+        return this.dispatch({
+          type: 'client_message',
+          message: { type: 'config', configuration: undefined },
+          verdict,
+        });
       }
-      if (!parsed.ok) return this.dispatch({ type: 'client_invalid', errorId: parsed.error.id, details: parsed.error.details });
+      if (!parsed.ok)
+        return this.dispatch({ type: 'client_invalid', errorId: parsed.error.id, details: parsed.error.details });
       const message = parsed.message;
-      if (message.type === 'config' && this.state.client === 'resuming') return this.onResumeConfig(message.configuration);
+      if (message.type === 'config' && this.state.client === 'resuming')
+        return this.onResumeConfig(message.configuration);
       if (message.type === 'config' && this.state.phase === 'awaiting_config') {
         this.configReceivedAt = Date.now();
         return this.dispatch({ type: 'client_message', message, verdict: this.checkConfig(message.configuration) });
@@ -338,7 +422,10 @@ export class Session {
     if (migrating(this.state)) return; // closed for the move: its output is kept already
     this.guard(() => {
       this.intake.flushInbox();
-      this.dispatch({ type: 'client_closed', resumable: this.info.resumeKey !== undefined && this.state.migration !== 'key_lost' && !this.output.isSlow });
+      this.dispatch({
+        type: 'client_closed',
+        resumable: this.info.resumeKey !== undefined && this.state.migration !== 'key_lost' && !this.output.isSlow,
+      });
     });
   }
 
@@ -346,7 +433,10 @@ export class Session {
    * sends before its config continues the stream, after whatever was lost in flight. */
   attach(sink: ClientSink): void {
     this.guard(() => {
-      this.output.replace(sink, { code: CLOSE.replaced, reason: 'replaced by a newer connection with the same resume key' });
+      this.output.replace(sink, {
+        code: CLOSE.replaced,
+        reason: 'replaced by a newer connection with the same resume key',
+      });
       this.output.hold(); // the older socket's output, from now on, waits for the new one's config
       this.pipeline?.gap(); // bytes sent just before the drop may never have arrived
       metrics.resumes.inc({ result: 'attached' });
@@ -356,15 +446,34 @@ export class Session {
 
   /** The resuming socket's config: the original one is answered as accepted, with where the audio stands. */
   private onResumeConfig(configuration: unknown): void {
-    const v = validateConfig(this.info.endpoint, configuration, { isSupportedAudioFormat: (mime) => planAudio(mime).ok });
+    const v = validateConfig(this.info.endpoint, configuration, {
+      isSupportedAudioFormat: (mime) => planAudio(mime).ok,
+    });
     if (!v.ok || !sameConfig(v.config, this.clientConfig)) {
       metrics.resumes.inc({ result: 'config_differs' });
       // This socket's own answer: not kept with the output the session keeps for its client.
-      this.output.sendNow(JSON.stringify(serverMessages.configStatus('CONFIG_DENIED', { reason: 'configuration differs from the session being resumed' })));
-      return this.perform({ type: 'close_client', code: CLOSE.configDenied, reason: 'config differs from the resumed session' });
+      this.output.sendNow(
+        JSON.stringify(
+          serverMessages.configStatus('CONFIG_DENIED', {
+            reason: 'configuration differs from the session being resumed',
+          }),
+        ),
+      );
+      return this.perform({
+        type: 'close_client',
+        code: CLOSE.configDenied,
+        reason: 'config differs from the resumed session',
+      });
     }
     const missed = this.output.release();
-    this.output.send(JSON.stringify({ ...serverMessages.configStatus('CONFIG_ACCEPTED'), ...this.accepted, resumed: true, audioBytes: this.intake.bytesIn }));
+    this.output.send(
+      JSON.stringify({
+        ...serverMessages.configStatus('CONFIG_ACCEPTED'),
+        ...this.accepted,
+        resumed: true,
+        audioBytes: this.intake.bytesIn,
+      }),
+    );
     for (const message of missed) this.output.send(message);
     this.lifecycle.emit({ type: 'resumed', missed: missed.length, audioBytes: this.intake.bytesIn });
     this.dispatch({ type: 'client_caught_up' });
@@ -382,10 +491,11 @@ export class Session {
     this.guard(() => this.dispatch({ type: 'drain_deadline' }));
   }
 
-
   /** Protocol validation, then the audio plan (which formats pass through, which are transcoded). */
   private checkConfig(configuration: unknown): ConfigVerdict {
-    const v = validateConfig(this.info.endpoint, configuration, { isSupportedAudioFormat: (mime) => planAudio(mime).ok });
+    const v = validateConfig(this.info.endpoint, configuration, {
+      isSupportedAudioFormat: (mime) => planAudio(mime).ok,
+    });
     if (!v.ok) return v;
     this.clientConfig = v.config;
     const declared = (v.config as { audioFormat?: string }).audioFormat;
@@ -400,16 +510,24 @@ export class Session {
 
   // ── upstream side ──────────────────────────────────────────────────────────
   private openUpstream(config: unknown, restore?: Restore): void {
-    if (!restore) this.timer('upstream_answer', this.deps.settings.configTimeoutMs, {
-      type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not answer the config in time',
-    });
+    if (!restore)
+      this.timer('upstream_answer', this.deps.settings.configTimeoutMs, {
+        type: 'upstream_failed',
+        errorId: 'UPSTREAM_TIMEOUT',
+        details: 'the speech service did not answer the config in time',
+      });
     const { settings, credentials } = this.deps;
     this.link = (this.deps.createLink ?? ((o) => new UpstreamLink(o)))({
       endpoint: this.info.endpoint,
-      target: () => credentials.tokenFor(this.info.tenant, this.info.clientToken).then((token): UpstreamTarget => ({
-        wsBase: settings.upstreamWsBase, endpoint: this.info.endpoint, interactionId: this.info.interactionId,
-        tenant: this.info.tenant, token, environment: this.info.environment,
-      })),
+      target: () =>
+        credentials.tokenFor(this.info.tenant, this.info.clientToken).then((token): UpstreamTarget => ({
+          wsBase: settings.upstreamWsBase,
+          endpoint: this.info.endpoint,
+          interactionId: this.info.interactionId,
+          tenant: this.info.tenant,
+          token,
+          environment: this.info.environment,
+        })),
       connectTimeoutMs: settings.configTimeoutMs,
       liveness: settings.upstreamLiveness,
       policy: settings.reconnect,
@@ -417,7 +535,8 @@ export class Session {
       log: this.log,
       handlers: {
         onMessage: (type, data, receivedAt) => this.onUpstreamMessage(type, data, receivedAt),
-        onReady: (data, reconnected) => this.guard(() => (reconnected ? this.onReconnected(data) : this.onConfigAccepted(data))),
+        onReady: (data, reconnected) =>
+          this.guard(() => (reconnected ? this.onReconnected(data) : this.onConfigAccepted(data))),
         onLost: (errorId, details) => this.guard(() => this.dispatch({ type: 'upstream_dropped', errorId, details })),
         onFailed: (errorId, details) => this.guard(() => this.dispatch({ type: 'upstream_failed', errorId, details })),
       },
@@ -482,7 +601,12 @@ export class Session {
   private onReconnected(data: Buffer): void {
     this.recordUpstreamSession(data);
     this.pipeline?.discardQueued(); // the replay carried what was waiting to be paced out
-    if (this.info.notices) this.output.send(JSON.stringify(serverMessages.notice('UPSTREAM_RECONNECTED', 'the speech service connection was replaced; nothing was lost')));
+    if (this.info.notices)
+      this.output.send(
+        JSON.stringify(
+          serverMessages.notice('UPSTREAM_RECONNECTED', 'the speech service connection was replaced; nothing was lost'),
+        ),
+      );
     this.dispatch({ type: 'upstream_reconnected' });
   }
 
@@ -497,12 +621,19 @@ export class Session {
   private openWithSlot(config: unknown): void {
     const { tenant } = this.info;
     this.onConfigured?.(); // from now on the tenant's cap bounds it
-    this.deps.limiter.acquire(tenant, this.key).then((ok) => this.guard(() => {
-      if (this.over) return void this.deps.limiter.release(tenant, this.key); // ended while it waited
-      if (ok) return this.openUpstream(config);
-      metrics.refusals.inc({ reason: 'tenant_limit' });
-      this.dispatch({ type: 'slot_refused', details: `tenant "${tenant}" already has MAX_SESSIONS_PER_TENANT concurrent sessions; end one or retry later` });
-    }), (err: unknown) => this.crash(err));
+    this.deps.limiter.acquire(tenant, this.key).then(
+      (ok) =>
+        this.guard(() => {
+          if (this.over) return void this.deps.limiter.release(tenant, this.key); // ended while it waited
+          if (ok) return this.openUpstream(config);
+          metrics.refusals.inc({ reason: 'tenant_limit' });
+          this.dispatch({
+            type: 'slot_refused',
+            details: `tenant "${tenant}" already has MAX_SESSIONS_PER_TENANT concurrent sessions; end one or retry later`,
+          });
+        }),
+      (err: unknown) => this.crash(err),
+    );
   }
 
   private recordUpstreamSession(data: Buffer): void {
@@ -533,7 +664,8 @@ export class Session {
         return this.link?.unit(unit, kind) ?? unit;
       },
       onFrame: (frame) => this.onFrame(frame),
-      onError: (err) => this.guard(() => this.dispatch({ type: 'audio_failed', errorId: err.id, details: err.details })),
+      onError: (err) =>
+        this.guard(() => this.dispatch({ type: 'audio_failed', errorId: err.id, details: err.details })),
     });
   }
 
@@ -544,7 +676,10 @@ export class Session {
     const lost = Math.max(0, start - this.lossFrom!);
     this.lossFrom = undefined;
     if (lost > 0) metrics.takeoverLostMedia.inc(lost);
-    this.log.info({ event: 'takeover_lost_media', lostMediaSeconds: Number(lost.toFixed(3)) }, 'media lost with the dead replica');
+    this.log.info(
+      { event: 'takeover_lost_media', lostMediaSeconds: Number(lost.toFixed(3)) },
+      'media lost with the dead replica',
+    );
   }
 
   /** A frame out of the pipeline, paced: upstream now. */
@@ -595,7 +730,9 @@ export class Session {
       case 'keep_output':
         return this.output.hold();
       case 'start_handover_wait':
-        return this.timers.start('handover_wait', HANDOVER_CLOSE_WAIT_MS, () => this.guard(() => this.dispatch({ type: 'handover_close' })));
+        return this.timers.start('handover_wait', HANDOVER_CLOSE_WAIT_MS, () =>
+          this.guard(() => this.dispatch({ type: 'handover_close' })),
+        );
       case 'hurry_audio':
         this.timers.clear('handover_wait');
         this.intake.flushInbox();
@@ -619,7 +756,9 @@ export class Session {
     this.link?.sendControl(message); // while reconnecting: after the new upstream session's replay
     if (message.type === 'end' && this.state.phase !== 'reconnecting') {
       this.timer('upstream_answer', this.deps.settings.endTimeoutMs, {
-        type: 'upstream_failed', errorId: 'UPSTREAM_TIMEOUT', details: 'the speech service did not end the session in time',
+        type: 'upstream_failed',
+        errorId: 'UPSTREAM_TIMEOUT',
+        details: 'the speech service did not end the session in time',
       });
     }
   }
@@ -637,13 +776,24 @@ export class Session {
     this.log.error({ event: 'session_crash', err }, 'session callback threw; ending the session');
     metrics.internalErrors.inc({ where: 'session' });
     try {
-      this.dispatch({ type: 'internal_error', details: 'the gateway failed while handling this session; open a new one' });
+      this.dispatch({
+        type: 'internal_error',
+        details: 'the gateway failed while handling this session; open a new one',
+      });
     } catch (again) {
       // The graceful path threw too: close both sides and record the session as it stands.
       this.log.error({ event: 'session_crash', err: again }, 'ending the session failed; closing it');
       this.state = { ...this.state, phase: 'closed', outcome: 'error' };
-      try { this.perform({ type: 'close_upstream' }); } catch { /* already failing */ }
-      try { this.perform({ type: 'close_client', code: 1011, reason: 'internal error' }); } catch { /* already failing */ }
+      try {
+        this.perform({ type: 'close_upstream' });
+      } catch {
+        /* already failing */
+      }
+      try {
+        this.perform({ type: 'close_client', code: 1011, reason: 'internal error' });
+      } catch {
+        /* already failing */
+      }
       this.finish('error');
     }
   }
@@ -653,9 +803,17 @@ export class Session {
     this.failHandover(); // a handover under way: the session ends here instead
     const at = Date.now();
     this.lifecycle.emit({
-      type: 'ended', outcome, owned: this.state.migration !== 'disowned', live: this.live, mediaSeconds: this.mediaReceived, credits: this.usage.total,
-      estimated: this.usage.estimated, durationSeconds: (at - this.startedAt) / 1000, upstreamSessionId: this.upstreamSessionId,
-      stats: this.pipeline?.stats, at,
+      type: 'ended',
+      outcome,
+      owned: this.state.migration !== 'disowned',
+      live: this.live,
+      mediaSeconds: this.mediaReceived,
+      credits: this.usage.total,
+      estimated: this.usage.estimated,
+      durationSeconds: (at - this.startedAt) / 1000,
+      upstreamSessionId: this.upstreamSessionId,
+      stats: this.pipeline?.stats,
+      at,
     });
     if (this.state.migration !== 'disowned') void this.deps.limiter.release(this.info.tenant, this.key);
     this.onFinished?.(this);
@@ -663,10 +821,12 @@ export class Session {
 
   /** A named timer that feeds `event` to the machine when it fires. */
   private timer(name: TimerName, ms: number, event: SessionEvent): void {
-    this.timers.start(name, ms, () => this.guard(() => {
-      if (event.type === 'upstream_failed') metrics.upstreamFailures.inc({ cause: 'timeout' });
-      this.dispatch(event);
-    }));
+    this.timers.start(name, ms, () =>
+      this.guard(() => {
+        if (event.type === 'upstream_failed') metrics.upstreamFailures.inc({ cause: 'timeout' });
+        this.dispatch(event);
+      }),
+    );
   }
 
   private clearTimer(name: TimerName): void {

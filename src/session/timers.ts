@@ -25,10 +25,13 @@ export class Timers<Name extends string> {
   /** (Re)starts `name`: `fire` runs once after `ms` unless it is cleared first. */
   start(name: Name, ms: number, fire: () => void): void {
     this.clear(name);
-    this.running.set(name, this.clock.setTimeout(() => {
-      this.running.delete(name);
-      fire();
-    }, ms));
+    this.running.set(
+      name,
+      this.clock.setTimeout(() => {
+        this.running.delete(name);
+        fire();
+      }, ms),
+    );
   }
 
   clear(name: Name): void {

@@ -8,10 +8,23 @@
 // accepts and drops again and again runs the budget out; and the audio replayed over the whole
 // session is bounded (MAX_REPLAY_FACTOR), so a flapping upstream cannot multiply the traffic.
 import type { ReplayBuffer, ReplayKind, Unit } from '../audio/index.js';
-import { createTimeline, upstreamMessageType, UPSTREAM_MAX_FRAME_BYTES, type Endpoint, type ErrorId, type Timeline } from '../protocol/index.js';
+import {
+  createTimeline,
+  upstreamMessageType,
+  UPSTREAM_MAX_FRAME_BYTES,
+  type Endpoint,
+  type ErrorId,
+  type Timeline,
+} from '../protocol/index.js';
 import { errorMessage } from '../protocol/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
-import { connectUpstream, UpstreamError, type UpstreamConnection, type UpstreamLiveness, type UpstreamTarget } from '../upstream/index.js';
+import {
+  connectUpstream,
+  UpstreamError,
+  type UpstreamConnection,
+  type UpstreamLiveness,
+  type UpstreamTarget,
+} from '../upstream/index.js';
 
 /** A client's words for an upstream socket that failed for a cause only the log gets. */
 const FAILED = 'the connection to the speech service failed';
@@ -154,7 +167,8 @@ export class UpstreamLink {
   sendControl(message: Control): void {
     if (!this.ready) {
       if (message.type === 'end' && this.waiting.some((m) => m.type === 'end')) return;
-      if (this.waiting.length >= MAX_WAITING_CONTROLS) throw new Error(`more than ${MAX_WAITING_CONTROLS} flush/end messages waiting for the upstream`);
+      if (this.waiting.length >= MAX_WAITING_CONTROLS)
+        throw new Error(`more than ${MAX_WAITING_CONTROLS} flush/end messages waiting for the upstream`);
       this.waiting.push(message);
       if (this.deferred) this.openDeferred();
       return;
@@ -204,7 +218,10 @@ export class UpstreamLink {
       const tries = `${this.attempt} attempts in ${spent.toFixed(1)} s`;
       if (this.replaced > 0) {
         // It was replaced, and lost again before it had stayed up: the connection is flapping.
-        return this.o.handlers.onFailed('UPSTREAM_UNSTABLE', `the speech service connection was lost again ${this.replaced} times within ${UPSTREAM_HEALTHY_MS / 1000} s of being replaced (${tries})`);
+        return this.o.handlers.onFailed(
+          'UPSTREAM_UNSTABLE',
+          `the speech service connection was lost again ${this.replaced} times within ${UPSTREAM_HEALTHY_MS / 1000} s of being replaced (${tries})`,
+        );
       }
       const { errorId, details } = this.cause;
       const last = this.attempt > 0 ? ` (last: ${this.lastLoss.details})` : '';
@@ -219,20 +236,32 @@ export class UpstreamLink {
     this.o.target().then(
       (target) => {
         if (this.closed) return;
-        const conn: UpstreamConnection = connectUpstream(target, {
-          onOpen: () => {
-            metrics.upstreamConnectLatency.observe({ endpoint: this.o.endpoint }, (Date.now() - started) / 1000);
-            conn.sendJson({ type: 'config', configuration: this.config });
+        const conn: UpstreamConnection = connectUpstream(
+          target,
+          {
+            onOpen: () => {
+              metrics.upstreamConnectLatency.observe({ endpoint: this.o.endpoint }, (Date.now() - started) / 1000);
+              conn.sendJson({ type: 'config', configuration: this.config });
+            },
+            onMessage: (data, isBinary) => {
+              if (conn === this.conn && !isBinary) this.onMessage(data);
+            },
+            onClose: (code) =>
+              this.gone(conn, 'UPSTREAM_CLOSED', `the speech service closed the connection (code ${code})`),
+            onError: (err) =>
+              this.gone(conn, 'UPSTREAM_UNAVAILABLE', err instanceof UpstreamError ? err.told : FAILED, err.message),
           },
-          onMessage: (data, isBinary) => {
-            if (conn === this.conn && !isBinary) this.onMessage(data);
-          },
-          onClose: (code) => this.gone(conn, 'UPSTREAM_CLOSED', `the speech service closed the connection (code ${code})`),
-          onError: (err) => this.gone(conn, 'UPSTREAM_UNAVAILABLE', err instanceof UpstreamError ? err.told : FAILED, err.message),
-        }, { connectTimeoutMs: this.o.connectTimeoutMs, liveness: this.o.liveness });
+          { connectTimeoutMs: this.o.connectTimeoutMs, liveness: this.o.liveness },
+        );
         this.conn = conn;
       },
-      (err: Error) => this.gone(undefined, 'UPSTREAM_UNAVAILABLE', 'the gateway could not obtain credentials for the speech service', `upstream credentials: ${err.message}`),
+      (err: Error) =>
+        this.gone(
+          undefined,
+          'UPSTREAM_UNAVAILABLE',
+          'the gateway could not obtain credentials for the speech service',
+          `upstream credentials: ${err.message}`,
+        ),
     );
   }
 
@@ -243,7 +272,10 @@ export class UpstreamLink {
     const wasReady = this.ready;
     this.ready = false;
     this.lastLoss = { errorId, details };
-    this.o.log.warn({ event: 'upstream_lost', errorId, cause, wasReady, reconnecting: this.lostAt > 0 }, 'upstream connection lost or not made');
+    this.o.log.warn(
+      { event: 'upstream_lost', errorId, cause, wasReady, reconnecting: this.lostAt > 0 },
+      'upstream connection lost or not made',
+    );
     if (this.lostAt > 0 && !wasReady) return this.retry(); // a reconnection attempt failed
     if (!wasReady) return this.o.handlers.onFailed(errorId, details); // the first connection failed
     this.o.handlers.onLost(errorId, details);
@@ -257,7 +289,10 @@ export class UpstreamLink {
     if (!this.ready && this.lostAt > 0) {
       // A new upstream session that refuses the config the first one took: give up.
       this.o.log.warn({ event: 'reconnect_refused', type }, 'the new upstream session refused the config');
-      this.lastLoss = { errorId: 'UPSTREAM_CLOSED', details: `the speech service answered ${type ?? 'an unknown message'} on reconnection` };
+      this.lastLoss = {
+        errorId: 'UPSTREAM_CLOSED',
+        details: `the speech service answered ${type ?? 'an unknown message'} on reconnection`,
+      };
       this.conn?.close(1000, 'refused');
       this.conn = undefined;
       return this.retry();
@@ -270,8 +305,14 @@ export class UpstreamLink {
 
   /** Text that is not a JSON message with a `type`: not passed on; the client gets the catalogue's error. */
   private unreadable(data: Buffer): void {
-    this.o.log.warn({ event: 'upstream_message_invalid', bytes: data.length }, 'the speech service sent text that is not a JSON message; not relayed');
-    const error = errorMessage('UPSTREAM_MESSAGE_INVALID', 'the speech service sent a message that is not JSON; it was not passed on');
+    this.o.log.warn(
+      { event: 'upstream_message_invalid', bytes: data.length },
+      'the speech service sent text that is not a JSON message; not relayed',
+    );
+    const error = errorMessage(
+      'UPSTREAM_MESSAGE_INVALID',
+      'the speech service sent a message that is not JSON; it was not passed on',
+    );
     this.o.handlers.onMessage('error', Buffer.from(JSON.stringify(error)), performance.now());
   }
 
@@ -279,18 +320,29 @@ export class UpstreamLink {
     const reconnected = this.lostAt > 0;
     if (reconnected) {
       this.replay?.release(this.timeline.finalUntil); // a restored session's replay starts at its client's last final
-      if (this.replayedBytes + (this.replay?.bufferedBytes ?? 0) > MAX_REPLAY_FACTOR * this.unitBytes) return this.replayBudgetSpent();
+      if (this.replayedBytes + (this.replay?.bufferedBytes ?? 0) > MAX_REPLAY_FACTOR * this.unitBytes)
+        return this.replayBudgetSpent();
       this.segment++;
       const replay = this.replay?.replay() ?? { frames: [], offset: this.timeline.finalUntil, bytes: 0 };
       this.replayedBytes += replay.bytes;
       this.timeline.offset = replay.offset;
       for (const frame of replay.frames) {
         // A single unit over the frame limit comes alone: cut it as the re-chunker would.
-        for (let off = 0; off < frame.length; off += UPSTREAM_MAX_FRAME_BYTES) this.conn?.send(frame.subarray(off, off + UPSTREAM_MAX_FRAME_BYTES));
+        for (let off = 0; off < frame.length; off += UPSTREAM_MAX_FRAME_BYTES)
+          this.conn?.send(frame.subarray(off, off + UPSTREAM_MAX_FRAME_BYTES));
       }
       metrics.upstreamReplayedBytes.inc(replay.bytes);
       metrics.upstreamReconnectResults.inc({ result: 'ok' });
-      this.o.log.info({ event: 'upstream_reconnected', segment: this.segment, attempts: this.attempt, replayedBytes: replay.bytes, offset: replay.offset }, 'upstream session replaced');
+      this.o.log.info(
+        {
+          event: 'upstream_reconnected',
+          segment: this.segment,
+          attempts: this.attempt,
+          replayedBytes: replay.bytes,
+          offset: replay.offset,
+        },
+        'upstream session replaced',
+      );
       this.lostAt = 0;
       this.replaced++;
     }
@@ -306,9 +358,15 @@ export class UpstreamLink {
   /** Replaying once more would put the session's replayed audio over its bound: the session ends. */
   private replayBudgetSpent(): void {
     metrics.upstreamReconnectResults.inc({ result: 'failed' });
-    this.o.log.warn({ event: 'replay_budget_spent', replayedBytes: this.replayedBytes, unitBytes: this.unitBytes }, 'replayed audio over its bound; ending the session');
+    this.o.log.warn(
+      { event: 'replay_budget_spent', replayedBytes: this.replayedBytes, unitBytes: this.unitBytes },
+      'replayed audio over its bound; ending the session',
+    );
     this.conn?.close(1000, 'replay budget spent');
     this.conn = undefined;
-    this.o.handlers.onFailed('UPSTREAM_UNSTABLE', `the speech service connection kept failing: ${this.replayedBytes} bytes of audio were replayed to it already, and another replay would exceed ${MAX_REPLAY_FACTOR} times the audio sent`);
+    this.o.handlers.onFailed(
+      'UPSTREAM_UNSTABLE',
+      `the speech service connection kept failing: ${this.replayedBytes} bytes of audio were replayed to it already, and another replay would exceed ${MAX_REPLAY_FACTOR} times the audio sent`,
+    );
   }
 }

@@ -22,7 +22,10 @@ export class UsageTally {
   private deltas = 0;
   private credits = new SessionCredits();
 
-  constructor(private readonly ledger: UsageLedger, private readonly sessionKey: string) {}
+  constructor(
+    private readonly ledger: UsageLedger,
+    private readonly sessionKey: string,
+  ) {}
 
   /** A session taken over: its last usage seq and its credits up to upstream segment `segment`. */
   restore(seq: number, soFar: CreditsSoFar | undefined, segment: number): void {
@@ -58,7 +61,16 @@ export class UsageTally {
     const fields = fieldsOf(data);
     const credits = typeof fields.credits === 'number' ? fields.credits : Number.NaN;
     const final = kind === 'usage';
-    if (this.ledger.recordUsage({ sessionKey: this.sessionKey, seq: ++this.seq, seg: segment, kind: final ? 'final' : 'delta', credits, at: Date.now() })) {
+    if (
+      this.ledger.recordUsage({
+        sessionKey: this.sessionKey,
+        seq: ++this.seq,
+        seg: segment,
+        kind: final ? 'final' : 'delta',
+        credits,
+        at: Date.now(),
+      })
+    ) {
       if (final) this.final = credits;
       else this.deltas += credits;
       this.credits.add(segment, final ? 'final' : 'delta', credits);

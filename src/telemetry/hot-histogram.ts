@@ -37,7 +37,14 @@ export class HotHistogram<V extends string> {
   private readonly bounds: number[];
   private readonly children = new Map<V, HotHistogramChild>();
 
-  constructor(o: { name: string; help: string; labelName: string; values: readonly V[]; buckets: readonly number[]; registers: Registry[] }) {
+  constructor(o: {
+    name: string;
+    help: string;
+    labelName: string;
+    values: readonly V[];
+    buckets: readonly number[];
+    registers: Registry[];
+  }) {
     this.name = o.name;
     this.help = o.help;
     this.labelName = o.labelName;

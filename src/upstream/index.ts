@@ -50,7 +50,8 @@ export interface UpstreamOptions {
 
 export function upstreamUrl(t: UpstreamTarget): string {
   const base = t.wsBase.replace(/\/+$/, '');
-  const path = t.endpoint === 'transcribe' ? '/transcribe' : `/interactions/${encodeURIComponent(t.interactionId ?? '')}/streams`;
+  const path =
+    t.endpoint === 'transcribe' ? '/transcribe' : `/interactions/${encodeURIComponent(t.interactionId ?? '')}/streams`;
   const q = new URLSearchParams({ 'tenant-name': t.tenant, token: `Bearer ${t.token}` });
   if (t.environment) q.set('environment', t.environment);
   return `${base}${path}?${q.toString()}`;

@@ -22,8 +22,16 @@ const MAX_HEAD_BYTES = 16 * 1024;
 const CLOSE_TIMEOUT_MS = 5000;
 /** Pieces of one fragmented message, each kept until the last (4 MiB in 1 KiB pieces): real servers send a few. */
 const MAX_FRAGMENTS = 4096;
-const OP_CONT = 0, OP_TEXT = 1, OP_BINARY = 2, OP_CLOSE = 8, OP_PING = 9, OP_PONG = 10;
-const CONNECTING = 0, OPEN = 1, CLOSING = 2, CLOSED = 3;
+const OP_CONT = 0,
+  OP_TEXT = 1,
+  OP_BINARY = 2,
+  OP_CLOSE = 8,
+  OP_PING = 9,
+  OP_PONG = 10;
+const CONNECTING = 0,
+  OPEN = 1,
+  CLOSING = 2,
+  CLOSED = 3;
 const HEAD_END = Buffer.from('\r\n\r\n');
 /** Every upstream socket reads into this one buffer (net's `onread`), and the bytes are handled at
  * once: no Buffer per read and no Readable-stream machinery per chunk (that machinery was a fifth of
@@ -56,12 +64,16 @@ function writeHeader(b: Buffer, opcode: number, len: number): void {
 }
 
 /** Close codes a peer may send (RFC 6455 7.4). */
-const validCloseCode = (c: number) => (c >= 1000 && c <= 1014 && c !== 1004 && c !== 1005 && c !== 1006) || (c >= 3000 && c <= 4999);
+const validCloseCode = (c: number) =>
+  (c >= 1000 && c <= 1014 && c !== 1004 && c !== 1005 && c !== 1006) || (c >= 3000 && c <= 4999);
 
 /** An upstream socket's failure: `message` is its cause, for the log (it may name an internal address
  * or the network's error); `told` is what a client may read. */
 export class UpstreamError extends Error {
-  constructor(message: string, readonly told: string) {
+  constructor(
+    message: string,
+    readonly told: string,
+  ) {
     super(message);
   }
 }
@@ -90,25 +102,42 @@ export class UpstreamSocket implements UpstreamConnection {
   #heardAt = 0;
   #pingAt = 0;
 
-  constructor(url: string, private readonly h: UpstreamHandlers, private readonly o: UpstreamOptions & { maxMessageBytes: number }) {
+  constructor(
+    url: string,
+    private readonly h: UpstreamHandlers,
+    private readonly o: UpstreamOptions & { maxMessageBytes: number },
+  ) {
     this.#maxMessage = o.maxMessageBytes;
     const u = new URL(url);
     const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
     const secure = u.protocol === 'wss:';
     const port = Number(u.port) || (secure ? 443 : 80);
-    const onread = { buffer: READ_BUFFER, callback: (n: number) => { this.#onData(READ_BUFFER.subarray(0, n)); return true; } };
+    const onread = {
+      buffer: READ_BUFFER,
+      callback: (n: number) => {
+        this.#onData(READ_BUFFER.subarray(0, n));
+        return true;
+      },
+    };
     // tls.connect takes `onread` too (Node's docs; @types/node leaves it out of its options type).
-    this.#socket = secure ? tlsConnect({ host, port, servername: isIP(host) ? undefined : host, onread } as TlsOptions) : netConnect({ host, port, onread });
+    this.#socket = secure
+      ? tlsConnect({ host, port, servername: isIP(host) ? undefined : host, onread } as TlsOptions)
+      : netConnect({ host, port, onread });
     this.#socket.setNoDelay(true);
     // Written now, sent once connected: no closure keeps the URL alive for the connection's life.
-    this.#socket.write(`GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\n` +
-      `Connection: Upgrade\r\nSec-WebSocket-Key: ${this.#key}\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+    this.#socket.write(
+      `GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\n` +
+        `Connection: Upgrade\r\nSec-WebSocket-Key: ${this.#key}\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+    );
     this.#socket.on('error', (err) => {
       // After the upgrade a broken socket is a close without a close frame (1006), as with `ws`.
       if (this.#state === CONNECTING) this.#fail('error', `upstream connection failed: ${err.message}`);
     });
     this.#socket.on('close', () => this.#onSocketClose());
-    this.#timer = setTimeout(() => this.#fail('error', 'upstream connection failed: Opening handshake has timed out'), o.connectTimeoutMs);
+    this.#timer = setTimeout(
+      () => this.#fail('error', 'upstream connection failed: Opening handshake has timed out'),
+      o.connectTimeoutMs,
+    );
   }
 
   get isOpen(): boolean {
@@ -146,7 +175,8 @@ export class UpstreamSocket implements UpstreamConnection {
   /** Header and payload in one write: copied into the shared frame buffer when the socket has nothing
    * queued (the usual case), else as two parts of one corked writev, the payload not copied. */
   #sendFrame(opcode: number, payload: Buffer): void {
-    const size = headerSize(payload.length), total = size + payload.length;
+    const size = headerSize(payload.length),
+      total = size + payload.length;
     if (total <= OUT_BYTES && this.#socket.writableLength === 0) {
       writeHeader(out, opcode, payload.length);
       payload.copy(out, size);
@@ -210,7 +240,8 @@ export class UpstreamSocket implements UpstreamConnection {
   #onHead(chunk: Buffer): number {
     const end = chunk.indexOf(HEAD_END);
     if (end < 0) {
-      if (chunk.length > MAX_HEAD_BYTES) this.#fail('error', 'upstream connection failed: the upgrade answer is too long');
+      if (chunk.length > MAX_HEAD_BYTES)
+        this.#fail('error', 'upstream connection failed: the upgrade answer is too long');
       else {
         this.#pending = [own(chunk)];
         this.#pendingBytes = chunk.length;
@@ -222,18 +253,31 @@ export class UpstreamSocket implements UpstreamConnection {
     const code = /^HTTP\/1\.[01] (\d{3})/.exec(status)?.[1];
     // Say what the upstream answered, never the URL (it carries the token).
     if (code !== '101') {
-      this.#fail('error', code ? `upstream refused the connection with HTTP ${code}` : 'upstream connection failed: not an HTTP answer');
+      this.#fail(
+        'error',
+        code ? `upstream refused the connection with HTTP ${code}` : 'upstream connection failed: not an HTTP answer',
+      );
       return chunk.length;
     }
-    const headers = new Map(lines.map((l) => {
-      const colon = l.indexOf(':');
-      return [l.slice(0, colon).trim().toLowerCase(), l.slice(colon + 1).trim()];
-    }));
-    const accept = createHash('sha1').update(this.#key + ACCEPT_GUID).digest('base64');
-    const wrong = headers.get('upgrade')?.toLowerCase() !== 'websocket' ? 'Invalid Upgrade header'
-      : headers.get('sec-websocket-accept') !== accept ? 'Invalid Sec-WebSocket-Accept header'
-      : headers.has('sec-websocket-extensions') ? 'Server sent a Sec-WebSocket-Extensions header but no extension was requested'
-      : headers.has('sec-websocket-protocol') ? 'Server sent a subprotocol but none was requested' : undefined;
+    const headers = new Map(
+      lines.map((l) => {
+        const colon = l.indexOf(':');
+        return [l.slice(0, colon).trim().toLowerCase(), l.slice(colon + 1).trim()];
+      }),
+    );
+    const accept = createHash('sha1')
+      .update(this.#key + ACCEPT_GUID)
+      .digest('base64');
+    const wrong =
+      headers.get('upgrade')?.toLowerCase() !== 'websocket'
+        ? 'Invalid Upgrade header'
+        : headers.get('sec-websocket-accept') !== accept
+          ? 'Invalid Sec-WebSocket-Accept header'
+          : headers.has('sec-websocket-extensions')
+            ? 'Server sent a Sec-WebSocket-Extensions header but no extension was requested'
+            : headers.has('sec-websocket-protocol')
+              ? 'Server sent a subprotocol but none was requested'
+              : undefined;
     if (wrong) {
       this.#fail('error', `upstream connection failed: ${wrong}`);
       return chunk.length;
@@ -249,7 +293,8 @@ export class UpstreamSocket implements UpstreamConnection {
   #frame(b: Buffer, off: number): number {
     const avail = b.length - off;
     if (avail < 2) return this.#more(2);
-    const b0 = b[off], b1 = b[off + 1];
+    const b0 = b[off],
+      b1 = b[off + 1];
     const opcode = b0 & 0x0f;
     const fin = (b0 & 0x80) !== 0;
     let len = b1 & 0x7f;
@@ -263,13 +308,31 @@ export class UpstreamSocket implements UpstreamConnection {
       len = b.readUInt32BE(off + 2) * 2 ** 32 + b.readUInt32BE(off + 6);
       head = 10;
     }
-    const bad = (b1 & 0x80) !== 0 ? 'a masked frame' : (b0 & 0x70) !== 0 ? 'RSV bits set'
-      : opcode >= 8 ? (opcode > OP_PONG ? `opcode ${opcode}` : !fin ? 'a fragmented control frame' : len > 125 ? 'a control frame over 125 bytes' : undefined)
-      : opcode > OP_BINARY ? `opcode ${opcode}`
-      : opcode === OP_CONT ? (this.#fragOp === 0 ? 'a continuation of nothing' : undefined)
-      : this.#fragOp !== 0 ? 'a new message inside a fragmented one' : undefined;
+    const bad =
+      (b1 & 0x80) !== 0
+        ? 'a masked frame'
+        : (b0 & 0x70) !== 0
+          ? 'RSV bits set'
+          : opcode >= 8
+            ? opcode > OP_PONG
+              ? `opcode ${opcode}`
+              : !fin
+                ? 'a fragmented control frame'
+                : len > 125
+                  ? 'a control frame over 125 bytes'
+                  : undefined
+            : opcode > OP_BINARY
+              ? `opcode ${opcode}`
+              : opcode === OP_CONT
+                ? this.#fragOp === 0
+                  ? 'a continuation of nothing'
+                  : undefined
+                : this.#fragOp !== 0
+                  ? 'a new message inside a fragmented one'
+                  : undefined;
     if (bad) return this.#protocolError(1002, `Invalid WebSocket frame: ${bad}`);
-    if (opcode < 8 && this.#fragBytes + len > this.#maxMessage) return this.#protocolError(1009, 'Max payload size exceeded');
+    if (opcode < 8 && this.#fragBytes + len > this.#maxMessage)
+      return this.#protocolError(1009, 'Max payload size exceeded');
     if (avail < head + len) return this.#more(head + len);
     const payload = b.subarray(off + head, off + head + len);
     if (opcode >= 8) this.#control(opcode, payload);
@@ -286,7 +349,8 @@ export class UpstreamSocket implements UpstreamConnection {
 
   #fragment(opcode: number, payload: Buffer, fin: boolean): void {
     if (opcode !== OP_CONT) this.#fragOp = opcode;
-    if (this.#frags.length === MAX_FRAGMENTS) return void this.#protocolError(1009, `a message in over ${MAX_FRAGMENTS} fragments`);
+    if (this.#frags.length === MAX_FRAGMENTS)
+      return void this.#protocolError(1009, `a message in over ${MAX_FRAGMENTS} fragments`);
     if (payload.length > 0) this.#frags.push(own(payload));
     this.#fragBytes += payload.length;
     if (!fin) return;
@@ -299,7 +363,8 @@ export class UpstreamSocket implements UpstreamConnection {
   }
 
   #message(data: Buffer, binary: boolean): void {
-    if (!binary && !isUtf8(data)) return void this.#protocolError(1007, 'Invalid WebSocket frame: invalid UTF-8 sequence');
+    if (!binary && !isUtf8(data))
+      return void this.#protocolError(1007, 'Invalid WebSocket frame: invalid UTF-8 sequence');
     if (this.#state === OPEN) this.h.onMessage(own(data), binary);
   }
 
@@ -343,7 +408,9 @@ export class UpstreamSocket implements UpstreamConnection {
     this.#reported = true;
     metrics.upstreamFailures.inc({ cause });
     // A dead peer's message is the gateway's own words (no pong in N s); any other cause stays in the log.
-    this.h.onError(new UpstreamError(message, cause === 'dead' ? message : 'the connection to the speech service failed'));
+    this.h.onError(
+      new UpstreamError(message, cause === 'dead' ? message : 'the connection to the speech service failed'),
+    );
   }
 
   #onSocketClose(): void {
@@ -376,7 +443,10 @@ export class UpstreamSocket implements UpstreamConnection {
     const l = this.o.liveness as UpstreamLiveness;
     const now = Date.now();
     if (this.#pingAt > 0 && this.#heardAt < this.#pingAt) {
-      this.#fail('dead', `the speech service stopped answering (no pong in ${Math.round(l.pongTimeoutMs / 100) / 10} s)`);
+      this.#fail(
+        'dead',
+        `the speech service stopped answering (no pong in ${Math.round(l.pongTimeoutMs / 100) / 10} s)`,
+      );
       this.#socket.destroy();
       return;
     }

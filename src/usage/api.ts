@@ -7,12 +7,22 @@ import { ENDPOINTS, isEndpoint } from '../protocol/index.js';
 import { errorMessage, type ErrorId } from '../protocol/index.js';
 import { logger } from '../telemetry/index.js';
 import {
-  PAGE_SIZE, StoreUnavailable, fromMediaMs, fromMicro, type Granularity,
-  type SessionCursor, type UsageStore,
+  PAGE_SIZE,
+  StoreUnavailable,
+  fromMediaMs,
+  fromMicro,
+  type Granularity,
+  type SessionCursor,
+  type UsageStore,
 } from './model.js';
 
 export interface UsageApi {
-  handle(req: { method: string; path: string; query: URLSearchParams; authorization?: string }): Promise<{ status: number; body: unknown } | null>;
+  handle(req: {
+    method: string;
+    path: string;
+    query: URLSearchParams;
+    authorization?: string;
+  }): Promise<{ status: number; body: unknown } | null>;
 }
 
 type Reply = { status: number; body: unknown };
@@ -31,11 +41,19 @@ const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
 export class UsageHttpApi implements UsageApi {
   private readonly tokenDigest: Buffer | null;
 
-  constructor(private readonly store: UsageStore, apiToken: string | undefined) {
+  constructor(
+    private readonly store: UsageStore,
+    apiToken: string | undefined,
+  ) {
     this.tokenDigest = apiToken ? digest(apiToken) : null;
   }
 
-  async handle(req: { method: string; path: string; query: URLSearchParams; authorization?: string }): Promise<Reply | null> {
+  async handle(req: {
+    method: string;
+    path: string;
+    query: URLSearchParams;
+    authorization?: string;
+  }): Promise<Reply | null> {
     if (!PATHS.has(req.path)) return null;
     const denied = this.authorize(req.authorization);
     if (denied) return denied;
@@ -46,7 +64,8 @@ export class UsageHttpApi implements UsageApi {
       return await this.sessions(req.query);
     } catch (err) {
       if (err instanceof BadRequest) return fail('BAD_REQUEST', err.message);
-      if (err instanceof StoreUnavailable) return fail('USAGE_STORE_UNAVAILABLE', 'The usage store cannot be read right now; retry later');
+      if (err instanceof StoreUnavailable)
+        return fail('USAGE_STORE_UNAVAILABLE', 'The usage store cannot be read right now; retry later');
       logger.error({ err }, 'usage api failed');
       return fail('INTERNAL', 'The usage query failed');
     }
@@ -56,7 +75,8 @@ export class UsageHttpApi implements UsageApi {
     if (!this.tokenDigest) return fail('UNAUTHORIZED', 'USAGE_API_TOKEN is not set; the usage API is disabled');
     const token = parseBearer(header);
     // Compare fixed-length digests so neither length nor content leaks through timing.
-    if (token === undefined || !timingSafeEqual(digest(token), this.tokenDigest)) return fail('UNAUTHORIZED', 'Missing or wrong bearer token');
+    if (token === undefined || !timingSafeEqual(digest(token), this.tokenDigest))
+      return fail('UNAUTHORIZED', 'Missing or wrong bearer token');
     return null;
   }
 
@@ -70,9 +90,16 @@ export class UsageHttpApi implements UsageApi {
     const endpoint = q.get('endpoint');
     if (endpoint !== null && !isEndpoint(endpoint)) throw new BadRequest('endpoint must be transcribe or streams');
     const rows = await this.store.buckets({
-      tenant, granularity: g as Granularity, from, to, endpoints: endpoint ? [endpoint] : ENDPOINTS,
+      tenant,
+      granularity: g as Granularity,
+      from,
+      to,
+      endpoints: endpoint ? [endpoint] : ENDPOINTS,
     });
-    const total = rows.reduce((t, r) => ({ micro: t.micro + r.micro, sessions: t.sessions + r.sessions, mediaMs: t.mediaMs + r.mediaMs }), { micro: 0, sessions: 0, mediaMs: 0 });
+    const total = rows.reduce(
+      (t, r) => ({ micro: t.micro + r.micro, sessions: t.sessions + r.sessions, mediaMs: t.mediaMs + r.mediaMs }),
+      { micro: 0, sessions: 0, mediaMs: 0 },
+    );
     return {
       status: 200,
       body: {
@@ -82,7 +109,10 @@ export class UsageHttpApi implements UsageApi {
         granularity: g,
         total: { credits: fromMicro(total.micro), sessions: total.sessions, mediaSeconds: fromMediaMs(total.mediaMs) },
         buckets: rows.map((r) => ({
-          start: new Date(r.start).toISOString(), credits: fromMicro(r.micro), sessions: r.sessions, mediaSeconds: fromMediaMs(r.mediaMs),
+          start: new Date(r.start).toISOString(),
+          credits: fromMicro(r.micro),
+          sessions: r.sessions,
+          mediaSeconds: fromMediaMs(r.mediaMs),
         })),
       },
     };
@@ -94,7 +124,13 @@ export class UsageHttpApi implements UsageApi {
     const to = timeParam(q, 'to', false) ?? Number.MAX_SAFE_INTEGER;
     if (from >= to) throw new BadRequest('from must be before to');
     const cursor = q.get('cursor');
-    const page = await this.store.sessions({ tenant, from, to, after: cursor ? decodeCursor(cursor) : null, limit: PAGE_SIZE });
+    const page = await this.store.sessions({
+      tenant,
+      from,
+      to,
+      after: cursor ? decodeCursor(cursor) : null,
+      limit: PAGE_SIZE,
+    });
     return {
       status: 200,
       body: {
@@ -110,7 +146,11 @@ export class UsageHttpApi implements UsageApi {
           estimated: r.estimated,
           outcome: r.outcome,
           mediaSeconds: r.mediaMs === null ? null : fromMediaMs(r.mediaMs),
-          segments: r.segments.map((g) => ({ upstreamSessionId: g.upstreamSessionId, credits: fromMicro(g.micro), estimated: g.estimated })),
+          segments: r.segments.map((g) => ({
+            upstreamSessionId: g.upstreamSessionId,
+            credits: fromMicro(g.micro),
+            estimated: g.estimated,
+          })),
         })),
         next: page.next ? encodeCursor(page.next) : null,
       },

@@ -36,7 +36,12 @@ export interface UsageOptions {
   connectTimeoutMs?: number;
 }
 
-export interface Usage { ledger: UsageLedger; limiter: SessionLimiter; api: UsageApi; close(): Promise<void> }
+export interface Usage {
+  ledger: UsageLedger;
+  limiter: SessionLimiter;
+  api: UsageApi;
+  close(): Promise<void>;
+}
 
 const DAY_MS = 86_400_000;
 
@@ -45,7 +50,9 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
   const retentionMs = Math.max(1, o.retentionDays) * DAY_MS;
 
   if (!o.redisUrl) {
-    logger.warn('REDIS_URL not set: usage ledger and session limits are in process (single replica only, lost on restart)');
+    logger.warn(
+      'REDIS_URL not set: usage ledger and session limits are in process (single replica only, lost on restart)',
+    );
     const store = new MemoryUsageStore(retentionMs, now);
     const alwaysUp: Health = { healthy: true, markFailed: () => undefined, onHealthy: () => undefined };
     const ledger = new Ledger(store, null, alwaysUp);
@@ -63,7 +70,9 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
   const { RedisUsageStore, createRedisClient } = await import('./redis-store.js');
   const redis = createRedisClient(o.redisUrl);
   const health = new RedisHealth(redis);
-  const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timed out')), o.connectTimeoutMs ?? 2000).unref());
+  const timeout = new Promise<never>((_, reject) =>
+    setTimeout(() => reject(new Error('timed out')), o.connectTimeoutMs ?? 2000).unref(),
+  );
   await Promise.race([redis.connect(), timeout]).catch((err: Error) => {
     // ioredis keeps reconnecting; until then events go to the journal.
     logger.warn({ err: err.message }, 'redis not reachable at start; usage events go to the journal until it is');

@@ -13,7 +13,10 @@ import { join } from 'node:path';
 import { logger } from '../telemetry/index.js';
 import type { LedgerEvent } from './model.js';
 
-export interface JournalLimits { maxEvents: number; maxBytes: number }
+export interface JournalLimits {
+  maxEvents: number;
+  maxBytes: number;
+}
 
 export class Journal {
   private constructor(
@@ -72,12 +75,18 @@ export class Journal {
       this.bytes = ends[ends.length - 1];
       return ends.length;
     } catch (err) {
-      const size = await fh.stat().then((s) => s.size, () => this.bytes);
+      const size = await fh.stat().then(
+        (s) => s.size,
+        () => this.bytes,
+      );
       const kept = ends.filter((end) => end <= size).length;
       const boundary = kept > 0 ? ends[kept - 1] : this.bytes;
       await fh.truncate(boundary).catch(() => undefined); // failing that, the next write cuts it
       this.bytes = boundary;
-      logger.error({ err: (err as Error).message, written: kept, refused: ends.length - kept }, 'usage journal write failed part way');
+      logger.error(
+        { err: (err as Error).message, written: kept, refused: ends.length - kept },
+        'usage journal write failed part way',
+      );
       return kept;
     } finally {
       await fh.close();
@@ -85,7 +94,10 @@ export class Journal {
   }
 
   readAll(): Promise<LedgerEvent[]> {
-    return readFile(this.file, 'utf8').then((text) => parse(text, this.file), () => []);
+    return readFile(this.file, 'utf8').then(
+      (text) => parse(text, this.file),
+      () => [],
+    );
   }
 
   /** Replaces the journal with `events` (what is left after a partial replay), atomically. */
@@ -134,6 +146,7 @@ function parse(text: string, file: string): LedgerEvent[] {
       skipped++;
     }
   }
-  if (skipped > 0) logger.warn({ file, skipped }, 'usage journal: skipping records that are cut short or fail their checksum');
+  if (skipped > 0)
+    logger.warn({ file, skipped }, 'usage journal: skipping records that are cut short or fail their checksum');
   return events;
 }

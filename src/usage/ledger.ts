@@ -5,8 +5,16 @@
 import { logger, metrics } from '../telemetry/index.js';
 import type { Journal } from './journal.js';
 import {
-  MAX_CREDITS_PER_MESSAGE, StoreUnavailable, creditsInRange, segmentOf, toMediaMs, toMicro, type LedgerEvent, type Outcome,
-  type SessionStart, type UsageStore,
+  MAX_CREDITS_PER_MESSAGE,
+  StoreUnavailable,
+  creditsInRange,
+  segmentOf,
+  toMediaMs,
+  toMicro,
+  type LedgerEvent,
+  type Outcome,
+  type SessionStart,
+  type UsageStore,
 } from './model.js';
 
 export interface UsageLedger {
@@ -26,10 +34,21 @@ export interface UsageLedger {
   readonly redisHealthy: boolean;
 }
 
-export interface UsageRecord { sessionKey: string; seq: number; seg?: number; kind: 'delta' | 'final'; credits: number; at: number }
+export interface UsageRecord {
+  sessionKey: string;
+  seq: number;
+  seg?: number;
+  kind: 'delta' | 'final';
+  credits: number;
+  at: number;
+}
 
 /** What the ledger needs to know about the store's availability (always up in process). */
-export interface Health { readonly healthy: boolean; markFailed(reason: string): void; onHealthy(f: () => void): void }
+export interface Health {
+  readonly healthy: boolean;
+  markFailed(reason: string): void;
+  onHealthy(f: () => void): void;
+}
 
 const BATCH = 500;
 
@@ -44,7 +63,8 @@ export class Ledger implements UsageLedger {
   ) {
     health.onHealthy(() => this.kick());
     metrics.journalDepth.set(journal?.depth ?? 0);
-    if (journal && journal.depth > 0) logger.info({ events: journal.depth }, 'usage journal found; replaying when redis is available');
+    if (journal && journal.depth > 0)
+      logger.info({ events: journal.depth }, 'usage journal found; replaying when redis is available');
     this.kick();
   }
 
@@ -58,7 +78,15 @@ export class Ledger implements UsageLedger {
 
   sessionStarted(s: SessionStart): void {
     this.guard(() =>
-      this.push({ t: 'start', k: s.sessionKey, tenant: s.tenant, endpoint: s.endpoint, iid: s.interactionId, at: s.startedAt }));
+      this.push({
+        t: 'start',
+        k: s.sessionKey,
+        tenant: s.tenant,
+        endpoint: s.endpoint,
+        iid: s.interactionId,
+        at: s.startedAt,
+      }),
+    );
   }
 
   setUpstreamSessionId(sessionKey: string, upstreamSessionId: string, seg = 0): void {
@@ -76,7 +104,10 @@ export class Ledger implements UsageLedger {
     this.guard(() => {
       const seg = segmentOf(e);
       if (!Number.isInteger(e.seq) || seg === null) {
-        logger.warn({ sessionKey: e.sessionKey, seq: e.seq, seg: e.seg }, 'usage event with invalid seq or segment ignored');
+        logger.warn(
+          { sessionKey: e.sessionKey, seq: e.seq, seg: e.seg },
+          'usage event with invalid seq or segment ignored',
+        );
         return;
       }
       if (!creditsInRange(e.credits)) return this.refuse(e);
@@ -91,8 +122,16 @@ export class Ledger implements UsageLedger {
     const reason = typeof e.credits === 'number' && !Number.isNaN(e.credits) ? 'out_of_range' : 'unreadable';
     metrics.usageRefused.inc({ reason });
     logger.warn(
-      { event: 'usage_refused', reason, sessionKey: e.sessionKey, seq: e.seq, kind: e.kind, credits: e.credits, max: MAX_CREDITS_PER_MESSAGE },
-      'upstream usage figure refused; the session\'s usage is estimated',
+      {
+        event: 'usage_refused',
+        reason,
+        sessionKey: e.sessionKey,
+        seq: e.seq,
+        kind: e.kind,
+        credits: e.credits,
+        max: MAX_CREDITS_PER_MESSAGE,
+      },
+      "upstream usage figure refused; the session's usage is estimated",
     );
     this.push({ t: 'refused', k: e.sessionKey, at: e.at });
   }

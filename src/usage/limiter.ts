@@ -106,7 +106,10 @@ export class RedisLimiter implements SessionLimiter {
       }
       return ok;
     } catch (err) {
-      logger.warn({ err: (err as Error).message, tenant }, 'session limit: redis unavailable, counting in this replica only');
+      logger.warn(
+        { err: (err as Error).message, tenant },
+        'session limit: redis unavailable, counting in this replica only',
+      );
       const ok = await this.local.acquire(tenant, sessionKey);
       if (ok) {
         this.localKeys.add(sessionKey);
@@ -142,7 +145,9 @@ export class RedisLimiter implements SessionLimiter {
   async handOff(tenant: string, sessionKey: string, holdMs: number): Promise<void> {
     if (this.localKeys.delete(sessionKey)) return this.local.release(tenant, sessionKey);
     if (!this.held.delete(sessionKey)) return;
-    await this.redis.leaseRenew(this.key(tenant), sessionKey, Math.max(holdMs, this.lease.ttlMs)).catch(() => undefined);
+    await this.redis
+      .leaseRenew(this.key(tenant), sessionKey, Math.max(holdMs, this.lease.ttlMs))
+      .catch(() => undefined);
   }
 
   async close(): Promise<void> {
@@ -201,7 +206,10 @@ export class RedisLimiter implements SessionLimiter {
     }
     this.localKeys.clear();
     if (this.held.size === 0) return;
-    const p = this.redis.pipeline() as unknown as { leaseRenew(...a: (string | number)[]): unknown; exec(): Promise<unknown> };
+    const p = this.redis.pipeline() as unknown as {
+      leaseRenew(...a: (string | number)[]): unknown;
+      exec(): Promise<unknown>;
+    };
     for (const [sessionKey, tenant] of this.held) p.leaseRenew(this.key(tenant), sessionKey, this.lease.ttlMs);
     p.exec().catch((err: Error) => logger.warn({ err: err.message }, 'session lease renewal failed'));
   }

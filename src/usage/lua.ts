@@ -132,7 +132,9 @@ end
 `;
 
 /** ARGV[4..8]: sessionKey, tenant, endpoint, start, interactionId ('' = none). */
-export const START = prelude + `
+export const START =
+  prelude +
+  `
 if redis.call('HEXISTS', sk, 'started') == 1 then return 0 end
 local key, tenant, endpoint, start, iid = ARGV[4], ARGV[5], ARGV[6], int(ARGV[7], 0, MAX), ARGV[8]
 if key == '' or tenant == '' or endpoint == '' or not start then return redis.error_reply('ERR bad start event') end
@@ -153,7 +155,9 @@ return 1
 const outOfRange = `return redis.error_reply('ERR segment out of range: ' .. string.sub(ARGV[4], 1, 20))`;
 
 /** ARGV[4..5]: segment, upstream session id. */
-export const UPSTREAM = prelude + `
+export const UPSTREAM =
+  prelude +
+  `
 local seg = int(ARGV[4], 0, MAX_SEGMENTS - 1)
 if not seg then ${outOfRange} end
 noteSegment(seg)
@@ -163,7 +167,9 @@ return 1
 `;
 
 /** ARGV[4..7]: segment, seq, kind ('delta'|'final'), micro-credits. */
-export const USAGE = prelude + `
+export const USAGE =
+  prelude +
+  `
 local seg, seq, kind = int(ARGV[4], 0, MAX_SEGMENTS - 1), int(ARGV[5], -MAX, MAX), ARGV[6]
 if not seg then ${outOfRange} end
 if not seq or (kind ~= 'delta' and kind ~= 'final') then return redis.error_reply('ERR bad usage event') end
@@ -192,7 +198,9 @@ return 1
 `;
 
 /** ARGV[4..6]: outcome, mediaMs, endedAt. */
-export const END = prelude + `
+export const END =
+  prelude +
+  `
 if redis.call('HEXISTS', sk, 'ended') == 1 then return 0 end
 local outcome, mediaMs, at = ARGV[4], int(ARGV[5], 0, MAX), int(ARGV[6], 0, MAX)
 if outcome == '' or not mediaMs or not at then return redis.error_reply('ERR bad end event') end
@@ -204,7 +212,9 @@ return 1
 `;
 
 /** A credit figure of the session was refused before reaching the store: its usage is estimated. */
-export const REFUSED = prelude + `
+export const REFUSED =
+  prelude +
+  `
 refuse()
 return 1
 `;

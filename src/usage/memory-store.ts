@@ -5,22 +5,55 @@
 import type { Endpoint } from '../protocol/index.js';
 import { logger } from '../telemetry/index.js';
 import {
-  DAY_MS, HOUR_MS, MAX_MICRO_PER_MESSAGE, MAX_TOTAL, refusedByStore, segmentOf, sessionFigures, storable,
-  type BucketRow, type Granularity, type LedgerEvent, type Outcome, type SessionCursor, type SessionPage, type SessionRow, type UsageStore,
+  DAY_MS,
+  HOUR_MS,
+  MAX_MICRO_PER_MESSAGE,
+  MAX_TOTAL,
+  refusedByStore,
+  segmentOf,
+  sessionFigures,
+  storable,
+  type BucketRow,
+  type Granularity,
+  type LedgerEvent,
+  type Outcome,
+  type SessionCursor,
+  type SessionPage,
+  type SessionRow,
+  type UsageStore,
 } from './model.js';
 
-interface Segment { usid?: string; dsum: number; final?: number }
+interface Segment {
+  usid?: string;
+  dsum: number;
+  final?: number;
+}
 
 interface Session {
-  sessionKey: string; tenant?: string; endpoint?: Endpoint; start?: number; iid?: string;
-  started: boolean; ended: boolean; seqs: Set<number>; segs: Map<number, Segment>; counted: number;
-  end?: number; outcome?: Outcome; mediaMs?: number; mediaCounted: boolean; refused: boolean;
+  sessionKey: string;
+  tenant?: string;
+  endpoint?: Endpoint;
+  start?: number;
+  iid?: string;
+  started: boolean;
+  ended: boolean;
+  seqs: Set<number>;
+  segs: Map<number, Segment>;
+  counted: number;
+  end?: number;
+  outcome?: Outcome;
+  mediaMs?: number;
+  mediaCounted: boolean;
+  refused: boolean;
 }
 
 /** What applying one event did: applied (or a replay), refused (figures out of range), or invalid (malformed). */
 type Applied = 'ok' | 'refused' | 'invalid';
 
-const GRAINS: [Granularity, number][] = [['hour', HOUR_MS], ['day', DAY_MS]];
+const GRAINS: [Granularity, number][] = [
+  ['hour', HOUR_MS],
+  ['day', DAY_MS],
+];
 
 export class MemoryUsageStore implements UsageStore {
   private readonly sessionsByKey = new Map<string, Session>();
@@ -28,7 +61,10 @@ export class MemoryUsageStore implements UsageStore {
   private readonly tenantSet = new Set<string>();
   private lastPrune = 0;
 
-  constructor(private readonly retentionMs: number, private readonly now: () => number) {}
+  constructor(
+    private readonly retentionMs: number,
+    private readonly now: () => number,
+  ) {}
 
   async apply(events: LedgerEvent[]): Promise<void> {
     for (const e of events) {
@@ -46,7 +82,16 @@ export class MemoryUsageStore implements UsageStore {
   private session(k: string): Session {
     let s = this.sessionsByKey.get(k);
     if (!s) {
-      s = { sessionKey: k, started: false, ended: false, seqs: new Set(), segs: new Map(), counted: 0, mediaCounted: false, refused: false };
+      s = {
+        sessionKey: k,
+        started: false,
+        ended: false,
+        seqs: new Set(),
+        segs: new Map(),
+        counted: 0,
+        mediaCounted: false,
+        refused: false,
+      };
       this.sessionsByKey.set(k, s);
     }
     return s;
@@ -87,7 +132,7 @@ export class MemoryUsageStore implements UsageStore {
     if (!storable(e.micro, MAX_MICRO_PER_MESSAGE)) return 'refused';
     const old = s.segs.get(i);
     const dsum = (old?.dsum ?? 0) + (e.kind === 'delta' ? e.micro : 0);
-    const value = e.kind === 'final' ? e.micro : old?.final ?? dsum;
+    const value = e.kind === 'final' ? e.micro : (old?.final ?? dsum);
     if (dsum > MAX_TOTAL || !this.fits(s, { seg: i, value })) return 'refused';
     s.seqs.add(e.seq);
     const seg = segment(s, i);
@@ -101,15 +146,24 @@ export class MemoryUsageStore implements UsageStore {
    * Would every total stay in 0..MAX_TOTAL once reconciled, with segment `seg` at `value`, the
    * session's media at `media`, and (a start) `st`? As fits() in lua.ts.
    */
-  private fits(s: Session, o: { seg?: number; value?: number; media?: number; st?: { tenant: string; endpoint: Endpoint; start: number } }): boolean {
+  private fits(
+    s: Session,
+    o: { seg?: number; value?: number; media?: number; st?: { tenant: string; endpoint: Endpoint; start: number } },
+  ): boolean {
     const target = credits(s, o.seg, o.value);
     if (target > MAX_TOTAL) return false;
-    const [tenant, endpoint, start, dSessions] = o.st ? [o.st.tenant, o.st.endpoint, o.st.start, 1] : [s.tenant, s.endpoint, s.start, 0];
+    const [tenant, endpoint, start, dSessions] = o.st
+      ? [o.st.tenant, o.st.endpoint, o.st.start, 1]
+      : [s.tenant, s.endpoint, s.start, 0];
     if (tenant === undefined || endpoint === undefined || start === undefined) return true; // no buckets yet
-    const dMedia = s.mediaCounted ? 0 : o.media ?? s.mediaMs ?? 0;
+    const dMedia = s.mediaCounted ? 0 : (o.media ?? s.mediaMs ?? 0);
     for (const [g, ms] of GRAINS) {
       const row = this.buckets_.get(`${tenant}\0${endpoint}\0${g}`)?.get(start - (start % ms));
-      const after = [(row?.micro ?? 0) + target - s.counted, (row?.mediaMs ?? 0) + dMedia, (row?.sessions ?? 0) + dSessions];
+      const after = [
+        (row?.micro ?? 0) + target - s.counted,
+        (row?.mediaMs ?? 0) + dMedia,
+        (row?.sessions ?? 0) + dSessions,
+      ];
       if (after.some((n) => n < 0 || n > MAX_TOTAL)) return false;
     }
     return true;
@@ -148,10 +202,17 @@ export class MemoryUsageStore implements UsageStore {
     this.lastPrune = now;
     const cutoff = now - this.retentionMs;
     for (const m of this.buckets_.values()) for (const start of m.keys()) if (start < cutoff) m.delete(start);
-    for (const [k, s] of this.sessionsByKey) if (s.start !== undefined && s.start < cutoff) this.sessionsByKey.delete(k);
+    for (const [k, s] of this.sessionsByKey)
+      if (s.start !== undefined && s.start < cutoff) this.sessionsByKey.delete(k);
   }
 
-  async buckets(q: { tenant: string; endpoints: readonly Endpoint[]; granularity: Granularity; from: number; to: number }): Promise<BucketRow[]> {
+  async buckets(q: {
+    tenant: string;
+    endpoints: readonly Endpoint[];
+    granularity: Granularity;
+    from: number;
+    to: number;
+  }): Promise<BucketRow[]> {
     const cutoff = this.now() - this.retentionMs;
     const merged = new Map<number, BucketRow>();
     for (const endpoint of q.endpoints) {
@@ -168,7 +229,13 @@ export class MemoryUsageStore implements UsageStore {
     return [...merged.values()].sort((a, b) => a.start - b.start);
   }
 
-  async sessions(q: { tenant: string; from: number; to: number; after: SessionCursor | null; limit: number }): Promise<SessionPage> {
+  async sessions(q: {
+    tenant: string;
+    from: number;
+    to: number;
+    after: SessionCursor | null;
+    limit: number;
+  }): Promise<SessionPage> {
     const cutoff = this.now() - this.retentionMs;
     const all = [...this.sessionsByKey.values()]
       .filter((s) => s.started && s.tenant === q.tenant && s.start! >= q.from && s.start! < q.to && s.start! >= cutoff)
@@ -196,18 +263,28 @@ function segment(s: Session, i: number): Segment {
 
 /** Σ over segments of (final ?? sum of deltas); segment `oseg` counts `oval` instead when given. */
 function credits(s: Session, oseg?: number, oval?: number): number {
-  let sum = oseg !== undefined && !s.segs.has(oseg) ? oval ?? 0 : 0;
-  for (const [i, seg] of s.segs) sum += i === oseg ? oval ?? 0 : seg.final ?? seg.dsum;
+  let sum = oseg !== undefined && !s.segs.has(oseg) ? (oval ?? 0) : 0;
+  for (const [i, seg] of s.segs) sum += i === oseg ? (oval ?? 0) : (seg.final ?? seg.dsum);
   return sum;
 }
 
 function toRow(s: Session): SessionRow {
-  const segments = [...s.segs.entries()].sort(([a], [b]) => a - b).map(([, seg]) => ({
-    upstreamSessionId: seg.usid ?? null, micro: seg.final ?? seg.dsum, estimated: seg.final === undefined,
-  }));
+  const segments = [...s.segs.entries()]
+    .sort(([a], [b]) => a - b)
+    .map(([, seg]) => ({
+      upstreamSessionId: seg.usid ?? null,
+      micro: seg.final ?? seg.dsum,
+      estimated: seg.final === undefined,
+    }));
   return {
-    sessionKey: s.sessionKey, tenant: s.tenant!, endpoint: s.endpoint!, interactionId: s.iid ?? null,
-    start: s.start!, end: s.end ?? null, outcome: s.outcome ?? null, mediaMs: s.mediaMs ?? null,
+    sessionKey: s.sessionKey,
+    tenant: s.tenant!,
+    endpoint: s.endpoint!,
+    interactionId: s.iid ?? null,
+    start: s.start!,
+    end: s.end ?? null,
+    outcome: s.outcome ?? null,
+    mediaMs: s.mediaMs ?? null,
     ...sessionFigures(segments, s.refused),
   };
 }

@@ -5,11 +5,26 @@ import { logger, metrics } from '../telemetry/index.js';
 
 /** How a session ended: what really happened, e.g. `upstream_timeout` even when the client had asked to end. */
 export type Outcome =
-  | 'ended' | 'client_gone' | 'client_slow' | 'upstream_lost' | 'upstream_timeout' | 'config_denied' | 'config_rejected'
-  | 'config_timeout' | 'error' | 'time_limit' | 'shutdown';
+  | 'ended'
+  | 'client_gone'
+  | 'client_slow'
+  | 'upstream_lost'
+  | 'upstream_timeout'
+  | 'config_denied'
+  | 'config_rejected'
+  | 'config_timeout'
+  | 'error'
+  | 'time_limit'
+  | 'shutdown';
 export type Granularity = 'hour' | 'day';
 
-export interface SessionStart { sessionKey: string; tenant: string; endpoint: Endpoint; interactionId?: string; startedAt: number }
+export interface SessionStart {
+  sessionKey: string;
+  tenant: string;
+  endpoint: Endpoint;
+  interactionId?: string;
+  startedAt: number;
+}
 
 /** One ledger event, self-contained and JSON-serialisable (it is what the journal stores). */
 export type LedgerEvent =
@@ -21,7 +36,12 @@ export type LedgerEvent =
   | { t: 'refused'; k: string; at: number };
 
 /** A bucket as stored: integers only (micro-credits, milliseconds of media). */
-export interface BucketRow { start: number; micro: number; sessions: number; mediaMs: number }
+export interface BucketRow {
+  start: number;
+  micro: number;
+  sessions: number;
+  mediaMs: number;
+}
 
 /**
  * Upstream sessions one gateway session may use in turn (reconnects, resumes). It bounds the
@@ -36,13 +56,26 @@ export function segmentOf(e: { seg?: unknown }): number | null {
 }
 
 /** One upstream session's part: its final figure, or the sum of its deltas while none came (estimated). */
-export interface SegmentRow { upstreamSessionId: string | null; micro: number; estimated: boolean }
+export interface SegmentRow {
+  upstreamSessionId: string | null;
+  micro: number;
+  estimated: boolean;
+}
 
 /** A session record as stored, integers only. */
 export interface SessionRow {
-  sessionKey: string; upstreamSessionId: string | null; tenant: string; endpoint: Endpoint;
-  interactionId: string | null; start: number; end: number | null; micro: number; estimated: boolean;
-  outcome: Outcome | null; mediaMs: number | null; segments: SegmentRow[];
+  sessionKey: string;
+  upstreamSessionId: string | null;
+  tenant: string;
+  endpoint: Endpoint;
+  interactionId: string | null;
+  start: number;
+  end: number | null;
+  micro: number;
+  estimated: boolean;
+  outcome: Outcome | null;
+  mediaMs: number | null;
+  segments: SegmentRow[];
 }
 
 /**
@@ -50,7 +83,10 @@ export interface SessionRow {
  * when any lacks its final figure, none exists, or a figure was refused, and the upstream id is
  * the first one known.
  */
-export function sessionFigures(segments: SegmentRow[], refused = false): Pick<SessionRow, 'upstreamSessionId' | 'micro' | 'estimated' | 'segments'> {
+export function sessionFigures(
+  segments: SegmentRow[],
+  refused = false,
+): Pick<SessionRow, 'upstreamSessionId' | 'micro' | 'estimated' | 'segments'> {
   return {
     upstreamSessionId: segments.find((s) => s.upstreamSessionId !== null)?.upstreamSessionId ?? null,
     micro: segments.reduce((sum, s) => sum + s.micro, 0),
@@ -59,8 +95,14 @@ export function sessionFigures(segments: SegmentRow[], refused = false): Pick<Se
   };
 }
 
-export interface SessionPage { rows: SessionRow[]; next: SessionCursor | null }
-export interface SessionCursor { start: number; key: string }
+export interface SessionPage {
+  rows: SessionRow[];
+  next: SessionCursor | null;
+}
+export interface SessionCursor {
+  start: number;
+  key: string;
+}
 
 export const PAGE_SIZE = 100;
 export const HOUR_MS = 3_600_000;
@@ -81,12 +123,16 @@ export const MAX_TOTAL = Number.MAX_SAFE_INTEGER;
 export const creditsInRange = (credits: unknown): credits is number =>
   typeof credits === 'number' && credits >= 0 && credits <= MAX_CREDITS_PER_MESSAGE;
 /** An integer a store may hold: 0 ≤ n ≤ max. */
-export const storable = (n: unknown, max = MAX_TOTAL): n is number => Number.isInteger(n) && (n as number) >= 0 && (n as number) <= max;
+export const storable = (n: unknown, max = MAX_TOTAL): n is number =>
+  Number.isInteger(n) && (n as number) >= 0 && (n as number) <= max;
 
 /** A store refused an event whose figures would not fit (a total past 2^53, a figure out of range). */
 export function refusedByStore(e: LedgerEvent | undefined): void {
   metrics.usageRefused.inc({ reason: 'overflow' });
-  logger.warn({ event: 'usage_refused', reason: 'overflow', sessionKey: e?.k, type: e?.t }, 'usage event refused: a total would leave the exact range; the session is estimated');
+  logger.warn(
+    { event: 'usage_refused', reason: 'overflow', sessionKey: e?.k, type: e?.t },
+    'usage event refused: a total would leave the exact range; the session is estimated',
+  );
 }
 
 // Credits are floats on the wire; sums of floats drift, so the ledger adds integer micro-credits.
@@ -98,8 +144,20 @@ export const fromMediaMs = (ms: number): number => ms / 1000;
 /** Where the ledger writes; throws StoreUnavailable when the backing service cannot take it now. */
 export interface UsageStore {
   apply(events: LedgerEvent[]): Promise<void>;
-  buckets(q: { tenant: string; endpoints: readonly Endpoint[]; granularity: Granularity; from: number; to: number }): Promise<BucketRow[]>;
-  sessions(q: { tenant: string; from: number; to: number; after: SessionCursor | null; limit: number }): Promise<SessionPage>;
+  buckets(q: {
+    tenant: string;
+    endpoints: readonly Endpoint[];
+    granularity: Granularity;
+    from: number;
+    to: number;
+  }): Promise<BucketRow[]>;
+  sessions(q: {
+    tenant: string;
+    from: number;
+    to: number;
+    after: SessionCursor | null;
+    limit: number;
+  }): Promise<SessionPage>;
   tenants(): Promise<string[]>;
 }
 

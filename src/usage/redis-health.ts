@@ -10,7 +10,10 @@ export class RedisHealth {
   private listeners: (() => void)[] = [];
   private closed = false;
 
-  constructor(private readonly redis: Redis, private readonly probeMs = 1000) {
+  constructor(
+    private readonly redis: Redis,
+    private readonly probeMs = 1000,
+  ) {
     redis.on('ready', () => this.set(true));
     redis.on('close', () => this.set(false));
     redis.on('error', (err: Error) => {
@@ -34,7 +37,10 @@ export class RedisHealth {
     if (this.probe || this.closed) return;
     this.probe = setInterval(() => {
       if (this.redis.status !== 'ready') return; // the 'ready' event will report the reconnect
-      this.redis.ping().then(() => this.set(true), () => undefined);
+      this.redis.ping().then(
+        () => this.set(true),
+        () => undefined,
+      );
     }, this.probeMs);
     this.probe.unref();
   }

@@ -6,17 +6,34 @@ import { logger } from '../telemetry/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import * as lua from './lua.js';
 import {
-  StoreUnavailable, refusedByStore, sessionFigures, type BucketRow, type SegmentRow, type Granularity, type LedgerEvent, type Outcome,
-  type SessionCursor, type SessionPage, type SessionRow, type UsageStore,
+  StoreUnavailable,
+  refusedByStore,
+  sessionFigures,
+  type BucketRow,
+  type SegmentRow,
+  type Granularity,
+  type LedgerEvent,
+  type Outcome,
+  type SessionCursor,
+  type SessionPage,
+  type SessionRow,
+  type UsageStore,
 } from './model.js';
 
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 interface Scripts {
-  usageStart: ScriptFn; usageUpstream: ScriptFn; usageUsage: ScriptFn; usageEnd: ScriptFn; usageRefused: ScriptFn;
-  leaseAcquire: ScriptFn; leaseRenew: ScriptFn;
+  usageStart: ScriptFn;
+  usageUpstream: ScriptFn;
+  usageUsage: ScriptFn;
+  usageEnd: ScriptFn;
+  usageRefused: ScriptFn;
+  leaseAcquire: ScriptFn;
+  leaseRenew: ScriptFn;
 }
 export type ScriptedRedis = Redis & Scripts;
-type ScriptedPipeline = ChainableCommander & { [K in keyof Scripts]: (...args: (string | number)[]) => ScriptedPipeline };
+type ScriptedPipeline = ChainableCommander & {
+  [K in keyof Scripts]: (...args: (string | number)[]) => ScriptedPipeline;
+};
 
 /** ioredis client that fails fast instead of queueing in memory while Redis is away. */
 export function createRedisClient(url: string): ScriptedRedis {
@@ -85,15 +102,23 @@ export class RedisUsageStore implements UsageStore {
     });
   }
 
-  async buckets(q: { tenant: string; endpoints: readonly Endpoint[]; granularity: Granularity; from: number; to: number }): Promise<BucketRow[]> {
+  async buckets(q: {
+    tenant: string;
+    endpoints: readonly Endpoint[];
+    granularity: Granularity;
+    from: number;
+    to: number;
+  }): Promise<BucketRow[]> {
     const g = q.granularity === 'hour' ? 'h' : 'd';
     const merged = new Map<number, BucketRow>();
     for (const endpoint of q.endpoints) {
       const starts = await this.read(() =>
-        this.redis.zrangebyscore(`${this.prefix}bi:${q.tenant}:${endpoint}:${g}`, q.from, `(${q.to}`));
+        this.redis.zrangebyscore(`${this.prefix}bi:${q.tenant}:${endpoint}:${g}`, q.from, `(${q.to}`),
+      );
       if (starts.length === 0) continue;
       const p = this.redis.pipeline();
-      for (const s of starts) p.hmget(`${this.prefix}b:${q.tenant}:${endpoint}:${g}:${s}`, 'micro', 'sessions', 'mediaMs');
+      for (const s of starts)
+        p.hmget(`${this.prefix}b:${q.tenant}:${endpoint}:${g}:${s}`, 'micro', 'sessions', 'mediaMs');
       const res = await this.read(() => p.exec());
       starts.forEach((s, i) => {
         const [err, v] = res?.[i] ?? [null, null];
@@ -111,14 +136,22 @@ export class RedisUsageStore implements UsageStore {
     return [...merged.values()].sort((a, b) => a.start - b.start);
   }
 
-  async sessions(q: { tenant: string; from: number; to: number; after: SessionCursor | null; limit: number }): Promise<SessionPage> {
+  async sessions(q: {
+    tenant: string;
+    from: number;
+    to: number;
+    after: SessionCursor | null;
+    limit: number;
+  }): Promise<SessionPage> {
     const tz = `${this.prefix}ts:${q.tenant}`;
     const min = q.after ? Math.max(q.from, q.after.start) : q.from;
     const keys: { key: string; start: number }[] = [];
     const chunk = 200;
     // Members sharing the cursor's start sort by key; skip those up to and including the cursor.
     for (let offset = 0; keys.length <= q.limit; offset += chunk) {
-      const got = await this.read(() => this.redis.zrangebyscore(tz, min, `(${q.to}`, 'WITHSCORES', 'LIMIT', offset, chunk));
+      const got = await this.read(() =>
+        this.redis.zrangebyscore(tz, min, `(${q.to}`, 'WITHSCORES', 'LIMIT', offset, chunk),
+      );
       for (let i = 0; i < got.length; i += 2) {
         const key = got[i];
         const score = Number(got[i + 1]);

@@ -41,7 +41,11 @@ export function parseOggPages(buf: Buffer): ParsedPage[] {
     let start = off + 27 + nseg;
     for (const l of lacing) {
       cur += l;
-      if (l < 255) { packets.push(buf.subarray(start, start + cur)); start += cur; cur = 0; }
+      if (l < 255) {
+        packets.push(buf.subarray(start, start + cur));
+        start += cur;
+        cur = 0;
+      }
     }
     if (cur > 0) throw new Error('packet continues past page (muxer should not do that)');
     pages.push({
@@ -64,25 +68,43 @@ export async function probeDuration(file: string): Promise<number> {
 }
 
 export async function probeChannels(file: string): Promise<number> {
-  const { stdout } = await run('ffprobe', ['-v', 'error', '-select_streams', 'a:0', '-show_entries', 'stream=channels', '-of', 'csv=p=0', file]);
+  const { stdout } = await run('ffprobe', [
+    '-v',
+    'error',
+    '-select_streams',
+    'a:0',
+    '-show_entries',
+    'stream=channels',
+    '-of',
+    'csv=p=0',
+    file,
+  ]);
   return Number(stdout.trim());
 }
 
 /** Decodes with ffmpeg to mono 16 kHz s16le; fails if ffmpeg prints any error. */
 export async function decodeTo16kMono(file: string): Promise<{ pcm: Buffer; stderr: string }> {
-  const { stdout, stderr } = await run('ffmpeg', ['-v', 'error', '-i', file, '-f', 's16le', '-ar', '16000', '-ac', '1', 'pipe:1'], {
-    encoding: 'buffer',
-    maxBuffer: 64 * 1024 * 1024,
-  });
+  const { stdout, stderr } = await run(
+    'ffmpeg',
+    ['-v', 'error', '-i', file, '-f', 's16le', '-ar', '16000', '-ac', '1', 'pipe:1'],
+    {
+      encoding: 'buffer',
+      maxBuffer: 64 * 1024 * 1024,
+    },
+  );
   return { pcm: stdout as unknown as Buffer, stderr: stderr.toString() };
 }
 
 /** Exact decoded duration: ffmpeg's decoder output at 48 kHz (pre-skip and end trim applied). */
 export async function decodedSeconds48k(file: string): Promise<number> {
-  const { stdout } = await run('ffmpeg', ['-v', 'error', '-i', file, '-f', 's16le', '-ar', '48000', '-ac', '1', 'pipe:1'], {
-    encoding: 'buffer',
-    maxBuffer: 64 * 1024 * 1024,
-  });
+  const { stdout } = await run(
+    'ffmpeg',
+    ['-v', 'error', '-i', file, '-f', 's16le', '-ar', '48000', '-ac', '1', 'pipe:1'],
+    {
+      encoding: 'buffer',
+      maxBuffer: 64 * 1024 * 1024,
+    },
+  );
   return (stdout as unknown as Buffer).length / 2 / 48000;
 }
 
@@ -91,7 +113,10 @@ export function rmsPerSecond(pcm: Buffer): number[] {
   const out: number[] = [];
   for (let s = 0; (s + 1) * 32000 <= pcm.length; s++) {
     let sum = 0;
-    for (let i = 0; i < 16000; i++) { const v = pcm.readInt16LE(s * 32000 + i * 2); sum += v * v; }
+    for (let i = 0; i < 16000; i++) {
+      const v = pcm.readInt16LE(s * 32000 + i * 2);
+      sum += v * v;
+    }
     out.push(Math.sqrt(sum / 16000));
   }
   return out;
@@ -101,8 +126,14 @@ export function correlation(a: number[], b: number[]): number {
   const n = Math.min(a.length, b.length);
   const ma = a.slice(0, n).reduce((x, y) => x + y, 0) / n;
   const mb = b.slice(0, n).reduce((x, y) => x + y, 0) / n;
-  let num = 0, da = 0, db = 0;
-  for (let i = 0; i < n; i++) { num += (a[i] - ma) * (b[i] - mb); da += (a[i] - ma) ** 2; db += (b[i] - mb) ** 2; }
+  let num = 0,
+    da = 0,
+    db = 0;
+  for (let i = 0; i < n; i++) {
+    num += (a[i] - ma) * (b[i] - mb);
+    da += (a[i] - ma) ** 2;
+    db += (b[i] - mb) ** 2;
+  }
   return num / Math.sqrt(da * db);
 }
 
@@ -110,7 +141,7 @@ export function correlation(a: number[], b: number[]): number {
 export function randomChunks(buf: Buffer, seed: number): Buffer[] {
   const rnd = prng(seed);
   const out: Buffer[] = [];
-  for (let off = 0; off < buf.length; ) {
+  for (let off = 0; off < buf.length;) {
     const n = Math.max(1, Math.floor(Math.exp(rnd() * Math.log(65536))));
     out.push(buf.subarray(off, off + n));
     off += n;

@@ -9,17 +9,26 @@ import { chromeChunks, FIXTURES } from '../support/fixtures.js';
 import { decodedSeconds48k, decodeTo16kMono, parseOggPages, probeDuration } from './ogg-check.js';
 
 let dir: string;
-beforeAll(async () => { dir = await mkdtemp(join(tmpdir(), 'muxer-test-')); });
-afterAll(async () => { await rm(dir, { recursive: true, force: true }); });
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'muxer-test-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
 
 /** Opus packets and OpusHead of a WebM, demuxed by prism-media from the given chunks. */
 async function webmPackets(chunks: Buffer[]): Promise<{ packets: Buffer[]; head: Buffer }> {
   const demuxer = new prism.opus.WebmDemuxer();
   const packets: Buffer[] = [];
   let head: Buffer | undefined;
-  demuxer.on('head', (h: Buffer) => { head = h; });
+  demuxer.on('head', (h: Buffer) => {
+    head = h;
+  });
   demuxer.on('data', (p: Buffer) => packets.push(p));
-  const done = new Promise<void>((resolve, reject) => { demuxer.on('end', resolve); demuxer.on('error', reject); });
+  const done = new Promise<void>((resolve, reject) => {
+    demuxer.on('end', resolve);
+    demuxer.on('error', reject);
+  });
   for (const c of chunks) demuxer.write(c);
   demuxer.end();
   await done;
@@ -28,7 +37,11 @@ async function webmPackets(chunks: Buffer[]): Promise<{ packets: Buffer[]; head:
 }
 
 async function remux(packets: Buffer[], head: Buffer, file: string, writeSize: number) {
-  const muxer = createOggOpusMuxer({ channels: head[9], inputSampleRate: head.readUInt32LE(12), preSkip: head.readUInt16LE(10) });
+  const muxer = createOggOpusMuxer({
+    channels: head[9],
+    inputSampleRate: head.readUInt32LE(12),
+    preSkip: head.readUInt16LE(10),
+  });
   const out = [muxer.header()];
   let media = 0;
   for (let i = 0; i < packets.length; i += writeSize) {
@@ -49,7 +62,10 @@ test('WebM Opus packets remuxed into Ogg: same duration as the WebM, decodes cle
   const { ogg, media } = await remux(packets, head, file, 12);
 
   const pages = parseOggPages(ogg);
-  assert.ok(pages.every((p) => p.crcOk), 'every page CRC is valid');
+  assert.ok(
+    pages.every((p) => p.crcOk),
+    'every page CRC is valid',
+  );
   assert.equal(pages.at(-1)!.flags & 4, 4);
   const samples = packets.reduce((n, p) => n + opusPacketSamples48(p), 0);
   assert.equal(pages.at(-1)!.granule, BigInt(samples), 'final granule = all packet samples');
@@ -84,7 +100,10 @@ test('pages: header pages first, at most 100 ms per audio page, lacing of 255-by
   assert.equal(header[0].flags, 2, 'BOS on the OpusHead page');
   const opusHead = header[0].packets[0];
   assert.equal(opusHead.toString('latin1', 0, 8), 'OpusHead');
-  assert.deepEqual([opusHead[8], opusHead[9], opusHead.readUInt16LE(10), opusHead.readUInt32LE(12), opusHead[18]], [1, 2, 312, 44100, 0]);
+  assert.deepEqual(
+    [opusHead[8], opusHead[9], opusHead.readUInt16LE(10), opusHead.readUInt32LE(12), opusHead[18]],
+    [1, 2, 312, 44100, 0],
+  );
   assert.equal(header[1].packets[0].toString('latin1', 0, 8), 'OpusTags');
 
   // CELT 20 ms packets (TOC config 31 → 0xf8, code 0) of awkward sizes.
@@ -94,16 +113,25 @@ test('pages: header pages first, at most 100 ms per audio page, lacing of 255-by
   assert.ok(Math.abs(w.mediaSeconds - 0.2) < 1e-9);
   const pages = parseOggPages(w.data);
   assert.equal(pages.length, 2, '10 × 20 ms → two 100 ms pages');
-  assert.deepEqual(pages.map((p) => p.granule), [4800n, 9600n]);
-  assert.deepEqual(pages.flatMap((p) => p.packets), packets);
+  assert.deepEqual(
+    pages.map((p) => p.granule),
+    [4800n, 9600n],
+  );
+  assert.deepEqual(
+    pages.flatMap((p) => p.packets),
+    packets,
+  );
   assert.ok(pages.every((p) => p.crcOk));
-  assert.deepEqual([...header, ...pages].map((p) => p.sequence), [0, 1, 2, 3]);
+  assert.deepEqual(
+    [...header, ...pages].map((p) => p.sequence),
+    [0, 1, 2, 3],
+  );
   const eos = parseOggPages(muxer.end());
   assert.equal(eos[0].flags, 4);
   assert.equal(eos[0].granule, 9600n);
 });
 
-test('an Opus packet\'s samples come from its TOC byte: the frame duration of its config times its frame count', () => {
+test("an Opus packet's samples come from its TOC byte: the frame duration of its config times its frame count", () => {
   assert.equal(opusPacketSamples48(Buffer.from([0x08])), 960); // SILK NB 20 ms, 1 frame
   assert.equal(opusPacketSamples48(Buffer.from([0x18])), 2880); // SILK NB 60 ms
   assert.equal(opusPacketSamples48(Buffer.from([0x79])), 1920); // Hybrid FB 20 ms, 2 frames

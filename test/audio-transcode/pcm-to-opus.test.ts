@@ -3,9 +3,23 @@ import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createPcmToOpus, createEncoderPool, closeDefaultEncoderPool, type PcmFormat, type TranscodeMode } from '../../src/audio/transcode/index.js';
 import {
-  correlation, decodedSeconds48k, decodeTo16kMono, parseOggPages, probeChannels, probeDuration, randomChunks, rmsPerSecond, run,
+  createPcmToOpus,
+  createEncoderPool,
+  closeDefaultEncoderPool,
+  type PcmFormat,
+  type TranscodeMode,
+} from '../../src/audio/transcode/index.js';
+import {
+  correlation,
+  decodedSeconds48k,
+  decodeTo16kMono,
+  parseOggPages,
+  probeChannels,
+  probeDuration,
+  randomChunks,
+  rmsPerSecond,
+  run,
 } from './ogg-check.js';
 import { FIXTURES } from '../support/fixtures.js';
 import { SPEECH_BOUNDS, speechDistance } from './speech-check.js';
@@ -26,7 +40,7 @@ afterAll(async () => {
 
 /** The samples of a WAV file: this fixture has a LIST chunk, so the data does not start at byte 44. */
 function wavData(wav: Buffer): Buffer {
-  for (let off = 12; off + 8 <= wav.length; ) {
+  for (let off = 12; off + 8 <= wav.length;) {
     const size = wav.readUInt32LE(off + 4);
     if (wav.toString('latin1', off, off + 4) === 'data') return wav.subarray(off + 8, off + 8 + size);
     off += 8 + size + (size & 1);
@@ -36,10 +50,30 @@ function wavData(wav: Buffer): Buffer {
 
 /** The 16 kHz fixture converted by ffmpeg to another raw PCM layout. */
 async function convert(f: PcmFormat, extraArgs: string[] = []): Promise<Buffer> {
-  const { stdout } = await run('ffmpeg', [
-    '-v', 'error', '-f', 's16le', '-ar', '16000', '-ac', '1', '-i', FIXTURE,
-    ...extraArgs, '-ar', String(f.sampleRate), '-ac', String(f.channels), '-f', f.encoding, 'pipe:1',
-  ], { encoding: 'buffer', maxBuffer: 64 * 1024 * 1024 });
+  const { stdout } = await run(
+    'ffmpeg',
+    [
+      '-v',
+      'error',
+      '-f',
+      's16le',
+      '-ar',
+      '16000',
+      '-ac',
+      '1',
+      '-i',
+      FIXTURE,
+      ...extraArgs,
+      '-ar',
+      String(f.sampleRate),
+      '-ac',
+      String(f.channels),
+      '-f',
+      f.encoding,
+      'pipe:1',
+    ],
+    { encoding: 'buffer', maxBuffer: 64 * 1024 * 1024 },
+  );
   return stdout as unknown as Buffer;
 }
 
@@ -59,7 +93,12 @@ async function transcode(pcm: Buffer, format: PcmFormat, mode: TranscodeMode, se
 }
 
 const cases: { name: string; format: PcmFormat; pcm: () => Promise<Buffer>; modes: TranscodeMode[] }[] = [
-  { name: '16 kHz mono s16le', format: { sampleRate: 16000, channels: 1, encoding: 's16le' }, pcm: () => readFile(FIXTURE), modes: ['inline', 'pool'] },
+  {
+    name: '16 kHz mono s16le',
+    format: { sampleRate: 16000, channels: 1, encoding: 's16le' },
+    pcm: () => readFile(FIXTURE),
+    modes: ['inline', 'pool'],
+  },
   {
     name: '44.1 kHz mono s16le (resampled)',
     format: { sampleRate: 44100, channels: 1, encoding: 's16le' },
@@ -72,9 +111,24 @@ const cases: { name: string; format: PcmFormat; pcm: () => Promise<Buffer>; mode
     pcm: () => convert({ sampleRate: 48000, channels: 2, encoding: 's16le' }, ['-af', 'pan=stereo|c0=c0|c1=0.5*c0']),
     modes: ['pool'],
   },
-  { name: '16 kHz mono s16be', format: { sampleRate: 16000, channels: 1, encoding: 's16be' }, pcm: () => convert({ sampleRate: 16000, channels: 1, encoding: 's16be' }), modes: ['inline'] },
-  { name: '22.05 kHz mono f32le (resampled)', format: { sampleRate: 22050, channels: 1, encoding: 'f32le' }, pcm: () => convert({ sampleRate: 22050, channels: 1, encoding: 'f32le' }), modes: ['pool'] },
-  { name: '11.025 kHz stereo s16le (resampled to 16 kHz)', format: { sampleRate: 11025, channels: 2, encoding: 's16le' }, pcm: () => convert({ sampleRate: 11025, channels: 2, encoding: 's16le' }), modes: ['inline'] },
+  {
+    name: '16 kHz mono s16be',
+    format: { sampleRate: 16000, channels: 1, encoding: 's16be' },
+    pcm: () => convert({ sampleRate: 16000, channels: 1, encoding: 's16be' }),
+    modes: ['inline'],
+  },
+  {
+    name: '22.05 kHz mono f32le (resampled)',
+    format: { sampleRate: 22050, channels: 1, encoding: 'f32le' },
+    pcm: () => convert({ sampleRate: 22050, channels: 1, encoding: 'f32le' }),
+    modes: ['pool'],
+  },
+  {
+    name: '11.025 kHz stereo s16le (resampled to 16 kHz)',
+    format: { sampleRate: 11025, channels: 2, encoding: 's16le' },
+    pcm: () => convert({ sampleRate: 11025, channels: 2, encoding: 's16le' }),
+    modes: ['inline'],
+  },
 ];
 
 let seed = 1;
@@ -94,7 +148,10 @@ for (const c of cases) {
 
       const ogg = Buffer.concat(chunks);
       const pages = parseOggPages(ogg);
-      assert.ok(pages.every((p) => p.crcOk), 'every page CRC is valid');
+      assert.ok(
+        pages.every((p) => p.crcOk),
+        'every page CRC is valid',
+      );
       assert.equal(pages[0].packets[0].toString('latin1', 0, 8), 'OpusHead');
       assert.equal(pages[0].packets[0][9], c.format.channels);
       assert.equal(pages[0].packets[0].readUInt32LE(12), c.format.sampleRate);
@@ -123,7 +180,10 @@ test('a tiny push yields the headers and no audio; sub-frame input still ends as
   const first = await t.push(Buffer.from([1])); // half a sample
   assert.equal(first.mediaSeconds, 0);
   const pages = parseOggPages(first.data);
-  assert.deepEqual(pages.map((p) => p.packets[0].toString('latin1', 0, 8)), ['OpusHead', 'OpusTags']);
+  assert.deepEqual(
+    pages.map((p) => p.packets[0].toString('latin1', 0, 8)),
+    ['OpusHead', 'OpusTags'],
+  );
   const second = await t.push(Buffer.alloc(319)); // completes 160 samples (10 ms), less than a frame
   assert.equal(second.data.length, 0);
   const end = await t.end();
@@ -169,7 +229,10 @@ test('two streams interleaved on one pool worker keep separate encoder state', a
     const out: [Buffer[], Buffer[]] = [[], []];
     for (let off = 0; off < pcm.length; off += 8000) {
       // Both in flight at once on the same worker.
-      const [a, b] = await Promise.all([speech.push(pcm.subarray(off, off + 8000)), quiet.push(silence.subarray(off, off + 8000))]);
+      const [a, b] = await Promise.all([
+        speech.push(pcm.subarray(off, off + 8000)),
+        quiet.push(silence.subarray(off, off + 8000)),
+      ]);
       out[0].push(a.data);
       out[1].push(b.data);
     }
@@ -191,14 +254,29 @@ test('two streams interleaved on one pool worker keep separate encoder state', a
 test('at the encoder settings the decoded audio keeps the speech (log-mel distance, SNR); 8 kb/s would not', async () => {
   const pcm = await readFile(FIXTURE);
   const decode = async (bitrate?: number) => {
-    const { chunks } = await transcode(pcm, { sampleRate: 16000, channels: 1, encoding: 's16le' }, 'inline', 99, bitrate);
+    const { chunks } = await transcode(
+      pcm,
+      { sampleRate: 16000, channels: 1, encoding: 's16le' },
+      'inline',
+      99,
+      bitrate,
+    );
     const file = join(dir, `speech-${bitrate ?? 'default'}.ogg`);
     await writeFile(file, Buffer.concat(chunks));
     return (await decodeTo16kMono(file)).pcm;
   };
   const ours = speechDistance(pcm, await decode());
-  assert.ok(ours.logMelDb <= SPEECH_BOUNDS.maxLogMelDb, `log-mel distance ${ours.logMelDb.toFixed(2)} dB ≤ ${SPEECH_BOUNDS.maxLogMelDb}`);
-  assert.ok(ours.snrDb >= SPEECH_BOUNDS.minSnrDb, `SNR ${ours.snrDb.toFixed(1)} dB ≥ ${SPEECH_BOUNDS.minSnrDb} (also fails if the pre-skip is wrong)`);
+  assert.ok(
+    ours.logMelDb <= SPEECH_BOUNDS.maxLogMelDb,
+    `log-mel distance ${ours.logMelDb.toFixed(2)} dB ≤ ${SPEECH_BOUNDS.maxLogMelDb}`,
+  );
+  assert.ok(
+    ours.snrDb >= SPEECH_BOUNDS.minSnrDb,
+    `SNR ${ours.snrDb.toFixed(1)} dB ≥ ${SPEECH_BOUNDS.minSnrDb} (also fails if the pre-skip is wrong)`,
+  );
   const starved = speechDistance(pcm, await decode(8000));
-  assert.ok(starved.logMelDb > SPEECH_BOUNDS.maxLogMelDb, `8 kb/s: log-mel distance ${starved.logMelDb.toFixed(2)} dB is out of bounds`);
+  assert.ok(
+    starved.logMelDb > SPEECH_BOUNDS.maxLogMelDb,
+    `8 kb/s: log-mel distance ${starved.logMelDb.toFixed(2)} dB is out of bounds`,
+  );
 });

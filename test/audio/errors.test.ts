@@ -37,7 +37,10 @@ test('garbage: AUDIO_UNRECOGNIZED, declared or not, whole or byte by byte', asyn
     for (const chunks of [[garbage], bytewise(garbage.subarray(0, 64))]) {
       const run = await runAll(declared, chunks);
       assert.equal(run.frames.length, 0);
-      assert.deepEqual(run.errors.map((e) => e.id), ['AUDIO_UNRECOGNIZED']);
+      assert.deepEqual(
+        run.errors.map((e) => e.id),
+        ['AUDIO_UNRECOGNIZED'],
+      );
     }
   }
   const text = await runAll(undefined, [Buffer.from('{"type":"config","configuration":{}}')]);

@@ -9,7 +9,10 @@ test('a whole file pushed at once is released at real time', async () => {
   assert.ok(run.frames.length <= 2, 'only the first frame(s) go out at once');
   run.clock.advance(10_000);
   const at10 = Buffer.concat(run.frames).length;
-  assert.ok(run.pipeline.stats.mediaSecondsOut <= 10.3 && run.pipeline.stats.mediaSecondsOut >= 9.5, `media out at 10 s: ${run.pipeline.stats.mediaSecondsOut}`);
+  assert.ok(
+    run.pipeline.stats.mediaSecondsOut <= 10.3 && run.pipeline.stats.mediaSecondsOut >= 9.5,
+    `media out at 10 s: ${run.pipeline.stats.mediaSecondsOut}`,
+  );
   assert.ok(at10 < fixture('dictation.webm').length * 0.5);
   await drain(run);
   // The last frame starts about 25.6 s into the media, so it goes out about 25.6 s after the first.
@@ -56,7 +59,7 @@ test('a partial frame waits at most chunkMs of wall time', async () => {
   run.pipeline.close();
 });
 
-test('a real-time client\'s piece goes upstream when it arrives, not with the next one', async () => {
+test("a real-time client's piece goes upstream when it arrives, not with the next one", async () => {
   const run = open('audio/webm;codecs=opus');
   for (const c of chromeChunks('webm-opus').slice(0, 20)) {
     const sent = run.pipeline.stats.bytesOut;
@@ -78,7 +81,10 @@ test('bytes beyond maxBufferedBytes: AUDIO_BUFFER_OVERRUN, then nothing more', a
   run.pipeline.push(data.subarray(0, 40_000));
   assert.equal(run.errors.length, 0);
   run.pipeline.push(data.subarray(40_000));
-  assert.deepEqual(run.errors.map((e) => e.id), ['AUDIO_BUFFER_OVERRUN']);
+  assert.deepEqual(
+    run.errors.map((e) => e.id),
+    ['AUDIO_BUFFER_OVERRUN'],
+  );
   const n = run.frames.length;
   run.clock.advance(60_000);
   run.pipeline.push(data);

@@ -32,9 +32,15 @@ for (const c of CASES) {
     const first = await probe(whole.frames[0]);
     assert.equal(first.codec, c.codec, 'ffprobe reads the codec from the first frame alone');
     const full = await probe(c.name);
-    assert.ok(Math.abs(whole.pipeline.stats.mediaSecondsOut - full.duration) < 0.1, `media ${whole.pipeline.stats.mediaSecondsOut} vs ${full.duration}`);
+    assert.ok(
+      Math.abs(whole.pipeline.stats.mediaSecondsOut - full.duration) < 0.1,
+      `media ${whole.pipeline.stats.mediaSecondsOut} vs ${full.duration}`,
+    );
     // Coalesced to about chunkMs: 26 s of audio in well under one frame per container frame.
-    assert.ok(whole.frames.length >= full.duration / 1.2 && whole.frames.length <= full.duration / 0.15, `${whole.frames.length} frames`);
+    assert.ok(
+      whole.frames.length >= full.duration / 1.2 && whole.frames.length <= full.duration / 0.15,
+      `${whole.frames.length} frames`,
+    );
     for (const seed of [1, 2, 3]) {
       const run = await runAll(c.declared, randomChunks(data, seed));
       checkFrames(run, data);
@@ -60,7 +66,10 @@ test('Chromium live WebM/Opus: browser chunks, random chunks, headers held until
   // Chromium writes 60 ms packets; about 250 ms per frame means 4 or 5 packets each.
   const dur = run.pipeline.stats.mediaSecondsOut;
   assert.ok(dur > 7 && dur < 9, `media ${dur}`);
-  assert.ok(run.frames.length >= dur / 0.35 && run.frames.length <= dur / 0.2, `${run.frames.length} frames for ${dur} s`);
+  assert.ok(
+    run.frames.length >= dur / 0.35 && run.frames.length <= dur / 0.2,
+    `${run.frames.length} frames for ${dur} s`,
+  );
   // A first chunk cut inside the headers still gives a first frame with all of them.
   const tiny = [data.subarray(0, 7), data.subarray(7, 40), data.subarray(40)];
   const t = await runAll('audio/webm', tiny);
@@ -75,7 +84,10 @@ test('frames never exceed maxFrameBytes even when one container unit is larger',
   const data = fixture('dictation-48k-stereo.webm');
   const run = await runAll('audio/webm', [data], { chunkMs: 20000 });
   checkFrames(run, data);
-  assert.ok(run.frames.some((f) => f.length > 55000), 'long chunks make big frames');
+  assert.ok(
+    run.frames.some((f) => f.length > 55000),
+    'long chunks make big frames',
+  );
   // Pages bigger than the frame limit are split anyway (here with a 1000-byte limit).
   const ogg = fixture('dictation.ogg');
   const small = await runAll('audio/ogg', randomChunks(ogg, 21, 5000), { maxFrameBytes: 1000 });
@@ -142,13 +154,20 @@ test('MP4/AAC fragmented (as live encoders write it) and faststart: byte-identic
   ];
   for (const [flags, args] of variants) {
     const file = join(dir, `${flags.replace(/\W/g, '_')}.mp4`);
-    await tool('ffmpeg', ['-v', 'error', '-y', '-i', `${FIXTURES}dictation.m4a`, '-c', 'copy', ...args, file], Buffer.alloc(0));
+    await tool(
+      'ffmpeg',
+      ['-v', 'error', '-y', '-i', `${FIXTURES}dictation.m4a`, '-c', 'copy', ...args, file],
+      Buffer.alloc(0),
+    );
     const data = readFileSync(file);
     const run = await runAll('audio/mp4', randomChunks(data, 13, 30000));
     checkFrames(run, data);
     assert.equal(run.pipeline.stats.source, 'mp4-aac');
     assert.equal((await probe(run.frames[0])).codec, 'aac', `${flags}: the first frame holds ftyp+moov`);
-    assert.ok(Math.abs(run.pipeline.stats.mediaSecondsOut - 25.9) < 0.1, `${flags}: media ${run.pipeline.stats.mediaSecondsOut}`);
+    assert.ok(
+      Math.abs(run.pipeline.stats.mediaSecondsOut - 25.9) < 0.1,
+      `${flags}: media ${run.pipeline.stats.mediaSecondsOut}`,
+    );
     const span = run.times[run.times.length - 1] - run.times[0];
     assert.ok(span > 20_000, `${flags}: released over ${span} ms, not at once`);
   }

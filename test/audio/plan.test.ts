@@ -16,8 +16,21 @@ function rejected(declared: string): string {
 }
 
 test('upstream formats pass through with the declared value', () => {
-  for (const d of ['audio/ogg', 'audio/ogg;codecs=opus', 'audio/ogg; codecs="vorbis"', 'audio/webm;codecs=opus', 'audio/webm',
-    'audio/opus', 'audio/vorbis', 'audio/mpeg', 'audio/mp3', 'audio/mpeg3', 'audio/flac', 'audio/m4a;codecs=mp4a.40.2', 'audio/mp4;codecs=mp3']) {
+  for (const d of [
+    'audio/ogg',
+    'audio/ogg;codecs=opus',
+    'audio/ogg; codecs="vorbis"',
+    'audio/webm;codecs=opus',
+    'audio/webm',
+    'audio/opus',
+    'audio/vorbis',
+    'audio/mpeg',
+    'audio/mp3',
+    'audio/mpeg3',
+    'audio/flac',
+    'audio/m4a;codecs=mp4a.40.2',
+    'audio/mp4;codecs=mp3',
+  ]) {
     const p = ok(d);
     assert.equal(p.mode, 'passthrough', d);
     assert.equal(p.upstreamAudioFormat, d);
@@ -25,13 +38,24 @@ test('upstream formats pass through with the declared value', () => {
 });
 
 test('formats the gateway transcodes go upstream as Ogg/Opus', () => {
-  for (const d of ['audio/wav', 'audio/wave', 'audio/x-wav', 'audio/webm;codecs=pcm', 'audio/mp4;codecs=opus',
-    'audio/pcm;rate=16000;channels=1', 'audio/L16;rate=8000;channels=2']) {
+  for (const d of [
+    'audio/wav',
+    'audio/wave',
+    'audio/x-wav',
+    'audio/webm;codecs=pcm',
+    'audio/mp4;codecs=opus',
+    'audio/pcm;rate=16000;channels=1',
+    'audio/L16;rate=8000;channels=2',
+  ]) {
     const p = ok(d);
     assert.equal(p.mode, 'transcode', d);
     assert.equal(p.upstreamAudioFormat, 'audio/ogg;codecs=opus');
   }
-  assert.deepEqual(ok('audio/pcm;rate=48000;channels=2;encoding=f32le').pcm, { sampleRate: 48000, channels: 2, encoding: 'f32le' });
+  assert.deepEqual(ok('audio/pcm;rate=48000;channels=2;encoding=f32le').pcm, {
+    sampleRate: 48000,
+    channels: 2,
+    encoding: 'f32le',
+  });
   assert.deepEqual(ok('audio/pcm;rate=16000').pcm, { sampleRate: 16000, channels: 1, encoding: 's16le' });
   assert.deepEqual(ok('audio/L16;rate=16000;channels=1').pcm, { sampleRate: 16000, channels: 1, encoding: 's16be' });
 });

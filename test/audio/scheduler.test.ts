@@ -8,7 +8,9 @@ test('alarms fire in due order, once, on one clock timer; cleared and re-set one
   const clock = new FakeClock();
   const s = new Scheduler(clock);
   const fired: string[] = [];
-  const a = new Alarm(s, () => fired.push('a')), b = new Alarm(s, () => fired.push('b')), c = new Alarm(s, () => fired.push('c'));
+  const a = new Alarm(s, () => fired.push('a')),
+    b = new Alarm(s, () => fired.push('b')),
+    c = new Alarm(s, () => fired.push('c'));
   a.at(30);
   b.at(10);
   c.at(20);
@@ -24,7 +26,9 @@ test('an alarm that throws does not stop the others', () => {
   const clock = new FakeClock();
   const s = new Scheduler(clock);
   const fired: number[] = [];
-  new Alarm(s, () => { throw new Error('owner bug'); }).at(10);
+  new Alarm(s, () => {
+    throw new Error('owner bug');
+  }).at(10);
   new Alarm(s, () => fired.push(1)).at(10);
   new Alarm(s, () => fired.push(2)).at(20);
   clock.advance(50);

@@ -2,9 +2,21 @@
 import { afterAll, test } from 'vitest';
 import assert from 'node:assert/strict';
 import { closeDefaultEncoderPool } from '../../src/audio/transcode/index.js';
-import { chromeChunks, decodedSeconds, drain, fixture, open, probe, randomChunks, runAll, type Run } from './helpers.js';
+import {
+  chromeChunks,
+  decodedSeconds,
+  drain,
+  fixture,
+  open,
+  probe,
+  randomChunks,
+  runAll,
+  type Run,
+} from './helpers.js';
 
-afterAll(async () => { await closeDefaultEncoderPool(); });
+afterAll(async () => {
+  await closeDefaultEncoderPool();
+});
 
 async function checkOggOpus(run: Run, expectSeconds: number, kind: string): Promise<void> {
   assert.deepEqual(run.errors, []);
@@ -16,7 +28,10 @@ async function checkOggOpus(run: Run, expectSeconds: number, kind: string): Prom
   const seconds = await decodedSeconds(out);
   assert.ok(Math.abs(seconds - expectSeconds) <= 0.04, `decoded ${seconds} s, input ${expectSeconds} s`);
   assert.ok(run.pipeline.stats.transcodeSeconds > 0);
-  assert.ok(Math.abs(run.pipeline.stats.mediaSecondsOut - expectSeconds) < 0.1, `mediaSecondsOut ${run.pipeline.stats.mediaSecondsOut}`);
+  assert.ok(
+    Math.abs(run.pipeline.stats.mediaSecondsOut - expectSeconds) < 0.1,
+    `mediaSecondsOut ${run.pipeline.stats.mediaSecondsOut}`,
+  );
 }
 
 test('WAV 16 kHz, declared or detected, any chunking', async () => {
@@ -53,7 +68,11 @@ test('Chromium MP4/Opus: remuxed to Ogg/Opus, declared plain audio/mp4 or audio/
   const chunks = chromeChunks('mp4-opus');
   const data = Buffer.concat(chunks);
   const full = await decodedSeconds(data);
-  for (const [declared, input] of [['audio/mp4', chunks], ['audio/mp4;codecs=opus', randomChunks(data, 11, 5000)], [undefined, [data]]] as const) {
+  for (const [declared, input] of [
+    ['audio/mp4', chunks],
+    ['audio/mp4;codecs=opus', randomChunks(data, 11, 5000)],
+    [undefined, [data]],
+  ] as const) {
     const run = await runAll(declared, [...input]);
     await checkOggOpus(run, full, 'mp4-opus');
   }
@@ -64,7 +83,10 @@ test('WAV with a sample format the gateway does not take: AUDIO_UNRECOGNIZED, no
   wav.writeUInt16LE(24, 34); // bits per sample
   const run = await runAll('audio/wav', [wav]);
   assert.equal(run.frames.length, 0);
-  assert.deepEqual(run.errors.map((e) => e.id), ['AUDIO_UNRECOGNIZED']);
+  assert.deepEqual(
+    run.errors.map((e) => e.id),
+    ['AUDIO_UNRECOGNIZED'],
+  );
 });
 
 test('audio after a mid-stream drain (client flush) goes on as a chained Ogg/Opus stream', async () => {

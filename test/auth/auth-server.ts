@@ -20,7 +20,12 @@ export interface TestAuthServer {
   /** Replaces the realm's JWKS with exactly these keys. */
   setKeys(realm: string, keys: SigningKey[]): void;
   /** `expiresIn` and `issuedAt` are seconds from now (`issuedAt` NaN: no iat claim). */
-  sign(realm: string, key: SigningKey, claims: JWTPayload, opts?: { expiresIn?: number; issuedAt?: number; iss?: string; nbf?: number }): Promise<string>;
+  sign(
+    realm: string,
+    key: SigningKey,
+    claims: JWTPayload,
+    opts?: { expiresIn?: number; issuedAt?: number; iss?: string; nbf?: number },
+  ): Promise<string>;
   /** client-credentials: client id → secret for a realm; token lifetime in seconds. */
   addClient(realm: string, clientId: string, secret: string): void;
   tokenLifetimeSeconds: number;
@@ -95,13 +100,25 @@ export async function startAuthServer(): Promise<TestAuthServer> {
     req.on('end', () => {
       const form = new URLSearchParams(body);
       const secret = clients.get(realm)?.get(form.get('client_id') ?? '');
-      if (req.method !== 'POST' || form.get('grant_type') !== 'client_credentials' || !secret || secret !== form.get('client_secret')) {
-        res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":"unauthorized_client","error_description":"Invalid client or Invalid client credentials"}');
+      if (
+        req.method !== 'POST' ||
+        form.get('grant_type') !== 'client_credentials' ||
+        !secret ||
+        secret !== form.get('client_secret')
+      ) {
+        res
+          .writeHead(401, { 'content-type': 'application/json' })
+          .end('{"error":"unauthorized_client","error_description":"Invalid client or Invalid client credentials"}');
         return;
       }
       issued += 1;
       res.writeHead(200, { 'content-type': 'application/json' }).end(
-        JSON.stringify({ access_token: `token-${realm}-${issued}`, expires_in: state.tokenLifetimeSeconds, token_type: 'Bearer', scope: form.get('scope') }),
+        JSON.stringify({
+          access_token: `token-${realm}-${issued}`,
+          expires_in: state.tokenLifetimeSeconds,
+          token_type: 'Bearer',
+          scope: form.get('scope'),
+        }),
       );
     });
   });

@@ -17,10 +17,20 @@ beforeAll(async () => {
 afterAll(() => srv.close());
 
 function auth(o: Partial<AuthOptions> = {}) {
-  return createAuthenticator({ authUrl: srv.url, allowedOrigins: 'same-origin', allowFullAccessFromBrowsers: false, ...o });
+  return createAuthenticator({
+    authUrl: srv.url,
+    allowedOrigins: 'same-origin',
+    allowFullAccessFromBrowsers: false,
+    ...o,
+  });
 }
 
-function viaQuery(token: string, tenant: string | undefined, endpoint: Endpoint = 'transcribe', headers: Record<string, string> = {}) {
+function viaQuery(
+  token: string,
+  tenant: string | undefined,
+  endpoint: Endpoint = 'transcribe',
+  headers: Record<string, string> = {},
+) {
   const query = new URLSearchParams();
   if (tenant !== undefined) query.set('tenant-name', tenant);
   query.set('token', `Bearer ${token}`);
@@ -38,13 +48,18 @@ function assertRefused(d: AuthDecision, status: number, reason: string, token?: 
   assert.equal(d.error.status, status);
   if (token) {
     const text = JSON.stringify(d);
-    for (const part of token.split('.').filter((p) => p.length > 8)) assert.ok(!text.includes(part), 'refusal leaks the token');
+    for (const part of token.split('.').filter((p) => p.length > 8))
+      assert.ok(!text.includes(part), 'refusal leaks the token');
   }
 }
 
 describe('refusals', () => {
   it('missing token → 401 TOKEN_MISSING', async () => {
-    const d = await auth().authenticate({ endpoint: 'transcribe', query: new URLSearchParams('tenant-name=acme'), headers: {} });
+    const d = await auth().authenticate({
+      endpoint: 'transcribe',
+      query: new URLSearchParams('tenant-name=acme'),
+      headers: {},
+    });
     assertRefused(d, 401, 'token_missing');
     assert.equal(!d.ok && d.error.id, 'TOKEN_MISSING');
   });
@@ -293,7 +308,10 @@ describe('JWKS cache', () => {
     const realm = 'cooling';
     const k1 = await srv.addKey(realm);
     const a = auth({ now: () => clock });
-    assert.equal((await a.authenticate(viaQuery(await srv.sign(realm, k1, { scope: 'openid transcribe' }), realm))).ok, true);
+    assert.equal(
+      (await a.authenticate(viaQuery(await srv.sign(realm, k1, { scope: 'openid transcribe' }), realm))).ok,
+      true,
+    );
     const k2 = await srv.addKey(realm);
     const t2 = await srv.sign(realm, k2, { scope: 'openid transcribe' });
     for (let i = 0; i < 5; i++) assertRefused(await a.authenticate(viaQuery(t2, realm)), 401, 'unknown_key');
@@ -305,7 +323,10 @@ describe('JWKS cache', () => {
     const realm = 'burst';
     const k1 = await srv.addKey(realm);
     const a = auth({ now: () => clock });
-    assert.equal((await a.authenticate(viaQuery(await srv.sign(realm, k1, { scope: 'openid transcribe' }), realm))).ok, true);
+    assert.equal(
+      (await a.authenticate(viaQuery(await srv.sign(realm, k1, { scope: 'openid transcribe' }), realm))).ok,
+      true,
+    );
     const k2 = await srv.addKey(realm);
     clock += 31_000;
     const token = await srv.sign(realm, k2, { scope: 'openid transcribe' });
@@ -337,9 +358,13 @@ describe('verified tokens', () => {
     const k2 = await srv.addKey(realm);
     srv.setKeys(realm, [k2]);
     clock += 31_000; // past the refetch cooldown: a token with the new key makes the realm's keys refetched
-    assert.equal((await a.authenticate(viaQuery(await srv.sign(realm, k2, { scope: 'openid transcribe' }), realm))).ok, true);
+    assert.equal(
+      (await a.authenticate(viaQuery(await srv.sign(realm, k2, { scope: 'openid transcribe' }), realm))).ok,
+      true,
+    );
     assert.equal(srv.certsRequests.get(realm), 2);
-    for (let i = 0; i < 3; i++) assert.equal((await a.authenticate(viaQuery(token, realm))).ok, true, 'verified a moment ago');
+    for (let i = 0; i < 3; i++)
+      assert.equal((await a.authenticate(viaQuery(token, realm))).ok, true, 'verified a moment ago');
     clock += 30_000; // a minute after its verification: checked in full again, against the keys published now
     assertRefused(await a.authenticate(viaQuery(token, realm)), 401, 'unknown_key');
   });
@@ -353,6 +378,10 @@ describe('verified tokens', () => {
     assert.equal((await a.authenticate(viaQuery(token, realm))).ok, true);
     clock += 40_000 + 31_000; // past exp and the clock tolerance, within the minute a verification is reused
     assertRefused(await a.authenticate(viaQuery(token, realm)), 401, 'token_expired');
-    assert.equal((await a.authenticate(viaQuery(token, realm), { allowExpired: true })).ok, true, 'a resume may still present it');
+    assert.equal(
+      (await a.authenticate(viaQuery(token, realm), { allowExpired: true })).ok,
+      true,
+      'a resume may still present it',
+    );
   });
 });

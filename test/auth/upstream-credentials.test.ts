@@ -88,7 +88,10 @@ describe('upstream credentials', () => {
       credentials: { acme: { clientId: 'gw', clientSecret: 'gw-secret' } },
     });
     await assert.rejects(c.tokenFor('globex', 'x'), /globex/);
-    assert.throws(() => createUpstreamCredentials({ mode: 'client-credentials', authUrl: srv.url }), /UPSTREAM_CREDENTIALS/);
+    assert.throws(
+      () => createUpstreamCredentials({ mode: 'client-credentials', authUrl: srv.url }),
+      /UPSTREAM_CREDENTIALS/,
+    );
   });
 });
 
@@ -114,11 +117,14 @@ describe('loadUpstreamCredentials', () => {
       `{"../x":{"clientId":"gw","clientSecret":"${secret}"}}`, // unsafe tenant
     ];
     for (const inline of cases) {
-      assert.throws(() => loadUpstreamCredentials({ inline }), (err: Error) => {
-        assert.match(err.message, /UPSTREAM_CREDENTIALS/);
-        assert.ok(!err.message.includes(secret), err.message);
-        return true;
-      });
+      assert.throws(
+        () => loadUpstreamCredentials({ inline }),
+        (err: Error) => {
+          assert.match(err.message, /UPSTREAM_CREDENTIALS/);
+          assert.ok(!err.message.includes(secret), err.message);
+          return true;
+        },
+      );
     }
     assert.throws(() => loadUpstreamCredentials({ file: join(dir, 'missing.json') }), /cannot read file \(ENOENT\)/);
   });

@@ -18,13 +18,15 @@ const pieces = chromeChunks('webm-opus'); // ~9 s of live Chromium WebM/Opus, 0.
 const stream = Buffer.concat(pieces);
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
 
-
 /** Every final once, in order, nothing lost: each starts where the one before ended (the successor
  *  goes on mid-Cluster where the owner stopped, and no piece was on the wire when the 1012 close left). */
 function assertOnce(f: Final[], until: number, label: string): void {
   assert.ok(f.length > 3, `${label}: finals arrived (${f.length})`);
   for (let i = 1; i < f.length; i++) {
-    assert.ok(f[i].start >= f[i - 1].end - 0.01 && f[i].start <= f[i - 1].end + 0.01, `${label}: final ${i} (${f[i].start}-${f[i].end}) follows final ${i - 1} (${f[i - 1].start}-${f[i - 1].end}) once`);
+    assert.ok(
+      f[i].start >= f[i - 1].end - 0.01 && f[i].start <= f[i - 1].end + 0.01,
+      `${label}: final ${i} (${f[i].start}-${f[i].end}) follows final ${i - 1} (${f[i - 1].start}-${f[i - 1].end}) once`,
+    );
   }
   assert.ok(f.at(-1)!.end > until, `${label}: the finals cover the audio (last ends at ${f.at(-1)!.end})`);
 }
@@ -33,7 +35,9 @@ function assertOnce(f: Final[], until: number, label: string): void {
 const logEvents = (output: string) => [...output.matchAll(/"event":"([a-z_]+)"/g)].map((m) => m[1]).join(' ');
 
 async function ledger(port: number, tenant: string): Promise<any[]> {
-  const res = await fetch(`http://127.0.0.1:${port}/v1/usage/sessions?tenant=${tenant}`, { headers: { authorization: `Bearer ${API_TOKEN}` } });
+  const res = await fetch(`http://127.0.0.1:${port}/v1/usage/sessions?tenant=${tenant}`, {
+    headers: { authorization: `Bearer ${API_TOKEN}` },
+  });
   assert.equal(res.status, 200);
   return ((await res.json()) as { sessions: any[] }).sessions;
 }
@@ -41,7 +45,8 @@ async function ledger(port: number, tenant: string): Promise<any[]> {
 /** The ledger once every session of `tenant` ended (journal and queue flushed). */
 async function endedSessions(port: number, tenant: string): Promise<any[]> {
   let rows = await ledger(port, tenant);
-  for (let k = 0; k < 200 && (rows.length === 0 || rows.some((r) => r.end === null)); k++) rows = await delay(100).then(() => ledger(port, tenant));
+  for (let k = 0; k < 200 && (rows.length === 0 || rows.some((r) => r.end === null)); k++)
+    rows = await delay(100).then(() => ledger(port, tenant));
   return rows;
 }
 
@@ -60,13 +65,21 @@ async function slowUplink(target: () => number, ms: number): Promise<{ port: num
     gateway.on('data', (d: Buffer) => client.write(d));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { port: (server.address() as net.AddressInfo).port, close: () => (server.close(), sockets.forEach((s) => s.destroy())) };
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    close: () => (server.close(), sockets.forEach((s) => s.destroy())),
+  };
 }
 
 describe('handover at drain between two gateway processes', () => {
   let cluster: Cluster;
   beforeAll(async () => {
-    cluster = await startCluster(2, { USAGE_API_TOKEN: API_TOKEN, MAX_SESSIONS_PER_TENANT: '1', DRAIN_SECONDS: '20', RESUME_GRACE_SECONDS: '4' });
+    cluster = await startCluster(2, {
+      USAGE_API_TOKEN: API_TOKEN,
+      MAX_SESSIONS_PER_TENANT: '1',
+      DRAIN_SECONDS: '20',
+      RESUME_GRACE_SECONDS: '4',
+    });
   });
   afterEach(() => cluster?.allUp());
   afterAll(() => cluster?.close());
@@ -116,14 +129,21 @@ describe('handover at drain between two gateway processes', () => {
     assert.equal(accepted.resumed, true);
     assert.ok(accepted.audioBytes > 0 && accepted.audioBytes <= stream.length, `audioBytes ${accepted.audioBytes}`);
     await resendFrom(second, stream, accepted.audioBytes);
-    assert.equal((await refusal(url(1, await token(), tenant, newResumeKey()))).status, 429, 'still one slot, now held by the other replica');
+    assert.equal(
+      (await refusal(url(1, await token(), tenant, newResumeKey()))).status,
+      429,
+      'still one slot, now held by the other replica',
+    );
     second.sendJson({ type: 'end' });
     await second.next('ended', 30_000);
     assert.equal((await second.closed).code, 1000);
     assert.equal(await exit, 0, cluster.replicas[0].output().slice(-3000));
 
     const all = [...first.messages, ...second.messages];
-    assert.deepEqual(all.filter((m) => m.type === 'error'), []);
+    assert.deepEqual(
+      all.filter((m) => m.type === 'error'),
+      [],
+    );
     assertOnce(finals(all), 8.5, 'hand-written');
     assert.deepEqual(second.types().slice(-2), ['usage', 'ended']);
 
@@ -133,7 +153,11 @@ describe('handover at drain between two gateway processes', () => {
     assert.equal(rows[0].estimated, false);
     const upstream = cluster.emulator.sessions.filter((s) => s.tenant === tenant);
     assert.equal(upstream.length, 2);
-    const reported = upstream.reduce((n, s) => n + ((s.sent as Array<{ type: string; credits?: number }>).find((m) => m.type === 'usage')?.credits ?? NaN), 0);
+    const reported = upstream.reduce(
+      (n, s) =>
+        n + ((s.sent as Array<{ type: string; credits?: number }>).find((m) => m.type === 'usage')?.credits ?? NaN),
+      0,
+    );
     assert.ok(Math.abs(rows[0].credits - reported) < 1e-6, `ledger ${rows[0].credits} = upstream ${reported}`);
     // The slot was released at the end: a new session of the tenant is let in.
     const next = await openClient(url(1, await token(), tenant, newResumeKey()));
@@ -147,11 +171,19 @@ describe('handover at drain between two gateway processes', () => {
       let exit: Promise<number | null> | undefined;
       let owner = -1;
       const run = await streamWithSdk({
-        base: `ws://127.0.0.1:${balancer.port}`, tenant, token: await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' }),
-        endpoint: 'transcribe', configuration, pieces, pieceMs: 300, resumeKey: newResumeKey(),
+        base: `ws://127.0.0.1:${balancer.port}`,
+        tenant,
+        token: await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' }),
+        endpoint: 'transcribe',
+        configuration,
+        pieces,
+        pieceMs: 300,
+        resumeKey: newResumeKey(),
         onPiece: (i) => {
           if (i !== 12) return;
-          owner = cluster.replicas.findIndex((r) => r.output().includes('"session_start"') && r.output().includes(tenant));
+          owner = cluster.replicas.findIndex(
+            (r) => r.output().includes('"session_start"') && r.output().includes(tenant),
+          );
           balancer.down(owner);
           exit = cluster.stop(owner);
         },
@@ -160,7 +192,10 @@ describe('handover at drain between two gateway processes', () => {
       assert.equal(await exit, 0, cluster.replicas[owner].output().slice(-3000));
       assert.deepEqual(run.errors, []);
       assert.ok(run.closeCodes.includes(1012), `closed 1012 once (${run.closeCodes})`);
-      assert.deepEqual(run.messages.filter((m) => m.type === 'error'), []);
+      assert.deepEqual(
+        run.messages.filter((m) => m.type === 'error'),
+        [],
+      );
       assertOnce(finals(run.messages), 8.5, 'SDK');
       const rows = await endedSessions(cluster.replicas[1 - owner].port, tenant);
       assert.equal(rows.length, 1, 'one ledger session');
@@ -170,15 +205,21 @@ describe('handover at drain between two gateway processes', () => {
     }
   });
 
-  it('the SDK\'s piece on the wire when the drain starts is not lost: the 1012 close waits for it', async () => {
+  it("the SDK's piece on the wire when the drain starts is not lost: the 1012 close waits for it", async () => {
     const tenant = 'handover-in-flight';
     let owner = 0;
     const uplink = await slowUplink(() => cluster.replicas[owner].port, 200);
     try {
       let exit: Promise<number | null> | undefined;
       const run = await streamWithSdk({
-        base: `ws://127.0.0.1:${uplink.port}`, tenant, token: await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' }),
-        endpoint: 'transcribe', configuration, pieces, pieceMs: 300, resumeKey: newResumeKey(),
+        base: `ws://127.0.0.1:${uplink.port}`,
+        tenant,
+        token: await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' }),
+        endpoint: 'transcribe',
+        configuration,
+        pieces,
+        pieceMs: 300,
+        resumeKey: newResumeKey(),
         onPiece: (i) => {
           if (i !== 12) return;
           owner = 1; // the reconnection goes to the other replica
@@ -187,7 +228,11 @@ describe('handover at drain between two gateway processes', () => {
       });
       assert.equal(await exit, 0, cluster.replicas[0].output().slice(-3000));
       assert.ok(run.closeCodes.includes(1012), `closed 1012 once (${run.closeCodes})`);
-      assertOnce(finals(run.messages), 8.5, `SDK, a piece on the wire (closes ${run.closeCodes}, errors ${run.errors}, messages ${run.messages.map((m) => m.type)}; replica 0 said ${logEvents(cluster.replicas[0].output())})`);
+      assertOnce(
+        finals(run.messages),
+        8.5,
+        `SDK, a piece on the wire (closes ${run.closeCodes}, errors ${run.errors}, messages ${run.messages.map((m) => m.type)}; replica 0 said ${logEvents(cluster.replicas[0].output())})`,
+      );
     } finally {
       uplink.close();
     }
@@ -252,7 +297,11 @@ describe('handover at drain between two gateway processes', () => {
     const exit = cluster.stop(0);
     assert.match((await client.closed).reason, /handed over/);
     assert.equal(await exit, 0);
-    assert.equal((await refusal(url(1, await token(), tenant, newResumeKey()))).status, 429, 'the slot waits for the client');
+    assert.equal(
+      (await refusal(url(1, await token(), tenant, newResumeKey()))).status,
+      429,
+      'the slot waits for the client',
+    );
 
     const rows = await endedSessions(cluster.replicas[1].port, tenant); // grace 4 s + the janitor's 5 s round
     assert.equal(rows.length, 1);

@@ -9,8 +9,8 @@ import { HopOutbox } from '../../src/cluster/index.js';
 const ping = (text: string) => new Uint8Array(Buffer.from(text)).buffer as ArrayBuffer;
 const messages = (n: number) => Array.from({ length: n }, (_, i) => `{"type":"transcript","n":${i}}`);
 
-describe('the owner\'s end of a hop', () => {
-  it('after the relay\'s last count, what it did not pass on, in order', () => {
+describe("the owner's end of a hop", () => {
+  it("after the relay's last count, what it did not pass on, in order", () => {
     const outbox = new HopOutbox();
     for (const m of messages(40)) outbox.sent(m);
     outbox.confirmed(ping('d16'));

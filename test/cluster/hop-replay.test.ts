@@ -29,12 +29,18 @@ describe('a replayed internal hop', () => {
     await client.next('CONFIG_ACCEPTED');
 
     const subject = JSON.parse(Buffer.from(token.split('.')[1], 'base64url').toString()).sub as string;
-    const identity: HopIdentity = { tenant, subject, endpoint: 'transcribe', notices: false, owner: cluster.replicas[0].id };
+    const identity: HopIdentity = {
+      tenant,
+      subject,
+      endpoint: 'transcribe',
+      notices: false,
+      owner: cluster.replicas[0].id,
+    };
     const headers = signHop(SECRET, key, identity);
     const url = `ws://127.0.0.1:${cluster.replicas[0].port}/internal/hop${endpointPath('transcribe')}?resume=${key}`;
     const hop = await openClient(url, undefined, headers); // the genuine hop: it takes the session over
     hop.ws.close();
-    assert.equal((await client.closed).code, 4409, 'the session\'s socket was replaced by the hop');
+    assert.equal((await client.closed).code, 4409, "the session's socket was replaced by the hop");
     await delay(200);
 
     const replay = await refusal(url, undefined, headers);

@@ -23,13 +23,35 @@ const chunks = chromeChunks('webm-opus');
 /** A self-signed certificate for 127.0.0.1, in a temporary directory. */
 function certificate(): { dir: string; key: Buffer; cert: Buffer } {
   const dir = mkdtempSync(join(tmpdir(), 'sgw-tls-'));
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
-    '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      join(dir, 'key.pem'),
+      '-out',
+      join(dir, 'cert.pem'),
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
+    { stdio: 'ignore' },
+  );
   return { dir, key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) };
 }
 
 /** TLS in front of a plain port: counts the connections whose handshake completed. */
-async function tlsTerminator(o: { key: Buffer; cert: Buffer }, target: () => number): Promise<{ port: number; handshakes: () => number; close(): void }> {
+async function tlsTerminator(
+  o: { key: Buffer; cert: Buffer },
+  target: () => number,
+): Promise<{ port: number; handshakes: () => number; close(): void }> {
   let handshakes = 0;
   const sockets = new Set<net.Socket>();
   const server = tls.createServer({ key: o.key, cert: o.cert }, (client) => {
@@ -43,7 +65,11 @@ async function tlsTerminator(o: { key: Buffer; cert: Buffer }, target: () => num
     client.pipe(plain).pipe(client);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { port: (server.address() as net.AddressInfo).port, handshakes: () => handshakes, close: () => (server.close(), sockets.forEach((s) => s.destroy())) };
+  return {
+    port: (server.address() as net.AddressInfo).port,
+    handshakes: () => handshakes,
+    close: () => (server.close(), sockets.forEach((s) => s.destroy())),
+  };
 }
 
 describe('the internal hop over wss://', () => {
@@ -54,7 +80,10 @@ describe('the internal hop over wss://', () => {
     terminator = await tlsTerminator(tlsFiles, () => cluster.replicas[0].port);
     const env = { CLUSTER_SECRET: randomBytes(32).toString('hex'), RESUME_GRACE_SECONDS: '10' };
     cluster = await startCluster(2, env, (i): Record<string, string> =>
-      i === 0 ? { ADVERTISE_URL: `wss://127.0.0.1:${terminator.port}` } : { NODE_EXTRA_CA_CERTS: join(tlsFiles.dir, 'cert.pem') });
+      i === 0
+        ? { ADVERTISE_URL: `wss://127.0.0.1:${terminator.port}` }
+        : { NODE_EXTRA_CA_CERTS: join(tlsFiles.dir, 'cert.pem') },
+    );
   }, 60_000);
   afterAll(async () => {
     await cluster?.close();

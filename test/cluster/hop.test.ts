@@ -24,7 +24,12 @@ const newKey = () => randomBytes(18).toString('base64url');
 
 /** A session on replica 0 whose client has sent the first `n` pieces, had a final (so the session's
  * record is written) and dropped (no close frame). */
-async function dropped(cluster: Cluster, key: string, tenant: string, n: number): Promise<{ first: TestClient; sessionId: unknown }> {
+async function dropped(
+  cluster: Cluster,
+  key: string,
+  tenant: string,
+  n: number,
+): Promise<{ first: TestClient; sessionId: unknown }> {
   const { client: first, accepted } = await openConfigured(await replicaUrl(cluster, 0, tenant, key), configuration);
   chunks.slice(0, n).forEach((c) => first.send(c));
   for (let t = 0; finals(first.messages).length === 0; t++) {
@@ -37,8 +42,15 @@ async function dropped(cluster: Cluster, key: string, tenant: string, n: number)
 }
 
 function assertOneTimeline(all: Array<{ start: number; end: number }>, until: number): void {
-  for (let k = 1; k < all.length; k++) assert.ok(Math.abs(all[k].start - all[k - 1].end) < 1e-6, `final ${k} follows final ${k - 1} (${all[k - 1].end} → ${all[k].start})`);
-  assert.ok(all.length > 0 && all[0].start < 1e-6 && all.at(-1)!.end > until, `the finals cover 0-${until} s: ${JSON.stringify(all)}`);
+  for (let k = 1; k < all.length; k++)
+    assert.ok(
+      Math.abs(all[k].start - all[k - 1].end) < 1e-6,
+      `final ${k} follows final ${k - 1} (${all[k - 1].end} → ${all[k].start})`,
+    );
+  assert.ok(
+    all.length > 0 && all[0].start < 1e-6 && all.at(-1)!.end > until,
+    `the finals cover 0-${until} s: ${JSON.stringify(all)}`,
+  );
 }
 
 const hopPath = '/internal/hop/audio-bridge/v2/transcribe';
@@ -49,8 +61,16 @@ describe('the internal hop between two replicas', () => {
   let toReplica0: TcpProxy;
   beforeAll(async () => {
     toReplica0 = await startTcpProxy(() => cluster.replicas[0].port);
-    const env = { CLUSTER_SECRET: SECRET, PACE: '4', USAGE_API_TOKEN: API, RESUME_GRACE_SECONDS: '10', MAX_SESSIONS_PER_TENANT: '1' };
-    cluster = await startCluster(2, env, (i): Record<string, string> => (i === 0 ? { ADVERTISE_URL: `ws://127.0.0.1:${toReplica0.port}` } : {}));
+    const env = {
+      CLUSTER_SECRET: SECRET,
+      PACE: '4',
+      USAGE_API_TOKEN: API,
+      RESUME_GRACE_SECONDS: '10',
+      MAX_SESSIONS_PER_TENANT: '1',
+    };
+    cluster = await startCluster(2, env, (i): Record<string, string> =>
+      i === 0 ? { ADVERTISE_URL: `ws://127.0.0.1:${toReplica0.port}` } : {},
+    );
   }, 60_000);
   afterAll(async () => {
     await cluster?.close();
@@ -67,18 +87,25 @@ describe('the internal hop between two replicas', () => {
     assert.equal(accepted.resumed, true);
     assert.equal(accepted.sessionId, sessionId, 'the session on replica 0');
     const other = await refusal(await replicaUrl(cluster, 1, tenant, newKey()));
-    assert.equal(other.body.error.id, 'TENANT_SESSION_LIMIT', 'the session still holds the tenant\'s one slot');
+    assert.equal(other.body.error.id, 'TENANT_SESSION_LIMIT', "the session still holds the tenant's one slot");
 
-    for (let off = accepted.audioBytes; off < whole.length; off += 16_000) second.send(whole.subarray(off, off + 16_000));
+    for (let off = accepted.audioBytes; off < whole.length; off += 16_000)
+      second.send(whole.subarray(off, off + 16_000));
     second.sendJson({ type: 'end' });
     await second.next('ended', 20_000);
-    assert.equal((await second.closed).code, 1000, 'the owner\'s close, passed on');
+    assert.equal((await second.closed).code, 1000, "the owner's close, passed on");
     assertOneTimeline(finals([...first.messages, ...second.messages]), 7);
     assert.equal(second.types().filter((t) => t === 'usage').length, 1);
 
-    const res = await fetch(`http://127.0.0.1:${cluster.replicas[1].port}/v1/usage/sessions?tenant=${tenant}`, { headers: { authorization: `Bearer ${API}` } });
+    const res = await fetch(`http://127.0.0.1:${cluster.replicas[1].port}/v1/usage/sessions?tenant=${tenant}`, {
+      headers: { authorization: `Bearer ${API}` },
+    });
     const rows = ((await res.json()) as { sessions: Array<{ outcome: string | null }> }).sessions;
-    assert.deepEqual(rows.map((r) => r.outcome), ['ended'], 'one ledger session');
+    assert.deepEqual(
+      rows.map((r) => r.outcome),
+      ['ended'],
+      'one ledger session',
+    );
     assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_hops_total{result="opened"}'), 1);
     assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_hop_sessions'), 0);
   });
@@ -87,7 +114,13 @@ describe('the internal hop between two replicas', () => {
     const key = newKey();
     const tenant = 'hop-forged';
     const { client } = await openConfigured(await replicaUrl(cluster, 0, tenant, key), configuration);
-    const identity: HopIdentity = { tenant, subject: await subjectOf(cluster, tenant), endpoint: 'transcribe', notices: false, owner: cluster.replicas[0].id };
+    const identity: HopIdentity = {
+      tenant,
+      subject: await subjectOf(cluster, tenant),
+      endpoint: 'transcribe',
+      notices: false,
+      owner: cluster.replicas[0].id,
+    };
     const url = `ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?resume=${key}`;
     const attempts: Array<[string, Record<string, string>]> = [
       ['missing', {}],
@@ -108,7 +141,7 @@ describe('the internal hop between two replicas', () => {
     chunks.slice(0, 8).forEach((c) => client.send(c));
     client.sendJson({ type: 'end' });
     await client.next('ended', 20_000);
-    assert.equal((await client.closed).code, 1000, 'the session\'s own client was never replaced');
+    assert.equal((await client.closed).code, 1000, "the session's own client was never replaced");
   });
 
   it('the client leaving through the hop is seen by the session: what follows waits for the next socket', async () => {
@@ -117,7 +150,8 @@ describe('the internal hop between two replicas', () => {
     const { first } = await dropped(cluster, key, tenant, 8);
     const { client: second, accepted } = await openConfigured(await replicaUrl(cluster, 1, tenant, key), configuration);
     await delay(1000); // the finals of what the first socket sent reach this one (none in flight below)
-    for (let off = accepted.audioBytes; off < whole.length; off += 16_000) second.send(whole.subarray(off, off + 16_000));
+    for (let off = accepted.audioBytes; off < whole.length; off += 16_000)
+      second.send(whole.subarray(off, off + 16_000));
     second.sendJson({ type: 'end' });
     second.ws.close(1000); // gone before the rest of the finals: they must be kept for the next socket
     await delay(3000);
@@ -145,7 +179,10 @@ describe('the internal hop between two replicas', () => {
     } finally {
       toReplica0.delayReplies(0);
     }
-    const { client: third, accepted: resumed } = await openConfigured(await replicaUrl(cluster, 0, tenant, key), configuration);
+    const { client: third, accepted: resumed } = await openConfigured(
+      await replicaUrl(cluster, 0, tenant, key),
+      configuration,
+    );
     assert.equal(resumed.resumed, true);
     for (let off = resumed.audioBytes; off < whole.length; off += 16_000) third.send(whole.subarray(off, off + 16_000));
     third.sendJson({ type: 'end' });
@@ -176,13 +213,17 @@ describe('the internal hop between two replicas', () => {
     const resumed = await second.next('CONFIG_ACCEPTED');
     assert.equal(resumed.resumed, true);
     assert.equal(resumed.sessionId, accepted.sessionId);
-    assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_hops_total{result="opened"}'), hops + 1, 'through the hop');
+    assert.equal(
+      await metric(cluster.replicas[1].port, 'speech_gateway_hops_total{result="opened"}'),
+      hops + 1,
+      'through the hop',
+    );
     second.sendJson({ type: 'end' });
     await second.next('ENDED', 20_000);
     assert.equal((await second.closed).code, 1000);
   });
 
-  it('the session\'s replica dying closes the hopped client with 1012, so it reconnects', async () => {
+  it("the session's replica dying closes the hopped client with 1012, so it reconnects", async () => {
     const key = newKey();
     const tenant = 'hop-owner-gone';
     await dropped(cluster, key, tenant, 8);
@@ -193,7 +234,7 @@ describe('the internal hop between two replicas', () => {
     assert.match(closed.reason, /resume key/);
   });
 
-  it('a new process at a dead owner\'s address under another REPLICA_ID refuses the hop (409), and the session is taken over at once', async () => {
+  it("a new process at a dead owner's address under another REPLICA_ID refuses the hop (409), and the session is taken over at once", async () => {
     if (!cluster.replicas[0].child) await cluster.start(0);
     const key = newKey();
     const tenant = 'hop-not-owner';
@@ -209,7 +250,8 @@ describe('the internal hop between two replicas', () => {
     assert.equal(accepted.resumed, true, 'taken over at the first attempt, not sent to reconnect');
     assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_hops_total{result="not_owner"}'), 1);
     assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_takeovers_total{from="crash"}'), 1);
-    for (let off = accepted.audioBytes; off < whole.length; off += 16_000) second.send(whole.subarray(off, off + 16_000));
+    for (let off = accepted.audioBytes; off < whole.length; off += 16_000)
+      second.send(whole.subarray(off, off + 16_000));
     second.sendJson({ type: 'end' });
     await second.next('ended', 20_000);
     assert.equal((await second.closed).code, 1000);
@@ -229,8 +271,18 @@ describe('without CLUSTER_SECRET', () => {
   it('the internal route does not exist, and a resume for a session live on the other replica is 503 RESUME_UNAVAILABLE', async () => {
     const key = newKey();
     await dropped(cluster, key, 'no-hop', 8);
-    const identity: HopIdentity = { tenant: 'no-hop', subject: await subjectOf(cluster, 'no-hop'), endpoint: 'transcribe', notices: false, owner: cluster.replicas[0].id };
-    const r = await refusal(`ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?resume=${key}`, undefined, signHop(SECRET, key, identity));
+    const identity: HopIdentity = {
+      tenant: 'no-hop',
+      subject: await subjectOf(cluster, 'no-hop'),
+      endpoint: 'transcribe',
+      notices: false,
+      owner: cluster.replicas[0].id,
+    };
+    const r = await refusal(
+      `ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?resume=${key}`,
+      undefined,
+      signHop(SECRET, key, identity),
+    );
     assert.equal(r.status, 404);
     const elsewhere = await refusal(await replicaUrl(cluster, 1, 'no-hop', key));
     assert.equal(elsewhere.status, 503);

@@ -17,10 +17,12 @@ async function closedPort(): Promise<number> {
 
 function busy(ms: number): void {
   const until = performance.now() + ms;
-  while (performance.now() < until) { /* a replica busy with other sessions */ }
+  while (performance.now() < until) {
+    /* a replica busy with other sessions */
+  }
 }
 
-test('a dead owner\'s address is seen refusing even when this replica\'s event loop was blocked past the probe\'s timeout', async () => {
+test("a dead owner's address is seen refusing even when this replica's event loop was blocked past the probe's timeout", async () => {
   const port = await closedPort();
   const probe = addressRefuses(`ws://127.0.0.1:${port}`, 20);
   busy(200);

@@ -15,7 +15,11 @@ import { delay } from '../support/wait.js';
 const pieces = chromeChunks('webm-opus'); // ~9 s of live Chromium WebM/Opus, 0.3 s a piece
 const stream = Buffer.concat(pieces);
 const NAME = 'Zebediah Quackenbush';
-const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus', replacements: [{ find: 'zeb', replace: NAME }] };
+const configuration = {
+  primaryLanguage: 'en',
+  audioFormat: 'audio/webm;codecs=opus',
+  replacements: [{ find: 'zeb', replace: NAME }],
+};
 /** A byte run of the client's audio this long found anywhere in the dump counts as audio at rest. */
 const RUN = 12;
 
@@ -103,9 +107,15 @@ describe('a session record at rest in Redis', () => {
     for (const { key: k, value } of dump) {
       const clear = value.toString('latin1');
       for (const t of texts) assert.ok(!clear.includes(t), `${k} holds the transcript "${t}" in clear`);
-      assert.ok(!clear.includes('[emulator]') && !clear.includes('"transcript"'), `${k} holds transcript messages in clear`);
+      assert.ok(
+        !clear.includes('[emulator]') && !clear.includes('"transcript"'),
+        `${k} holds transcript messages in clear`,
+      );
       assert.ok(!clear.includes(NAME) && !clear.includes('primaryLanguage'), `${k} holds the client's config in clear`);
-      assert.ok(!readings(value).some((b) => holdsAudio(b, runs)), `${k} holds a ${RUN}-byte run of the client's audio (or its container headers)`);
+      assert.ok(
+        !readings(value).some((b) => holdsAudio(b, runs)),
+        `${k} holds a ${RUN}-byte run of the client's audio (or its container headers)`,
+      );
     }
     await cluster.start(0);
   }, 120_000);

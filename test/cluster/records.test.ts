@@ -12,8 +12,16 @@ const KEY = 'resume-key-0123456789abcdefXYZ';
 
 function record(owner: string, state: SealedRecord['state'] = 'live'): SealedRecord {
   return {
-    v: 2, owner, ownerUrl: `ws://${owner}`, state, tenant: 'acme', endpoint: 'transcribe', sessionKey: 'sk-1', sealed: 'c2VhbGVk',
-    timeline: { kind: 'webm', offset: 0, finalUntil: 1.5, mediaReceived: 3, audioBytes: 1200, segment: 0, seq: 4 }, updatedAt: Date.now(),
+    v: 2,
+    owner,
+    ownerUrl: `ws://${owner}`,
+    state,
+    tenant: 'acme',
+    endpoint: 'transcribe',
+    sessionKey: 'sk-1',
+    sealed: 'c2VhbGVk',
+    timeline: { kind: 'webm', offset: 0, finalUntil: 1.5, mediaReceived: 3, audioBytes: 1200, segment: 0, seq: 4 },
+    updatedAt: Date.now(),
   };
 }
 
@@ -35,16 +43,18 @@ describe('session records in Redis', () => {
 
   it('only the owner writes; a claim succeeds once, against the owner and state it expects', async () => {
     assert.equal(await store.put(hash, record('a')), true);
-    assert.equal(await store.put(hash, record('b')), false, 'another replica cannot overwrite the owner\'s record');
+    assert.equal(await store.put(hash, record('b')), false, "another replica cannot overwrite the owner's record");
     assert.equal((await store.get(hash))?.owner, 'a');
 
     assert.equal(await store.claim(hash, { owner: 'a', state: 'handed_over' }, record('b')), false, 'state differs');
     await store.put(hash, record('a', 'handed_over'), Date.now() + 60_000);
-    const racing = await Promise.all(['b', 'c'].map((r) => store.claim(hash, { owner: 'a', state: 'handed_over' }, record(r))));
+    const racing = await Promise.all(
+      ['b', 'c'].map((r) => store.claim(hash, { owner: 'a', state: 'handed_over' }, record(r))),
+    );
     assert.deepEqual(racing.sort(), [false, true], 'two replicas race: exactly one takes it over');
     const now = await store.get(hash);
     assert.ok(now && ['b', 'c'].includes(now.owner) && now.state === 'live');
-    assert.deepEqual(await store.reap(Date.now() + 120_000), [], 'a claimed record is not the janitor\'s any more');
+    assert.deepEqual(await store.reap(Date.now() + 120_000), [], "a claimed record is not the janitor's any more");
 
     await store.remove(hash, 'a');
     assert.ok(await store.get(hash), 'a former owner cannot delete it');
@@ -60,7 +70,11 @@ describe('session records in Redis', () => {
     const holder = (await store.get(h))!.owner;
     const other = holder === 'a' ? 'b' : 'a';
     assert.equal(await store.claimKey(h, bare(other), other), false, 'a claim names the owner it replaces');
-    assert.equal(await store.claimKey(h, bare(other), holder), true, 'that owner\'s bare claim (dead, or not holding it) is replaced');
+    assert.equal(
+      await store.claimKey(h, bare(other), holder),
+      true,
+      "that owner's bare claim (dead, or not holding it) is replaced",
+    );
     assert.equal(await store.put(h, record(other)), true, 'its owner writes the timeline once there is one');
     assert.equal(await store.put(h, bare(other)), true);
     assert.ok((await store.get(h))!.timeline, 'a bare claim only keeps a record with a timeline alive');
@@ -71,15 +85,47 @@ describe('session records in Redis', () => {
   it('a record an older gateway wrote (version 1, content in clear) is read into the same shape', async () => {
     const h = recordKeyHash(`${KEY}-v1`);
     const v1 = {
-      v: 1, owner: 'a', ownerUrl: 'ws://a', state: 'handed_over', tenant: 'acme', subject: 'user-1', endpoint: 'transcribe', sessionKey: 'sk-1',
-      config: { primaryLanguage: 'en' }, kind: 'webm', init: 'GkXfow==', offset: 0, finalUntil: 1.5, mediaReceived: 3, audioBytes: 1200, segment: 0, seq: 4,
-      missed: ['{"type":"transcript"}'], updatedAt: 1,
+      v: 1,
+      owner: 'a',
+      ownerUrl: 'ws://a',
+      state: 'handed_over',
+      tenant: 'acme',
+      subject: 'user-1',
+      endpoint: 'transcribe',
+      sessionKey: 'sk-1',
+      config: { primaryLanguage: 'en' },
+      kind: 'webm',
+      init: 'GkXfow==',
+      offset: 0,
+      finalUntil: 1.5,
+      mediaReceived: 3,
+      audioBytes: 1200,
+      segment: 0,
+      seq: 4,
+      missed: ['{"type":"transcript"}'],
+      updatedAt: 1,
     };
     await client.set(`sgw:rec:${h}`, JSON.stringify(v1), 'PX', 10_000);
     const r = (await store.get(h))!;
     assert.equal(r.owner, 'a');
-    assert.deepEqual(r.timeline, { kind: 'webm', offset: 0, finalUntil: 1.5, mediaReceived: 3, audioBytes: 1200, segment: 0, seq: 4 });
-    assert.deepEqual(r.clear, { subject: 'user-1', environment: undefined, config: { primaryLanguage: 'en' }, accepted: undefined, init: 'GkXfow==', cont: undefined, missed: ['{"type":"transcript"}'] });
+    assert.deepEqual(r.timeline, {
+      kind: 'webm',
+      offset: 0,
+      finalUntil: 1.5,
+      mediaReceived: 3,
+      audioBytes: 1200,
+      segment: 0,
+      seq: 4,
+    });
+    assert.deepEqual(r.clear, {
+      subject: 'user-1',
+      environment: undefined,
+      config: { primaryLanguage: 'en' },
+      accepted: undefined,
+      init: 'GkXfow==',
+      cont: undefined,
+      missed: ['{"type":"transcript"}'],
+    });
     await client.del(`sgw:rec:${h}`);
   });
 
@@ -104,7 +150,9 @@ describe('session records in Redis', () => {
 
     await store.put(hash, record('a'));
     const keys = await client.keys('*');
-    const dump = (await Promise.all(keys.map(async (k) => `${k}=${(await client.type(k)) === 'string' ? await client.get(k) : ''}`))).join('\n');
+    const dump = (
+      await Promise.all(keys.map(async (k) => `${k}=${(await client.type(k)) === 'string' ? await client.get(k) : ''}`))
+    ).join('\n');
     assert.ok(!dump.includes(KEY), 'the raw resume key is nowhere in Redis');
     assert.doesNotMatch(dump, /token|Bearer|eyJ/i, 'no token in a record');
   });

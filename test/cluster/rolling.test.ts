@@ -28,7 +28,10 @@ const HAND_WRITTEN = 10;
 const REPEATS = 10;
 const PIECE_MS = 300; // each Chromium piece holds 0.30 s
 const audioFormat = 'audio/webm;codecs=opus';
-const configs = { transcribe: englishConfiguration('transcribe', audioFormat), streams: englishConfiguration('streams', audioFormat) };
+const configs = {
+  transcribe: englishConfiguration('transcribe', audioFormat),
+  streams: englishConfiguration('streams', audioFormat),
+};
 const CLUSTER_ID = [0x1f, 0x43, 0xb6, 0x75];
 // What a session may lose: at a handover nothing (the successor goes on mid-Cluster where the owner
 // stopped, and the 1012 close leaves between two of the client's pieces, none on the wire); only a
@@ -53,7 +56,8 @@ function longRecording(): Buffer[] {
   const pieces = chromeChunks('webm-opus');
   const whole = Buffer.concat(pieces);
   const starts: number[] = [];
-  for (let at = whole.indexOf(Buffer.from(CLUSTER_ID)); at >= 0; at = whole.indexOf(Buffer.from(CLUSTER_ID), at + 4)) starts.push(at);
+  for (let at = whole.indexOf(Buffer.from(CLUSTER_ID)); at >= 0; at = whole.indexOf(Buffer.from(CLUSTER_ID), at + 4))
+    starts.push(at);
   const cuts = pieces.slice(0, -1).map((_, i) => pieces.slice(0, i + 1).reduce((n, p) => n + p.length, 0));
   const periodMs = starts.length * PIECE_MS;
   const out: Buffer[] = [];
@@ -89,15 +93,26 @@ function retimedClusterHead(b: Buffer, at: number, addMs: number): [Buffer, numb
 }
 
 /** Media seconds in the stream, counted as the emulator (the upstream stand-in) counts them. */
-interface Run { name: string; resends: boolean; messages: Array<Record<string, any>>; closeCodes: number[]; errors: string[]; resentBytes: number }
+interface Run {
+  name: string;
+  resends: boolean;
+  messages: Array<Record<string, any>>;
+  closeCodes: number[];
+  errors: string[];
+  resentBytes: number;
+}
 
 /** Overlaps (a final repeated or out of order), and the stretches of media from 0 to `total` no final covers. */
-function timeline(f: Array<[number, number]>, total: number): { overlaps: string[]; gaps: Array<[number, number]>; missing: number } {
+function timeline(
+  f: Array<[number, number]>,
+  total: number,
+): { overlaps: string[]; gaps: Array<[number, number]>; missing: number } {
   const overlaps: string[] = [];
   const gaps: Array<[number, number]> = [];
   let until = 0;
   for (const [start, end] of [...f, [total, total]]) {
-    if (start < until - SEAM_OVERLAP_MAX || (end <= start && start !== total) || (end <= until && start !== total)) overlaps.push(`${start}-${end} after ${until}`);
+    if (start < until - SEAM_OVERLAP_MAX || (end <= start && start !== total) || (end <= until && start !== total))
+      overlaps.push(`${start}-${end} after ${until}`);
     if (start > until + 0.001) gaps.push([until, start]);
     until = Math.max(until, end);
   }
@@ -121,9 +136,13 @@ async function handWritten(url: string, pieces: Buffer[], name: string): Promise
   const run: Run = { name, resends: true, messages: [], closeCodes: [], errors: [], resentBytes: 0 };
   const whole = Buffer.concat(pieces);
   const t0 = Date.now();
-  let sent = 0, next = 0, endSent = false;
+  let sent = 0,
+    next = 0,
+    endSent = false;
   for (let attempt = 0; attempt < 60; attempt++) {
-    const c = await openClient(url).catch((err: Error & { status?: number }) => (run.errors.push(`upgrade: ${err.status ?? err.message}`), null));
+    const c = await openClient(url).catch(
+      (err: Error & { status?: number }) => (run.errors.push(`upgrade: ${err.status ?? err.message}`), null),
+    );
     if (!c) {
       await delay(250);
       continue;
@@ -134,14 +153,17 @@ async function handWritten(url: string, pieces: Buffer[], name: string): Promise
     run.closeCodes.push((await c.closed).code);
     await delay(100);
   }
-  throw new Error(`${name}: gave up reconnecting; ${JSON.stringify({ ...run, messages: run.messages.map((m) => m.type) })}`);
+  throw new Error(
+    `${name}: gave up reconnecting; ${JSON.stringify({ ...run, messages: run.messages.map((m) => m.type) })}`,
+  );
 
   async function session(c: TestClient): Promise<'ended' | 'lost'> {
     c.sendJson({ type: 'config', configuration: configs.transcribe });
     const accepted = await c.next('CONFIG_ACCEPTED', 20_000).catch(() => null);
     if (!accepted) return 'lost';
     if (accepted.resumed) {
-      for (let off = accepted.audioBytes; off < sent; off += 16_000) c.send(whole.subarray(off, Math.min(off + 16_000, sent)));
+      for (let off = accepted.audioBytes; off < sent; off += 16_000)
+        c.send(whole.subarray(off, Math.min(off + 16_000, sent)));
       run.resentBytes += Math.max(0, sent - accepted.audioBytes);
     }
     if (endSent) c.sendJson({ type: 'end' });
@@ -156,7 +178,10 @@ async function handWritten(url: string, pieces: Buffer[], name: string): Promise
       c.sendJson({ type: 'end' });
       endSent = true;
     }
-    return c.next('ended', 40_000).then(() => 'ended' as const, () => 'lost' as const);
+    return c.next('ended', 40_000).then(
+      () => 'ended' as const,
+      () => 'lost' as const,
+    );
   }
 }
 
@@ -185,8 +210,12 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
   async function countedLoss(): Promise<number> {
     let total = 0;
     for (const r of cluster.replicas) {
-      const text = await fetch(`http://127.0.0.1:${r.port}/metrics`).then((res) => res.text(), () => '');
-      for (const m of text.matchAll(/^speech_gateway_takeover_lost_media_seconds_total(?:\{[^}]*\})? ([0-9.e+-]+)$/gm)) total += Number(m[1]);
+      const text = await fetch(`http://127.0.0.1:${r.port}/metrics`).then(
+        (res) => res.text(),
+        () => '',
+      );
+      for (const m of text.matchAll(/^speech_gateway_takeover_lost_media_seconds_total(?:\{[^}]*\})? ([0-9.e+-]+)$/gm))
+        total += Number(m[1]);
     }
     return total;
   }
@@ -205,8 +234,14 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
     // Replica 0 came back empty (its sessions were taken over elsewhere): it gets the handed-over ones first.
     for (const i of [1, 2, 0]) {
       balancer.down(i); // the pod leaves the endpoints, then gets SIGTERM
-      assert.equal(await cluster.stop(i), 0, `replica ${i} drained and exited 0:\n${cluster.replicas[i].output().slice(-3000)}`);
-      handedOver.push(Number(/"event":"drain_end"[^\n]*"handedOver":(\d+)/.exec(cluster.replicas[i].output())?.[1] ?? 0));
+      assert.equal(
+        await cluster.stop(i),
+        0,
+        `replica ${i} drained and exited 0:\n${cluster.replicas[i].output().slice(-3000)}`,
+      );
+      handedOver.push(
+        Number(/"event":"drain_end"[^\n]*"handedOver":(\d+)/.exec(cluster.replicas[i].output())?.[1] ?? 0),
+      );
       await cluster.start(i);
       balancer.up(i);
       await delay(3_000);
@@ -227,32 +262,67 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
         const q = new URLSearchParams({ 'tenant-name': TENANT, token: `Bearer ${token}`, resume: key });
         runs.push(handWritten(`${base}${endpointPath('transcribe')}?${q}`, pieces, `hand-written ${s}`));
       } else {
-        runs.push(streamWithSdk({ base, tenant: TENANT, token, endpoint, configuration: configs[endpoint], pieces, pieceMs: PIECE_MS, resumeKey: key, endTimeoutMs: 60_000 })
-          .then((r) => ({ name: `sdk ${endpoint} ${s}`, resends: false, messages: r.messages, closeCodes: r.closeCodes, errors: r.errors, resentBytes: 0 })));
+        runs.push(
+          streamWithSdk({
+            base,
+            tenant: TENANT,
+            token,
+            endpoint,
+            configuration: configs[endpoint],
+            pieces,
+            pieceMs: PIECE_MS,
+            resumeKey: key,
+            endTimeoutMs: 60_000,
+          }).then((r) => ({
+            name: `sdk ${endpoint} ${s}`,
+            resends: false,
+            messages: r.messages,
+            closeCodes: r.closeCodes,
+            errors: r.errors,
+            resentBytes: 0,
+          })),
+        );
       }
       await delay(100); // spread over the replicas and over time
     }
     const [{ counted, handedOver }, results] = await Promise.all([chaos(), Promise.all(runs)]);
 
-    const report = results.map((r) => ({ r, t: timeline(finals(r.messages).map((f): [number, number] => [f.start, f.end]), total) }));
+    const report = results.map((r) => ({
+      r,
+      t: timeline(
+        finals(r.messages).map((f): [number, number] => [f.start, f.end]),
+        total,
+      ),
+    }));
     const affected = report.filter((x) => x.t.missing > 0.001);
-    const sum = (xs: typeof report, f: (x: (typeof report)[number]) => number) => xs.reduce((n, x) => n + f(x), 0).toFixed(2);
+    const sum = (xs: typeof report, f: (x: (typeof report)[number]) => number) =>
+      xs.reduce((n, x) => n + f(x), 0).toFixed(2);
     const underKill = report.filter((x) => x.r.closeCodes.includes(1006));
     const longest = (x: (typeof report)[number]) => Math.max(0, ...x.t.gaps.map(([a, b]) => b - a));
-    console.log(`rolling: ${SESSIONS} sessions of ${total.toFixed(1)} s; connections per replica ${balancer.counts.join('/')}; handed over at SIGTERM ${handedOver.join('/')}; `
-      + `the killed replica held ${underKill.length} session(s), which lost ${sum(underKill, longest)} s at the kill (the replicas counted ${counted.toFixed(2)} s); `
-      + `all losses ${sum(report, (x) => x.t.missing)} s in ${affected.length} session(s); the hand-written clients resent ${sum(report, (x) => x.r.resentBytes / 1000)} kB`);
+    console.log(
+      `rolling: ${SESSIONS} sessions of ${total.toFixed(1)} s; connections per replica ${balancer.counts.join('/')}; handed over at SIGTERM ${handedOver.join('/')}; ` +
+        `the killed replica held ${underKill.length} session(s), which lost ${sum(underKill, longest)} s at the kill (the replicas counted ${counted.toFixed(2)} s); ` +
+        `all losses ${sum(report, (x) => x.t.missing)} s in ${affected.length} session(s); the hand-written clients resent ${sum(report, (x) => x.r.resentBytes / 1000)} kB`,
+    );
     const stretches = (g: Array<[number, number]>) => g.map(([a, b]) => `${a}-${b}`).join(', ');
-    for (const { r, t } of affected) console.log(`  ${r.name}: no final for ${stretches(t.gaps)} s; closes ${[...new Set(r.closeCodes)]}`);
-    const problems: string[] = handedOver.some((n) => n === 0) ? [`a SIGTERM came when its replica held no session to hand over: ${handedOver}`] : [];
+    for (const { r, t } of affected)
+      console.log(`  ${r.name}: no final for ${stretches(t.gaps)} s; closes ${[...new Set(r.closeCodes)]}`);
+    const problems: string[] = handedOver.some((n) => n === 0)
+      ? [`a SIGTERM came when its replica held no session to hand over: ${handedOver}`]
+      : [];
     // What the replicas counted lost at the takeovers is what the killed replica's sessions lost.
     const lostAtKill = underKill.reduce((n, x) => n + x.t.missing, 0);
-    if (Math.abs(counted - lostAtKill) > 0.1) problems.push(`the replicas counted ${counted.toFixed(2)} s lost at the kill, the sessions lost ${lostAtKill.toFixed(2)} s`);
+    if (Math.abs(counted - lostAtKill) > 0.1)
+      problems.push(
+        `the replicas counted ${counted.toFixed(2)} s lost at the kill, the sessions lost ${lostAtKill.toFixed(2)} s`,
+      );
     for (const { r, t } of report) {
-      if (!r.messages.some((m) => m.type === 'ended' || m.type === 'ENDED')) problems.push(`${r.name} did not end; closes ${r.closeCodes}, errors ${r.errors}`);
+      if (!r.messages.some((m) => m.type === 'ended' || m.type === 'ENDED'))
+        problems.push(`${r.name} did not end; closes ${r.closeCodes}, errors ${r.errors}`);
       if (t.overlaps.length) problems.push(`${r.name}: finals repeated or out of order: ${t.overlaps.join(', ')}`);
       const unexpected = unexpectedGaps(r, t.gaps);
-      if (unexpected.length) problems.push(`${r.name} has no final for ${stretches(unexpected)} s; closes ${[...new Set(r.closeCodes)]}`);
+      if (unexpected.length)
+        problems.push(`${r.name} has no final for ${stretches(unexpected)} s; closes ${[...new Set(r.closeCodes)]}`);
     }
 
     // Usage: the ledger's total is what the upstream reported, one ledger session per client session.
@@ -270,7 +340,10 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
   async function usageTotal(): Promise<{ credits: number; sessions: number }> {
     const from = new Date(Date.now() - 86_400_000).toISOString(); // a day back: hour buckets are chosen by their start, and a run may cross an hour
     const to = new Date(Date.now() + 3_600_000).toISOString();
-    const res = await fetch(`http://127.0.0.1:${cluster.replicas[0].port}/v1/usage?tenant=${TENANT}&from=${from}&to=${to}&granularity=hour`, { headers: { authorization: `Bearer ${API_TOKEN}` } });
+    const res = await fetch(
+      `http://127.0.0.1:${cluster.replicas[0].port}/v1/usage?tenant=${TENANT}&from=${from}&to=${to}&granularity=hour`,
+      { headers: { authorization: `Bearer ${API_TOKEN}` } },
+    );
     return ((await res.json()) as { total: { credits: number; sessions: number } }).total;
   }
 });

@@ -5,15 +5,31 @@ import { describe, it } from 'vitest';
 import { openRecord, recordKeys, sealRecord, type SealedRecord } from '../../src/cluster/index.js';
 
 const KEY = 'resume-key-0123456789abcdefXYZ';
-const head = { owner: 'a', ownerUrl: 'ws://a', state: 'live' as const, tenant: 'acme', endpoint: 'transcribe' as const, sessionKey: 'sk-1', updatedAt: 1 };
-const content = { subject: 'user-1', config: { primaryLanguage: 'en' }, init: 'GkXfow==', missed: ['{"type":"transcript"}'] };
+const head = {
+  owner: 'a',
+  ownerUrl: 'ws://a',
+  state: 'live' as const,
+  tenant: 'acme',
+  endpoint: 'transcribe' as const,
+  sessionKey: 'sk-1',
+  updatedAt: 1,
+};
+const content = {
+  subject: 'user-1',
+  config: { primaryLanguage: 'en' },
+  init: 'GkXfow==',
+  missed: ['{"type":"transcript"}'],
+};
 
 const sealed = (key: string): SealedRecord => sealRecord(recordKeys(key), { ...head, ...content });
 
 describe('sealed record content', () => {
   it('opens with its resume key; not with another, nor after its tenant or ledger session changed', () => {
     const r = sealed(KEY);
-    assert.ok(!JSON.stringify(r).includes('user-1') && !JSON.stringify(r).includes('primaryLanguage'), 'nothing of the content in clear');
+    assert.ok(
+      !JSON.stringify(r).includes('user-1') && !JSON.stringify(r).includes('primaryLanguage'),
+      'nothing of the content in clear',
+    );
     assert.deepEqual(openRecord(recordKeys(KEY), r), { ...head, ...content });
     assert.throws(() => openRecord(recordKeys(`${KEY}-other`), r));
     assert.throws(() => openRecord(recordKeys(KEY), { ...r, tenant: 'globex' }));

@@ -25,7 +25,10 @@ const PACKET = 0.06;
 
 async function metric(port: number, name: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return text.split('\n').filter((l) => l.startsWith(name)).reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(name))
+    .reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
 }
 
 /** One timeline with nothing missing: each final starts where the one before ended (less than a packet before it, never after). */
@@ -34,8 +37,10 @@ function assertWhole(f: Final[], until: number, label: string): void {
   assert.ok(f[0].start < 0.01, `${label}: from 0`);
   for (let i = 1; i < f.length; i++) {
     const overlap = f[i - 1].end - f[i].start;
-    assert.ok(f[i].end > f[i - 1].end && overlap <= PACKET + 1e-6 && overlap >= -0.01,
-      `${label}: final ${i} (${f[i].start}-${f[i].end}) after final ${i - 1} (${f[i - 1].start}-${f[i - 1].end}): ${overlap < 0 ? `a gap of ${(-overlap).toFixed(3)} s` : `an overlap of ${overlap.toFixed(3)} s`}`);
+    assert.ok(
+      f[i].end > f[i - 1].end && overlap <= PACKET + 1e-6 && overlap >= -0.01,
+      `${label}: final ${i} (${f[i].start}-${f[i].end}) after final ${i - 1} (${f[i - 1].start}-${f[i - 1].end}): ${overlap < 0 ? `a gap of ${(-overlap).toFixed(3)} s` : `an overlap of ${overlap.toFixed(3)} s`}`,
+    );
   }
   assert.ok(f.at(-1)!.end > until, `${label}: the finals cover the audio (last ends at ${f.at(-1)!.end})`);
 }
@@ -43,7 +48,8 @@ function assertWhole(f: Final[], until: number, label: string): void {
 /** The ledger's sessions of `tenant` once every one has ended. */
 async function endedSessions(port: number, tenant: string) {
   let rows = await ledgerSessionsAt(port, API_TOKEN, tenant);
-  for (let k = 0; k < 200 && (rows.length === 0 || rows.some((r) => r.end === null)); k++) rows = await delay(100).then(() => ledgerSessionsAt(port, API_TOKEN, tenant));
+  for (let k = 0; k < 200 && (rows.length === 0 || rows.some((r) => r.end === null)); k++)
+    rows = await delay(100).then(() => ledgerSessionsAt(port, API_TOKEN, tenant));
   return rows;
 }
 
@@ -52,10 +58,30 @@ describe('clients that resend from audioBytes, across replicas', () => {
   let dir: string;
   let webm5s: Buffer;
   beforeAll(async () => {
-    cluster = await startCluster(3, { USAGE_API_TOKEN: API_TOKEN, PACE: '4', DRAIN_SECONDS: '20', RESUME_GRACE_SECONDS: '10' });
+    cluster = await startCluster(3, {
+      USAGE_API_TOKEN: API_TOKEN,
+      PACE: '4',
+      DRAIN_SECONDS: '20',
+      RESUME_GRACE_SECONDS: '10',
+    });
     dir = await mkdtemp(join(tmpdir(), 'resend-'));
     const file = join(dir, 'clusters-5s.webm');
-    await run('ffmpeg', ['-nostdin', '-v', 'error', '-i', join(FIXTURES, 'dictation.ogg'), '-c:a', 'copy', '-f', 'webm', '-cluster_time_limit', '5000', '-cluster_size_limit', '10000000', file]);
+    await run('ffmpeg', [
+      '-nostdin',
+      '-v',
+      'error',
+      '-i',
+      join(FIXTURES, 'dictation.ogg'),
+      '-c:a',
+      'copy',
+      '-f',
+      'webm',
+      '-cluster_time_limit',
+      '5000',
+      '-cluster_size_limit',
+      '10000000',
+      file,
+    ]);
     webm5s = await readFile(file);
   });
   afterAll(async () => {
@@ -63,8 +89,9 @@ describe('clients that resend from audioBytes, across replicas', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  const url = async (i: number, tenant: string, key: string) => `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}`
-    + `&token=${encodeURIComponent(`Bearer ${await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' })}`)}`;
+  const url = async (i: number, tenant: string, key: string) =>
+    `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}&resume=${key}` +
+    `&token=${encodeURIComponent(`Bearer ${await cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' })}`)}`;
 
   /** A resumable session on replica `i` that has sent `stream` up to `upTo` bytes (2000 every 150 ms: 4× real time). */
   async function dictating(i: number, tenant: string, key: string, stream: Buffer, upTo: number): Promise<TestClient> {
@@ -115,11 +142,18 @@ describe('clients that resend from audioBytes, across replicas', () => {
     assert.equal(rows.length, 1, 'one ledger session');
     assert.equal(rows[0].segments.length, 2, 'two upstream segments');
     assert.ok(rows[0].segments.every((s) => s.credits > 0));
-    assert.ok(Math.abs(usage[0].credits - rows[0].credits) < 1e-6, `the client was told ${usage[0].credits}, the ledger has ${rows[0].credits} (${rows[0].segments.map((s) => s.credits).join(' + ')})`);
+    assert.ok(
+      Math.abs(usage[0].credits - rows[0].credits) < 1e-6,
+      `the client was told ${usage[0].credits}, the ledger has ${rows[0].credits} (${rows[0].segments.map((s) => s.credits).join(' + ')})`,
+    );
   });
 
   it('the owner SIGKILLed mid-dictation with 5 s Clusters: every resending client loses nothing', async () => {
-    const sessions = [0, 1, 2].map((k) => ({ tenant: `resend-crash-${k}`, key: newResumeKey(), upTo: 24_000 + k * 7000 }));
+    const sessions = [0, 1, 2].map((k) => ({
+      tenant: `resend-crash-${k}`,
+      key: newResumeKey(),
+      upTo: 24_000 + k * 7000,
+    }));
     const firsts = await Promise.all(sessions.map((s) => dictating(0, s.tenant, s.key, webm5s, s.upTo)));
     await Promise.all(firsts.map((c) => c.next('transcript', 10_000)));
     await delay(2500); // the records' refresh
@@ -133,7 +167,11 @@ describe('clients that resend from audioBytes, across replicas', () => {
 
     for (const [k, s] of sessions.entries()) {
       const all = [...firsts[k].messages, ...seconds[k].messages];
-      assert.deepEqual(all.filter((m) => m.type === 'error'), [], `${s.tenant}: no error`);
+      assert.deepEqual(
+        all.filter((m) => m.type === 'error'),
+        [],
+        `${s.tenant}: no error`,
+      );
       assertWhole(finals(all), 25.5, s.tenant);
     }
     const ports = [1, 2].map((i) => cluster.replicas[i].port);

@@ -43,7 +43,8 @@ describe('takeover after the owner is SIGKILLed', () => {
     }
     first.sendJson({ type: 'flush' });
     await first.next('flushed', 10_000);
-    for (const piece of pieces.slice(12, 18)) { // received; what no final covers yet dies with the replica
+    for (const piece of pieces.slice(12, 18)) {
+      // received; what no final covers yet dies with the replica
       first.send(piece);
       await delay(100);
     }
@@ -63,27 +64,45 @@ describe('takeover after the owner is SIGKILLed', () => {
     await second.next('ended', 30_000);
 
     const all = finals([...first.messages, ...second.messages]);
-    assert.deepEqual([...first.messages, ...second.messages].filter((m) => m.type === 'error'), []);
+    assert.deepEqual(
+      [...first.messages, ...second.messages].filter((m) => m.type === 'error'),
+      [],
+    );
     assert.ok(finalsBefore.length > 0 && all.length > finalsBefore.length, 'finals before and after the crash');
     // Once: a final overlaps the one before by less than one of Chromium's 60 ms packets (where the replay starts).
-    for (let i = 1; i < all.length; i++) assert.ok(all[i].start >= all[i - 1].end - 0.06 - 1e-6, `final ${i} (${all[i].start}-${all[i].end}) once, after ${all[i - 1].end}`);
+    for (let i = 1; i < all.length; i++)
+      assert.ok(
+        all[i].start >= all[i - 1].end - 0.06 - 1e-6,
+        `final ${i} (${all[i].start}-${all[i].end}) once, after ${all[i - 1].end}`,
+      );
     assert.ok(all.at(-1)!.end > 8.5, `one timeline to the end of the audio (${all.at(-1)!.end})`);
 
     const port = cluster.replicas[1].port;
     assert.equal(await metric(port, 'speech_gateway_takeovers_total{from="crash"}'), 1);
     const lost = await metric(port, 'speech_gateway_takeover_lost_media_seconds_total');
     const gap = Math.max(...all.slice(1).map((f, i) => f.start - all[i].end));
-    console.log(`takeover after SIGKILL: ${lost.toFixed(2)} s of media counted lost; the largest gap between finals ${gap.toFixed(2)} s`);
+    console.log(
+      `takeover after SIGKILL: ${lost.toFixed(2)} s of media counted lost; the largest gap between finals ${gap.toFixed(2)} s`,
+    );
     assert.equal(lost, 0, 'the client resent from a point the successor goes on from: nothing lost');
     assert.ok(gap <= 0.01, `no gap between finals (${gap} s)`);
 
-    const res = await fetch(`http://127.0.0.1:${port}/v1/usage/sessions?tenant=${tenant}`, { headers: { authorization: `Bearer ${API_TOKEN}` } });
+    const res = await fetch(`http://127.0.0.1:${port}/v1/usage/sessions?tenant=${tenant}`, {
+      headers: { authorization: `Bearer ${API_TOKEN}` },
+    });
     const rows = ((await res.json()) as { sessions: any[] }).sessions;
     assert.equal(rows.length, 1, 'one ledger session');
     assert.equal(rows[0].segments.length, 2, 'two upstream segments');
-    const upstream = cluster.emulator.sessions.filter((s) => s.tenant === tenant).map((s) => s.sent as Array<{ type: string; credits?: number }>);
-    const reported = upstream.reduce((n, sent) => n + (sent.find((m) => m.type === 'usage')?.credits
-      ?? sent.filter((m) => m.type === 'delta_usage').reduce((d, m) => d + m.credits!, 0)), 0);
+    const upstream = cluster.emulator.sessions
+      .filter((s) => s.tenant === tenant)
+      .map((s) => s.sent as Array<{ type: string; credits?: number }>);
+    const reported = upstream.reduce(
+      (n, sent) =>
+        n +
+        (sent.find((m) => m.type === 'usage')?.credits ??
+          sent.filter((m) => m.type === 'delta_usage').reduce((d, m) => d + m.credits!, 0)),
+      0,
+    );
     assert.ok(Math.abs(rows[0].credits - reported) < 1e-6, `ledger ${rows[0].credits} = upstream ${reported}`);
   });
 });
@@ -100,7 +119,7 @@ describe('a replica taken for dead while it is not', () => {
     await redis?.stop();
   });
 
-  it('leaves a session another replica took over: its client is closed 4409, its upstream session ended with its usage recorded, the ledger session and the slot stay the new owner\'s', async () => {
+  it("leaves a session another replica took over: its client is closed 4409, its upstream session ended with its usage recorded, the ledger session and the slot stay the new owner's", async () => {
     const key = newResumeKey();
     const url = async (k: string) => resumeUrl(stack.base, 'base', k, await stack.token('openid transcribe'));
     const client = await openClient(await url(key));
@@ -126,14 +145,20 @@ describe('a replica taken for dead while it is not', () => {
     assert.equal(closed?.code, 4409, 'closed as replaced');
     const upstream = stack.emulator.sessions.at(-1)!;
     for (let t = 0; t < 50 && !upstream.closed; t++) await delay(100);
-    assert.ok(upstream.received.some((m) => m.kind === 'end'), 'its upstream session was ended with `end`');
+    assert.ok(
+      upstream.received.some((m) => m.kind === 'end'),
+      'its upstream session was ended with `end`',
+    );
     const usage = (upstream.sent as Array<{ type: string; credits?: number }>).find((m) => m.type === 'usage');
     assert.ok(usage && usage.credits! > 0, 'and answered with its final usage');
     await delay(500); // the ledger's write
     const rows = await ledgerSessions(stack, API_TOKEN);
     assert.equal(rows.length, 1);
     assert.equal(rows[0].end, null, 'the ledger session is not ended here: the new owner goes on with it');
-    assert.ok(Math.abs(rows[0].credits - usage!.credits!) < 1e-6, `the ledger has its usage (${rows[0].credits} = ${usage!.credits})`);
+    assert.ok(
+      Math.abs(rows[0].credits - usage!.credits!) < 1e-6,
+      `the ledger has its usage (${rows[0].credits} = ${usage!.credits})`,
+    );
     assert.equal((await refusal(await url(newResumeKey()))).status, 429, 'the slot is still held');
   });
 });
@@ -165,7 +190,12 @@ describe('a session whose key another session claimed (its claim had lapsed)', (
     const direct = new Redis(redis.url);
     const recordKey = `sgw:rec:${recordKeyHash(key)}`;
     const record = JSON.parse((await direct.get(recordKey))!);
-    await direct.set(recordKey, JSON.stringify({ ...record, owner: 'replica-elsewhere', sessionKey: 'another-session', timeline: undefined }), 'PX', 60_000);
+    await direct.set(
+      recordKey,
+      JSON.stringify({ ...record, owner: 'replica-elsewhere', sessionKey: 'another-session', timeline: undefined }),
+      'PX',
+      60_000,
+    );
     direct.disconnect();
     for (const piece of pieces.slice(8, 16)) {
       if (client.ws.readyState === client.ws.OPEN) client.send(piece);
@@ -173,19 +203,29 @@ describe('a session whose key another session claimed (its claim had lapsed)', (
     }
     const closed = await Promise.race([client.closed, delay(15_000).then(() => undefined)]);
     assert.equal(closed?.code, 4409);
-    assert.deepEqual(client.messages.filter((m) => m.type === 'error').map((m) => m.error.id), ['RESUME_KEY_IN_USE']);
+    assert.deepEqual(
+      client.messages.filter((m) => m.type === 'error').map((m) => m.error.id),
+      ['RESUME_KEY_IN_USE'],
+    );
     const upstream = stack.emulator.sessions.at(-1)!;
     for (let t = 0; t < 50 && !upstream.closed; t++) await delay(100);
-    assert.ok(upstream.received.some((m) => m.kind === 'end'), 'its upstream session was ended with `end`');
+    assert.ok(
+      upstream.received.some((m) => m.kind === 'end'),
+      'its upstream session was ended with `end`',
+    );
     const usage = (upstream.sent as Array<{ type: string; credits?: number }>).find((m) => m.type === 'usage');
     let rows = await ledgerSessions(stack, API_TOKEN);
-    for (let t = 0; t < 50 && rows[0]?.end === null; t++) rows = await delay(100).then(() => ledgerSessions(stack, API_TOKEN));
+    for (let t = 0; t < 50 && rows[0]?.end === null; t++)
+      rows = await delay(100).then(() => ledgerSessions(stack, API_TOKEN));
     assert.equal(rows.length, 1);
     assert.notEqual(rows[0].end, null, 'its ledger session ended');
-    assert.ok(usage && Math.abs(rows[0].credits - usage.credits!) < 1e-6, `with the upstream's final usage (${rows[0].credits} = ${usage?.credits})`);
+    assert.ok(
+      usage && Math.abs(rows[0].credits - usage.credits!) < 1e-6,
+      `with the upstream's final usage (${rows[0].credits} = ${usage?.credits})`,
+    );
     const reader = new Redis(redis.url);
     const left = JSON.parse((await reader.get(recordKey))!);
     reader.disconnect();
-    assert.equal(left.sessionKey, 'another-session', 'the other session\'s record is left alone');
+    assert.equal(left.sessionKey, 'another-session', "the other session's record is left alone");
   });
 });

@@ -15,12 +15,21 @@ async function token(em: Emulator, tenant: string, form: Record<string, string>)
 describe('emulator auth server', () => {
   let em: Emulator;
   beforeAll(async () => {
-    em = await startEmulator({ clients: { base: [{ clientId: 'dev', clientSecret: 'dev-secret' }], acme: [{ clientId: 'svc', clientSecret: 's3' }] } });
+    em = await startEmulator({
+      clients: {
+        base: [{ clientId: 'dev', clientSecret: 'dev-secret' }],
+        acme: [{ clientId: 'svc', clientSecret: 's3' }],
+      },
+    });
   });
   afterAll(() => em.close());
 
   it('issues a client-credentials token that verifies against the realm JWKS', async () => {
-    const { status, body } = await token(em, 'base', { grant_type: 'client_credentials', client_id: 'dev', client_secret: 'dev-secret' });
+    const { status, body } = await token(em, 'base', {
+      grant_type: 'client_credentials',
+      client_id: 'dev',
+      client_secret: 'dev-secret',
+    });
     assert.equal(status, 200);
     assert.equal(body.token_type, 'Bearer');
     assert.equal(body.expires_in, 300);
@@ -35,25 +44,55 @@ describe('emulator auth server', () => {
   });
 
   it('grants limited scopes and refuses unknown ones', async () => {
-    const ok = await token(em, 'acme', { grant_type: 'client_credentials', client_id: 'svc', client_secret: 's3', scope: 'openid transcribe' });
+    const ok = await token(em, 'acme', {
+      grant_type: 'client_credentials',
+      client_id: 'svc',
+      client_secret: 's3',
+      scope: 'openid transcribe',
+    });
     assert.equal(ok.status, 200);
     assert.equal(ok.body.scope, 'openid transcribe');
-    const bad = await token(em, 'acme', { grant_type: 'client_credentials', client_id: 'svc', client_secret: 's3', scope: 'openid admin' });
+    const bad = await token(em, 'acme', {
+      grant_type: 'client_credentials',
+      client_id: 'svc',
+      client_secret: 's3',
+      scope: 'openid admin',
+    });
     assert.equal(bad.status, 400);
     assert.equal(bad.body.error, 'invalid_scope');
-    const noOpenid = await token(em, 'acme', { grant_type: 'client_credentials', client_id: 'svc', client_secret: 's3', scope: 'streams' });
+    const noOpenid = await token(em, 'acme', {
+      grant_type: 'client_credentials',
+      client_id: 'svc',
+      client_secret: 's3',
+      scope: 'streams',
+    });
     assert.equal(noOpenid.status, 400);
   });
 
   it('refuses a wrong secret, a client of another tenant, and an invalid tenant name', async () => {
-    const wrong = await token(em, 'base', { grant_type: 'client_credentials', client_id: 'dev', client_secret: 'nope' });
+    const wrong = await token(em, 'base', {
+      grant_type: 'client_credentials',
+      client_id: 'dev',
+      client_secret: 'nope',
+    });
     assert.equal(wrong.status, 401);
     assert.deepEqual(wrong.body.error, 'invalid_client');
-    const otherRealm = await token(em, 'acme', { grant_type: 'client_credentials', client_id: 'dev', client_secret: 'dev-secret' });
+    const otherRealm = await token(em, 'acme', {
+      grant_type: 'client_credentials',
+      client_id: 'dev',
+      client_secret: 'dev-secret',
+    });
     assert.equal(otherRealm.status, 401);
-    const unknown = await token(em, 'Not_A_Tenant', { grant_type: 'client_credentials', client_id: 'dev', client_secret: 'dev-secret' });
+    const unknown = await token(em, 'Not_A_Tenant', {
+      grant_type: 'client_credentials',
+      client_id: 'dev',
+      client_secret: 'dev-secret',
+    });
     assert.equal(unknown.status, 404);
-    assert.deepEqual(em.tokenRequests.slice(-2).map((r) => r.tenant), ['base', 'acme']);
+    assert.deepEqual(
+      em.tokenRequests.slice(-2).map((r) => r.tenant),
+      ['base', 'acme'],
+    );
   });
 
   it('rotates keys: new tokens carry the new kid, old ones verify until the old key is dropped', async () => {

@@ -4,12 +4,11 @@ import { isSupportedAudioFormat, opusPacketSeconds, PacingCheck } from '../../sr
 import { mediaSeconds } from '../support/emulator.js';
 import { chromeChunks, fixture } from '../support/fixtures.js';
 
-
 describe('emulator media time', () => {
   it('reads Opus packet durations from the TOC byte: the frame duration of its config times its frame count', () => {
     assert.equal(opusPacketSeconds(Uint8Array.of(0xf8)), 0.02); // CELT 20 ms, one frame
-    assert.equal(opusPacketSeconds(Uint8Array.of(0x0b << 3 | 1)), 0.12); // SILK 60 ms, two frames
-    assert.equal(opusPacketSeconds(Uint8Array.of(0x10 << 3 | 3, 6)), 0.015); // CELT 2.5 ms x 6
+    assert.equal(opusPacketSeconds(Uint8Array.of((0x0b << 3) | 1)), 0.12); // SILK 60 ms, two frames
+    assert.equal(opusPacketSeconds(Uint8Array.of((0x10 << 3) | 3, 6)), 0.015); // CELT 2.5 ms x 6
     assert.equal(opusPacketSeconds(Uint8Array.of()), 0);
   });
 
@@ -34,10 +33,28 @@ describe('emulator media time', () => {
   });
 
   it('knows the upstream audioFormat list', () => {
-    for (const ok of ['audio/ogg', 'audio/webm;codecs=opus', 'AUDIO/OGG; codecs=vorbis', 'audio/mpeg', 'audio/mp3', 'audio/mpeg3', 'audio/flac', 'audio/mp4', 'audio/m4a', 'audio/opus', 'audio/vorbis']) {
+    for (const ok of [
+      'audio/ogg',
+      'audio/webm;codecs=opus',
+      'AUDIO/OGG; codecs=vorbis',
+      'audio/mpeg',
+      'audio/mp3',
+      'audio/mpeg3',
+      'audio/flac',
+      'audio/mp4',
+      'audio/m4a',
+      'audio/opus',
+      'audio/vorbis',
+    ]) {
       assert.ok(isSupportedAudioFormat(ok), ok);
     }
-    for (const bad of ['audio/wav', 'audio/pcm;rate=16000', 'audio/webm;codecs=pcm', 'video/webm', 'audio/ogg;codecs=flac']) {
+    for (const bad of [
+      'audio/wav',
+      'audio/pcm;rate=16000',
+      'audio/webm;codecs=pcm',
+      'video/webm',
+      'audio/ogg;codecs=flac',
+    ]) {
       assert.ok(!isSupportedAudioFormat(bad), bad);
     }
   });
@@ -57,16 +74,28 @@ describe('emulator pacing rule (fake clock)', () => {
   }
 
   it('accepts real time and a 1.4x burst, refuses 2x real time', () => {
-    assert.equal(feed(30, () => 250), null);
-    assert.equal(feed(30, () => 250 / 1.4), null);
+    assert.equal(
+      feed(30, () => 250),
+      null,
+    );
+    assert.equal(
+      feed(30, () => 250 / 1.4),
+      null,
+    );
     assert.match(feed(30, () => 125) ?? '', /2\.00x real time/);
   });
 
   it('ignores the first 2 s of media and short bursts that average out over 5 s', () => {
     // 2 s sent instantly at the start, then real time: allowed.
-    assert.equal(feed(30, (i) => (i <= 8 ? 0 : 250)), null);
+    assert.equal(
+      feed(30, (i) => (i <= 8 ? 0 : 250)),
+      null,
+    );
     // 1 s instantly every 5 s, real time otherwise averages below 1.5x.
-    assert.equal(feed(30, (i) => (i % 20 < 4 ? 0 : 250 * (20 / 16) * 0.9)), null);
+    assert.equal(
+      feed(30, (i) => (i % 20 < 4 ? 0 : 250 * (20 / 16) * 0.9)),
+      null,
+    );
     // 5 s of media arriving instantly later in the stream breaks the rule.
     assert.match(feed(30, (i) => (i > 40 && i <= 64 ? 0 : 250)) ?? '', /instantly|x real time/);
   });

@@ -19,7 +19,8 @@ describe('emulator /streams', () => {
     em.violations.length = 0;
   });
   afterAll(() => em.close());
-  const open = async () => connect(streamsUrl(em.wsBase, 'base', await em.issueToken({ tenant: 'base', scope: 'openid streams' })));
+  const open = async () =>
+    connect(streamsUrl(em.wsBase, 'base', await em.issueToken({ tenant: 'base', scope: 'openid streams' })));
 
   it('fast_init facts follow media time (10 s, 20 s), then one more on end; ENDED closes with 1000', async () => {
     const c = await open();
@@ -48,7 +49,10 @@ describe('emulator /streams', () => {
     const last = c.messages.filter((m) => m.type === 'transcript').at(-1).data[0];
     assert.equal(last.time.end, 25.9);
     const fact = c.messages.find((m) => m.type === 'facts').fact[0];
-    assert.deepEqual(Object.keys(fact).sort(), ['createdAt', 'groupId', 'group', 'id', 'isDiscarded', 'source', 'text', 'updatedAt'].sort());
+    assert.deepEqual(
+      Object.keys(fact).sort(),
+      ['createdAt', 'groupId', 'group', 'id', 'isDiscarded', 'source', 'text', 'updatedAt'].sort(),
+    );
     assert.equal(c.messages.find((m) => m.type === 'usage').credits, 2.59);
     assert.equal(em.violations.filter((v) => !/pacing/.test(v)).length, 0);
   });
@@ -67,7 +71,10 @@ describe('emulator /streams', () => {
 
   it('transcription mode sends no facts; a config without mode.type is denied', async () => {
     const c = await open();
-    c.sendJson({ type: 'config', configuration: { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' } } });
+    c.sendJson({
+      type: 'config',
+      configuration: { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' } },
+    });
     await c.next((m) => m.type === 'CONFIG_ACCEPTED');
     for (const f of evenChunks(webm, 4096).slice(0, 6)) c.ws.send(f);
     c.sendJson({ type: 'flush' });
@@ -86,7 +93,10 @@ describe('emulator /streams', () => {
     try {
       const c = await connect(streamsUrl(quick.wsBase, 'base', await quick.issueToken({ tenant: 'base' })));
       assert.equal((await c.closed).code, 1008);
-      assert.deepEqual(c.messages.map((m) => m.type), ['CONFIG_NOT_PROVIDED']);
+      assert.deepEqual(
+        c.messages.map((m) => m.type),
+        ['CONFIG_NOT_PROVIDED'],
+      );
     } finally {
       await quick.close();
     }

@@ -21,7 +21,13 @@ describe('emulator /transcribe', () => {
   });
   afterEach(() => {
     em.violations.length = 0;
-    Object.assign(em.faults, { configDelayMs: 0, messageDelayMs: 0, refuseConfigs: false, dropAfterMediaSeconds: null, stall: false });
+    Object.assign(em.faults, {
+      configDelayMs: 0,
+      messageDelayMs: 0,
+      refuseConfigs: false,
+      dropAfterMediaSeconds: null,
+      stall: false,
+    });
   });
   afterAll(() => em.close());
   const open = async () => connect(transcribeUrl(em.wsBase, 'base', await em.issueToken({ tenant: 'base' })));
@@ -55,7 +61,10 @@ describe('emulator /transcribe', () => {
     assert.ok(s.audio.equals(ogg));
     assert.equal(s.frames.length, Math.ceil(ogg.length / 4096));
     assert.equal(s.mediaSeconds, 25.92);
-    assert.deepEqual(s.received.map((r) => r.kind).filter((k) => k !== 'audio'), ['config', 'flush', 'end']);
+    assert.deepEqual(
+      s.received.map((r) => r.kind).filter((k) => k !== 'audio'),
+      ['config', 'flush', 'end'],
+    );
     assert.equal(s.closeCode, 1000);
     // Sent as fast as possible: the only rule broken is pacing.
     assert.equal(em.violations.length, 1);
@@ -82,7 +91,14 @@ describe('emulator /transcribe', () => {
 
   it('sends interim results when asked, and the first command at the 5-second mark', async () => {
     const c = await open();
-    c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', interimResults: true, commands: [{ id: 'next-section', phrases: ['next section'] }] } });
+    c.sendJson({
+      type: 'config',
+      configuration: {
+        primaryLanguage: 'en',
+        interimResults: true,
+        commands: [{ id: 'next-section', phrases: ['next section'] }],
+      },
+    });
     await c.next((m) => m.type === 'CONFIG_ACCEPTED');
     for (const f of evenChunks(ogg, 1000)) c.ws.send(f);
     c.sendJson({ type: 'end' });
@@ -91,7 +107,13 @@ describe('emulator /transcribe', () => {
     assert.ok(interims.length > 0);
     const commands = c.messages.filter((m) => m.type === 'command');
     assert.equal(commands.length, 1);
-    assert.deepEqual(commands[0].data, { id: 'next-section', variables: {}, rawTranscriptText: 'next section', start: 4, end: 5 });
+    assert.deepEqual(commands[0].data, {
+      id: 'next-section',
+      variables: {},
+      rawTranscriptText: 'next section',
+      start: 4,
+      end: 5,
+    });
     assertTiles(finals(c.messages), 25.92);
   });
 
@@ -111,7 +133,10 @@ describe('emulator /transcribe', () => {
     twice.sendJson({ type: 'config', configuration: { primaryLanguage: 'de' } });
     await twice.next((m) => m.type === 'CONFIG_ALREADY_RECEIVED');
     twice.ws.close();
-    assert.deepEqual(em.violations.map((v) => v.replace(/^.*?: /, '')), ['a second config']);
+    assert.deepEqual(
+      em.violations.map((v) => v.replace(/^.*?: /, '')),
+      ['a second config'],
+    );
     assert.equal(em.sessions.at(-1)!.configCount, 2);
   });
 
@@ -120,7 +145,10 @@ describe('emulator /transcribe', () => {
     try {
       const c = await connect(transcribeUrl(quick.wsBase, 'base', await quick.issueToken({ tenant: 'base' })));
       const { code } = await c.closed;
-      assert.deepEqual(c.messages.map((m) => m.type), ['CONFIG_TIMEOUT']);
+      assert.deepEqual(
+        c.messages.map((m) => m.type),
+        ['CONFIG_TIMEOUT'],
+      );
       assert.equal(code, 1008);
     } finally {
       await quick.close();
@@ -205,7 +233,10 @@ describe('emulator /transcribe', () => {
     c.sendJson({ type: 'end' });
     await c.closed;
     assert.equal(c.messages[0].type, 'CONFIG_ACCEPTED');
-    assert.deepEqual(c.messages.slice(-2).map((m) => m.type), ['usage', 'ended']);
+    assert.deepEqual(
+      c.messages.slice(-2).map((m) => m.type),
+      ['usage', 'ended'],
+    );
     assert.equal(c.messages.at(-2).credits, 2.592);
     assert.equal(em.violations.filter((v) => /audio before CONFIG_ACCEPTED/.test(v)).length, 1); // once, not per frame
   });

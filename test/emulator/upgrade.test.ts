@@ -23,7 +23,8 @@ describe('emulator socket upgrade', () => {
   it('accepts Authorization and Tenant-Name headers instead of the query', async () => {
     const token = await em.issueToken({ tenant: 'acme', scope: 'openid streams' });
     const c = await connect(`${em.wsBase}/interactions/3f1c2b1e-8f4a-4c7e-9a7e-2b1d3c4e5f60/streams`, {
-      authorization: `Bearer ${token}`, 'tenant-name': 'acme',
+      authorization: `Bearer ${token}`,
+      'tenant-name': 'acme',
     });
     assert.equal(em.sessions.at(-1)!.interactionId, '3f1c2b1e-8f4a-4c7e-9a7e-2b1d3c4e5f60');
     c.ws.close();
@@ -31,7 +32,14 @@ describe('emulator socket upgrade', () => {
 
   it('refuses missing, forged, expired, not-yet-valid and unsigned tokens with 401', async () => {
     assert.equal(await refusedStatus(`${em.wsBase}/transcribe?tenant-name=base`), 401);
-    for (const o of [{ signWithUnknownKey: true }, { expiresInSeconds: -5 }, { notBeforeSeconds: 120 }, { alg: 'HS256' as const }, { alg: 'none' as const }, { issuer: 'http://elsewhere/realms/base' }]) {
+    for (const o of [
+      { signWithUnknownKey: true },
+      { expiresInSeconds: -5 },
+      { notBeforeSeconds: 120 },
+      { alg: 'HS256' as const },
+      { alg: 'none' as const },
+      { issuer: 'http://elsewhere/realms/base' },
+    ]) {
       const token = await em.issueToken({ tenant: 'base', ...o });
       assert.equal(await refusedStatus(transcribeUrl(em.wsBase, 'base', token)), 401, JSON.stringify(o));
     }
@@ -49,7 +57,10 @@ describe('emulator socket upgrade', () => {
 
   it('answers unknown paths and non-uuid interactions with 404', async () => {
     const token = await em.issueToken({ tenant: 'base' });
-    assert.equal(await refusedStatus(`${em.wsBase}/dictate?tenant-name=base&token=${encodeURIComponent('Bearer ' + token)}`), 404);
+    assert.equal(
+      await refusedStatus(`${em.wsBase}/dictate?tenant-name=base&token=${encodeURIComponent('Bearer ' + token)}`),
+      404,
+    );
     assert.equal(await refusedStatus(streamsUrl(em.wsBase, 'base', token, 'not-a-uuid')), 404);
   });
 

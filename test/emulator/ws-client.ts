@@ -18,22 +18,29 @@ export function connect(url: string, headers?: Record<string, string>): Promise<
   ws.on('message', (data, isBinary) => {
     const m = isBinary ? { binary: data } : JSON.parse(String(data));
     messages.push(m);
-    for (const w of [...waiters]) if (w.pred(m)) {
-      waiters.splice(waiters.indexOf(w), 1);
-      w.resolve(m);
-    }
+    for (const w of [...waiters])
+      if (w.pred(m)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(m);
+      }
   });
   const closed = new Promise<{ code: number }>((resolve) => ws.on('close', (code) => resolve({ code })));
   return new Promise((resolve, reject) => {
-    ws.once('open', () => resolve({
-      ws, messages, closed,
-      next: (pred) => {
-        const hit = messages.find(pred);
-        return hit ? Promise.resolve(hit) : new Promise((r) => waiters.push({ pred, resolve: r }));
-      },
-      sendJson: (m) => ws.send(JSON.stringify(m)),
-    }));
-    ws.once('unexpected-response', (_req, res) => reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode })));
+    ws.once('open', () =>
+      resolve({
+        ws,
+        messages,
+        closed,
+        next: (pred) => {
+          const hit = messages.find(pred);
+          return hit ? Promise.resolve(hit) : new Promise((r) => waiters.push({ pred, resolve: r }));
+        },
+        sendJson: (m) => ws.send(JSON.stringify(m)),
+      }),
+    );
+    ws.once('unexpected-response', (_req, res) =>
+      reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode })),
+    );
     ws.once('error', reject);
   });
 }
@@ -55,6 +62,11 @@ export function transcribeUrl(wsBase: string, tenant: string, token: string): st
   return `${wsBase}/transcribe?tenant-name=${tenant}&token=${encodeURIComponent('Bearer ' + token)}`;
 }
 
-export function streamsUrl(wsBase: string, tenant: string, token: string, id = '3f1c2b1e-8f4a-4c7e-9a7e-2b1d3c4e5f60'): string {
+export function streamsUrl(
+  wsBase: string,
+  tenant: string,
+  token: string,
+  id = '3f1c2b1e-8f4a-4c7e-9a7e-2b1d3c4e5f60',
+): string {
   return `${wsBase}/interactions/${id}/streams?tenant-name=${tenant}&token=${encodeURIComponent('Bearer ' + token)}&environment=eu`;
 }

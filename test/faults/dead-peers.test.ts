@@ -20,7 +20,8 @@ const API = 'test-usage-token';
 /** The ledger row of the session that closed last, once `count` sessions are all closed. */
 async function closedRow(stack: Stack, count: number): Promise<LedgerSession & { segments: unknown[] }> {
   const rows = await endedLedgerSessions(stack, API, { count });
-  if (rows.length < count || rows.some((r) => r.end === null)) assert.fail(`no closed ledger row: ${JSON.stringify(rows)}`);
+  if (rows.length < count || rows.some((r) => r.end === null))
+    assert.fail(`no closed ledger row: ${JSON.stringify(rows)}`);
   return rows.sort((a, b) => a.end!.localeCompare(b.end!)).at(-1) as LedgerSession & { segments: unknown[] };
 }
 
@@ -52,7 +53,12 @@ async function endsCleanly(c: TestClient): Promise<void> {
   assert.ok(f.at(-1)!.end > 25, `the finals cover the whole dictation (last ends at ${f.at(-1)?.end})`);
 }
 
-const FAST_PINGS = { UPSTREAM_PING_SECONDS: '0.3', UPSTREAM_PONG_TIMEOUT_SECONDS: '0.5', PACE: '8', USAGE_API_TOKEN: API };
+const FAST_PINGS = {
+  UPSTREAM_PING_SECONDS: '0.3',
+  UPSTREAM_PONG_TIMEOUT_SECONDS: '0.5',
+  PACE: '8',
+  USAGE_API_TOKEN: API,
+};
 
 describe('an upstream that stops answering', () => {
   let stack: Stack;
@@ -174,8 +180,10 @@ async function rawClient(stack: Stack): Promise<RawClient> {
   const token = await stack.token('openid transcribe');
   const q = new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` });
   const socket: Socket = connect(stack.gateway.server.port, '127.0.0.1');
-  socket.write(`GET /audio-bridge/v2/transcribe?${q} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
-    'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n');
+  socket.write(
+    `GET /audio-bridge/v2/transcribe?${q} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+      'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+  );
   const frames: RawClient['frames'] = [];
   let pending: Buffer = Buffer.alloc(0);
   let upgraded = false;
@@ -185,7 +193,8 @@ async function rawClient(stack: Stack): Promise<RawClient> {
       if (!upgraded) {
         const end = pending.indexOf('\r\n\r\n');
         if (end < 0) return;
-        if (!pending.subarray(0, 12).toString().includes('101')) return reject(new Error(pending.toString().slice(0, 200)));
+        if (!pending.subarray(0, 12).toString().includes('101'))
+          return reject(new Error(pending.toString().slice(0, 200)));
         upgraded = true;
         pending = pending.subarray(end + 4);
         resolve();
@@ -210,23 +219,37 @@ describe('a client that stops answering', () => {
   it('half-open mid-dictation: pinged, closed within the idle timeout, its session ended upstream gracefully', async () => {
     const c = await rawClient(stack);
     const message = (type: string) => c.frames.find((f) => f.message?.type === type);
-    c.send(1, Buffer.from(JSON.stringify({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } })));
+    c.send(
+      1,
+      Buffer.from(
+        JSON.stringify({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } }),
+      ),
+    );
     await until(() => !!message('CONFIG_ACCEPTED'), 'CONFIG_ACCEPTED', POLL);
     for (let off = 0; off < 24_000; off += 8000) c.send(2, ogg.subarray(off, off + 8000)); // ~8 s of audio
     const silentSince = Date.now(); // from here on the client sends nothing, pongs included
     await until(() => !!message('transcript'), 'a transcript', POLL);
 
-    const closedAt = await Promise.race([c.closedAt, delay((IDLE + 6) * 1000).then(() => assert.fail('the silent client is still open'))]);
+    const closedAt = await Promise.race([
+      c.closedAt,
+      delay((IDLE + 6) * 1000).then(() => assert.fail('the silent client is still open')),
+    ]);
     const ping = c.frames.find((f) => f.op === 9);
     assert.ok(ping, `the gateway pinged the silent client (frames: ${JSON.stringify(c.frames.map((f) => f.op))})`);
-    assert.ok(closedAt - silentSince < (IDLE + 4) * 1000, `closed ${closedAt - silentSince} ms after the client fell silent`);
+    assert.ok(
+      closedAt - silentSince < (IDLE + 4) * 1000,
+      `closed ${closedAt - silentSince} ms after the client fell silent`,
+    );
     assert.ok(closedAt > ping.at, 'closed after its ping went unanswered');
 
     const row = await closedRow(stack, 1);
     assert.equal(row.outcome, 'client_gone');
     assert.equal(row.estimated, false, 'the upstream session was ended, so its usage is final');
     const upstream = stack.emulator.sessions.at(-1)!;
-    assert.ok(upstream.received.some((r) => r.kind === 'end'), 'the upstream was sent end');
+    assert.ok(
+      upstream.received.some((r) => r.kind === 'end'),
+      'the upstream was sent end',
+    );
     assert.equal(upstream.closeCode, 1000);
   });
 });

@@ -55,7 +55,8 @@ async function ledgerRows(): Promise<LedgerSession[]> {
   return body.sessions;
 }
 
-const status = async (s: Stack, path: string) => (await fetch(`http://127.0.0.1:${s.gateway.server.port}${path}`)).status;
+const status = async (s: Stack, path: string) =>
+  (await fetch(`http://127.0.0.1:${s.gateway.server.port}${path}`)).status;
 
 async function drainCount(result: 'ended' | 'aborted'): Promise<number> {
   return (await metrics.drainSessions.get()).values.find((v) => v.labels.result === result)?.value ?? 0;

@@ -34,10 +34,11 @@ async function startFlapper(dropMs: number): Promise<Flapper> {
     url: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}`,
     accepted: 0,
     audioBytes: 0,
-    close: () => new Promise((resolve) => {
-      for (const ws of wss.clients) ws.terminate();
-      wss.close(() => resolve());
-    }),
+    close: () =>
+      new Promise((resolve) => {
+        for (const ws of wss.clients) ws.terminate();
+        wss.close(() => resolve());
+      }),
   };
   wss.on('connection', (ws) => {
     ws.on('message', (data: Buffer, isBinary) => {
@@ -45,7 +46,9 @@ async function startFlapper(dropMs: number): Promise<Flapper> {
       const message = JSON.parse(data.toString()) as { type: string; configuration?: unknown };
       if (message.type !== 'config') return;
       f.accepted++;
-      ws.send(JSON.stringify({ type: 'CONFIG_ACCEPTED', sessionId: randomUUID(), configuration: message.configuration }));
+      ws.send(
+        JSON.stringify({ type: 'CONFIG_ACCEPTED', sessionId: randomUUID(), configuration: message.configuration }),
+      );
       setTimeout(() => ws.terminate(), dropMs);
     });
   });
@@ -87,11 +90,21 @@ describe('an upstream that accepts each config and drops it soon after', () => {
   async function assertEndedUnstable(c: TestClient, sent: number, withinMs: number, started: number) {
     const closed = await Promise.race([c.closed, new Promise<undefined>((r) => setTimeout(r, withinMs))]);
     const took = performance.now() - started;
-    assert.ok(closed, `the session ended within ${withinMs} ms (${flapper.accepted} upstream sessions, ${flapper.audioBytes} bytes replayed for ${sent})`);
+    assert.ok(
+      closed,
+      `the session ended within ${withinMs} ms (${flapper.accepted} upstream sessions, ${flapper.audioBytes} bytes replayed for ${sent})`,
+    );
     assert.equal(closed.code, 1014);
     const errors = c.messages.filter((m) => m.type === 'error');
-    assert.deepEqual(errors.map((m) => m.error.id), ['UPSTREAM_UNSTABLE'], 'the client was told, once');
-    assert.ok(flapper.audioBytes <= 5 * sent, `at most the audio once and 4 replays of it went upstream (${flapper.audioBytes} bytes for ${sent})`);
+    assert.deepEqual(
+      errors.map((m) => m.error.id),
+      ['UPSTREAM_UNSTABLE'],
+      'the client was told, once',
+    );
+    assert.ok(
+      flapper.audioBytes <= 5 * sent,
+      `at most the audio once and 4 replays of it went upstream (${flapper.audioBytes} bytes for ${sent})`,
+    );
 
     const rows = await endedInLedger(stack!);
     assert.equal(rows.length, 1);
@@ -100,35 +113,58 @@ describe('an upstream that accepts each config and drops it soon after', () => {
     assert.equal(row.outcome, 'upstream_lost');
     assert.equal(row.credits, 0, 'no upstream session reported usage');
     const segments = (row as unknown as Segments).segments;
-    assert.ok(segments.length >= 1 && segments.length <= flapper.accepted, `one ledger segment per upstream session the audio went to (${segments.length} of ${flapper.accepted})`);
+    assert.ok(
+      segments.length >= 1 && segments.length <= flapper.accepted,
+      `one ledger segment per upstream session the audio went to (${segments.length} of ${flapper.accepted})`,
+    );
     return { took, errors };
   }
 
-  it('the default budget (6 attempts, 30 s): the session ends with UPSTREAM_UNSTABLE, usage recorded', { timeout: 60_000 }, async () => {
-    const started = performance.now();
-    const { c, sent } = await dictation({ PACE: '1' });
-    await assertEndedUnstable(c, sent, 35_000, started);
-    assert.ok(flapper.accepted <= 7, `the first upstream session and at most 6 replacements (${flapper.accepted})`);
-  });
+  it(
+    'the default budget (6 attempts, 30 s): the session ends with UPSTREAM_UNSTABLE, usage recorded',
+    { timeout: 60_000 },
+    async () => {
+      const started = performance.now();
+      const { c, sent } = await dictation({ PACE: '1' });
+      await assertEndedUnstable(c, sent, 35_000, started);
+      assert.ok(flapper.accepted <= 7, `the first upstream session and at most 6 replacements (${flapper.accepted})`);
+    },
+  );
 
-  it('few attempts allowed: the attempts run out although each replacement was accepted', { timeout: 60_000 }, async () => {
-    const started = performance.now();
-    const { c, sent } = await dictation({ PACE: '1', UPSTREAM_RECONNECT_ATTEMPTS: '3' });
-    const { errors } = await assertEndedUnstable(c, sent, 15_000, started);
-    assert.match(errors[0].error.details, /lost again 3 times/);
-    assert.equal(flapper.accepted, 4, 'the first upstream session and 3 replacements');
-  });
+  it(
+    'few attempts allowed: the attempts run out although each replacement was accepted',
+    { timeout: 60_000 },
+    async () => {
+      const started = performance.now();
+      const { c, sent } = await dictation({ PACE: '1', UPSTREAM_RECONNECT_ATTEMPTS: '3' });
+      const { errors } = await assertEndedUnstable(c, sent, 15_000, started);
+      assert.match(errors[0].error.details, /lost again 3 times/);
+      assert.equal(flapper.accepted, 4, 'the first upstream session and 3 replacements');
+    },
+  );
 
-  it('an upstream that stays up 10 s between losses: each loss has the whole budget again', { timeout: 60_000 }, async () => {
-    const { c } = await dictation({ PACE: '1', UPSTREAM_RECONNECT_ATTEMPTS: '1', END_TIMEOUT_MS: '500' }, 10_300);
-    while (flapper.accepted < 3 && c.ws.readyState === c.ws.OPEN) await new Promise((r) => setTimeout(r, 100));
-    assert.deepEqual(c.messages.filter((m) => m.type === 'error'), [], 'two losses, one attempt each: no error');
-    assert.equal(c.ws.readyState, c.ws.OPEN);
-  });
+  it(
+    'an upstream that stays up 10 s between losses: each loss has the whole budget again',
+    { timeout: 60_000 },
+    async () => {
+      const { c } = await dictation({ PACE: '1', UPSTREAM_RECONNECT_ATTEMPTS: '1', END_TIMEOUT_MS: '500' }, 10_300);
+      while (flapper.accepted < 3 && c.ws.readyState === c.ws.OPEN) await new Promise((r) => setTimeout(r, 100));
+      assert.deepEqual(
+        c.messages.filter((m) => m.type === 'error'),
+        [],
+        'two losses, one attempt each: no error',
+      );
+      assert.equal(c.ws.readyState, c.ws.OPEN);
+    },
+  );
 
   it('many attempts allowed: the replay bound ends the session, not the upstream', { timeout: 60_000 }, async () => {
     const started = performance.now();
-    const { c, sent } = await dictation({ PACE: '1000', UPSTREAM_RECONNECT_ATTEMPTS: '100', UPSTREAM_RECONNECT_SECONDS: '600' });
+    const { c, sent } = await dictation({
+      PACE: '1000',
+      UPSTREAM_RECONNECT_ATTEMPTS: '100',
+      UPSTREAM_RECONNECT_SECONDS: '600',
+    });
     const { errors } = await assertEndedUnstable(c, sent, 30_000, started);
     assert.match(errors[0].error.details, /replayed/);
   });

@@ -44,7 +44,10 @@ describe('flush, more audio, end', () => {
     c.sendJson({ type: 'end' }); // behind that audio
     await c.next('ended', 20_000);
     const upstream = stack.emulator.sessions.at(-1)!;
-    assert.ok(Buffer.compare(upstream.audio, Buffer.concat(webm)) === 0, `the upstream got every byte (${upstream.audio.length} of ${Buffer.concat(webm).length})`);
+    assert.ok(
+      Buffer.compare(upstream.audio, Buffer.concat(webm)) === 0,
+      `the upstream got every byte (${upstream.audio.length} of ${Buffer.concat(webm).length})`,
+    );
     const kinds = upstream.received.map((r) => r.kind);
     assert.ok(kinds.lastIndexOf('audio') < kinds.indexOf('end'), 'no audio after end');
     assert.ok(kinds.indexOf('flush') < kinds.lastIndexOf('audio'), 'the audio after the flush came after it');

@@ -19,8 +19,14 @@ function assertOneTimeline(f: Final[], until: number, label: string) {
   assert.ok(f.length > 0, `${label}: finals arrived`);
   assert.ok(f[0].start < 0.01, `${label}: the timeline starts at 0`);
   for (let i = 1; i < f.length; i++) {
-    assert.ok(f[i].end > f[i - 1].end, `${label}: final ${i} (${f[i].start}-${f[i].end}) ends after final ${i - 1} (${f[i - 1].start}-${f[i - 1].end})`);
-    assert.ok(f[i].start >= f[i - 1].start && f[i].start <= f[i - 1].end + 0.01, `${label}: final ${i} starts within or right after final ${i - 1} (no gap, no going back)`);
+    assert.ok(
+      f[i].end > f[i - 1].end,
+      `${label}: final ${i} (${f[i].start}-${f[i].end}) ends after final ${i - 1} (${f[i - 1].start}-${f[i - 1].end})`,
+    );
+    assert.ok(
+      f[i].start >= f[i - 1].start && f[i].start <= f[i - 1].end + 0.01,
+      `${label}: final ${i} starts within or right after final ${i - 1} (no gap, no going back)`,
+    );
   }
   assert.ok(f.at(-1)!.end > until, `${label}: the finals cover the audio (last ends at ${f.at(-1)!.end})`);
 }
@@ -62,7 +68,11 @@ describe('the upstream lost mid-session, many sessions at once', () => {
 
     for (const [i, c] of clients.entries()) {
       const label = `session ${i}`;
-      assert.deepEqual(c.messages.filter((m) => m.type === 'error'), [], `${label}: the client was not told of a failure`);
+      assert.deepEqual(
+        c.messages.filter((m) => m.type === 'error'),
+        [],
+        `${label}: the client was not told of a failure`,
+      );
       assert.equal((await c.closed).code, 1000);
       assertOneTimeline(finals(c.messages), i < 3 ? 25 : 7, label);
       assert.equal(c.types().at(-2), 'usage', `${label}: usage, then the end message`);
@@ -70,14 +80,28 @@ describe('the upstream lost mid-session, many sessions at once', () => {
 
     // Each gateway session used several upstream sessions; its usage is their sum.
     const rows = await endedLedgerSessions(stack, API);
-    const upstreamFinal = new Map(stack.emulator.sessions.map((s) => [s.sessionId, (s.sent as Array<{ type: string; credits?: number }>).find((m) => m.type === 'usage')?.credits]));
+    const upstreamFinal = new Map(
+      stack.emulator.sessions.map((s) => [
+        s.sessionId,
+        (s.sent as Array<{ type: string; credits?: number }>).find((m) => m.type === 'usage')?.credits,
+      ]),
+    );
     const reconnected = rows.filter((r) => (r as unknown as { segments: unknown[] }).segments.length >= 2);
-    assert.ok(reconnected.length >= clients.length, `every session has several upstream segments (${reconnected.length})`);
+    assert.ok(
+      reconnected.length >= clients.length,
+      `every session has several upstream segments (${reconnected.length})`,
+    );
     for (const r of reconnected) {
       const segments = (r as unknown as { segments: Array<{ upstreamSessionId: string; credits: number }> }).segments;
       const last = segments.at(-1)!;
-      assert.ok(Math.abs(last.credits - (upstreamFinal.get(last.upstreamSessionId) ?? -1)) < 1e-6, 'the last segment has the final figure its upstream session reported');
-      assert.ok(Math.abs(r.credits - segments.reduce((t, s) => t + s.credits, 0)) < 1e-6, 'the session credits are the sum of its segments');
+      assert.ok(
+        Math.abs(last.credits - (upstreamFinal.get(last.upstreamSessionId) ?? -1)) < 1e-6,
+        'the last segment has the final figure its upstream session reported',
+      );
+      assert.ok(
+        Math.abs(r.credits - segments.reduce((t, s) => t + s.credits, 0)) < 1e-6,
+        'the session credits are the sum of its segments',
+      );
     }
   });
 });

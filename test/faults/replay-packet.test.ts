@@ -31,9 +31,31 @@ function counted(bytes: Buffer): number {
 async function decodes(bytes: Buffer, ext: string): Promise<number> {
   const file = join(dir, `p${files++}.${ext}`);
   await writeFile(file, bytes);
-  const dec = await run('ffmpeg', ['-nostdin', '-v', 'error', '-i', file, '-f', 's16le', '-ac', '1', '-y', '/dev/null']);
+  const dec = await run('ffmpeg', [
+    '-nostdin',
+    '-v',
+    'error',
+    '-i',
+    file,
+    '-f',
+    's16le',
+    '-ac',
+    '1',
+    '-y',
+    '/dev/null',
+  ]);
   assert.equal(dec.stderr, '', 'ffmpeg decodes the replay without an error');
-  const { stdout } = await run('ffprobe', ['-v', 'error', '-select_streams', 'a:0', '-show_entries', 'packet=pts_time', '-of', 'csv=p=0', file]);
+  const { stdout } = await run('ffprobe', [
+    '-v',
+    'error',
+    '-select_streams',
+    'a:0',
+    '-show_entries',
+    'packet=pts_time',
+    '-of',
+    'csv=p=0',
+    file,
+  ]);
   return parseFloat(stdout.split('\n')[0]);
 }
 
@@ -47,18 +69,35 @@ async function check(kind: 'webm' | 'ogg', chunks: Buffer[], cuts: number[], lab
     buf.release(cut);
     const r = buf.replay();
     const replay = Buffer.concat(r.frames);
-    assert.ok(r.offset <= cut + 1e-6 && r.offset > cut - PACKET, `${label}: replay at ${r.offset} for a final ending at ${cut}: more than one packet before it`);
+    assert.ok(
+      r.offset <= cut + 1e-6 && r.offset > cut - PACKET,
+      `${label}: replay at ${r.offset} for a final ending at ${cut}: more than one packet before it`,
+    );
     const audio = counted(replay);
-    assert.ok(Math.abs(audio - (whole - r.offset)) < 0.0025, `${label} @${cut}: the replay holds ${audio} s of audio, the stream ${whole} s from ${r.offset}`);
+    assert.ok(
+      Math.abs(audio - (whole - r.offset)) < 0.0025,
+      `${label} @${cut}: the replay holds ${audio} s of audio, the stream ${whole} s from ${r.offset}`,
+    );
     const first = await decodes(replay, kind);
-    assert.ok(Math.abs(first) <= 0.0066, `${label} @${cut}: the replay's first packet is at ${first}, not 0 (less an Opus pre-skip)`);
-    if (kind === 'ogg') assert.ok(parseOggPages(replay).every((p) => p.crcOk), `${label} @${cut}: every page's CRC checks`);
+    assert.ok(
+      Math.abs(first) <= 0.0066,
+      `${label} @${cut}: the replay's first packet is at ${first}, not 0 (less an Opus pre-skip)`,
+    );
+    if (kind === 'ogg')
+      assert.ok(
+        parseOggPages(replay).every((p) => p.crcOk),
+        `${label} @${cut}: every page's CRC checks`,
+      );
   }
 }
 
 describe('a replay starts at the packet that holds the end of the last final', () => {
-  beforeAll(async () => { dir = await mkdtemp(join(tmpdir(), 'replay-packet-')); });
-  afterAll(async () => { await rm(dir, { recursive: true, force: true }); });
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'replay-packet-'));
+  });
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
 
   it("Chromium's live WebM", async () => {
     await check('webm', chromeChunks('webm-opus'), [0.5, 2, 2.34, 3.31, 5.99], 'chrome');
@@ -71,7 +110,20 @@ describe('a replay starts at the packet that holds the end of the last final', (
   it("opusenc's Ogg (1 s pages) and ffmpeg's Ogg with 1.3 s pages", async () => {
     await check('ogg', [fixture('dictation.ogg')], [0.5, 2.34, 7.01, 11.3], 'opusenc');
     const file = join(dir, 'pages-1300ms.ogg');
-    await run('ffmpeg', ['-nostdin', '-v', 'error', '-i', join(FIXTURES, 'dictation.ogg'), '-c:a', 'copy', '-f', 'ogg', '-page_duration', '1300000', file]);
+    await run('ffmpeg', [
+      '-nostdin',
+      '-v',
+      'error',
+      '-i',
+      join(FIXTURES, 'dictation.ogg'),
+      '-c:a',
+      'copy',
+      '-f',
+      'ogg',
+      '-page_duration',
+      '1300000',
+      file,
+    ]);
     await check('ogg', [await readFile(file)], [1, 2, 3.9, 20.05], 'ogg 1.3 s');
   });
 });

@@ -43,8 +43,36 @@ describe('the seam of a replaced upstream session', () => {
     stack = await startStack({ PACE: '4', USAGE_API_TOKEN: API });
     dir = await mkdtemp(join(tmpdir(), 'seam-'));
     const source = join(FIXTURES, 'dictation.ogg');
-    await run('ffmpeg', ['-nostdin', '-v', 'error', '-i', source, '-c:a', 'copy', '-f', 'webm', '-cluster_time_limit', '5000', '-cluster_size_limit', '10000000', join(dir, 'c5.webm')]);
-    await run('ffmpeg', ['-nostdin', '-v', 'error', '-i', source, '-c:a', 'copy', '-f', 'ogg', '-page_duration', '1300000', join(dir, 'p13.ogg')]);
+    await run('ffmpeg', [
+      '-nostdin',
+      '-v',
+      'error',
+      '-i',
+      source,
+      '-c:a',
+      'copy',
+      '-f',
+      'webm',
+      '-cluster_time_limit',
+      '5000',
+      '-cluster_size_limit',
+      '10000000',
+      join(dir, 'c5.webm'),
+    ]);
+    await run('ffmpeg', [
+      '-nostdin',
+      '-v',
+      'error',
+      '-i',
+      source,
+      '-c:a',
+      'copy',
+      '-f',
+      'ogg',
+      '-page_duration',
+      '1300000',
+      join(dir, 'p13.ogg'),
+    ]);
     webm5s = await readFile(join(dir, 'c5.webm'));
     ogg13 = await readFile(join(dir, 'p13.ogg'));
   });
@@ -64,7 +92,14 @@ describe('the seam of a replaced upstream session', () => {
 
   /** Streams `chunks` (every `everyMs`) on `tenant`; after each piece in `flushAt` a flush, then, once it
    *  is answered, the upstream session is dropped; after each piece in `dropAt` it is dropped at once. */
-  async function dictate(tenant: string, audioFormat: string, chunks: Buffer[], everyMs: number, flushAt: number[], dropAt: number[]) {
+  async function dictate(
+    tenant: string,
+    audioFormat: string,
+    chunks: Buffer[],
+    everyMs: number,
+    flushAt: number[],
+    dropAt: number[],
+  ) {
     const c = await stack.connect('transcribe', { tenant });
     c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat } });
     await c.next('CONFIG_ACCEPTED');
@@ -81,19 +116,37 @@ describe('the seam of a replaced upstream session', () => {
     c.sendJson({ type: 'end' });
     const usage = await c.next('usage', 30_000);
     await c.next('ended', 10_000);
-    assert.deepEqual(c.messages.filter((m) => m.type === 'error'), [], `${tenant}: no error`);
+    assert.deepEqual(
+      c.messages.filter((m) => m.type === 'error'),
+      [],
+      `${tenant}: no error`,
+    );
     const upstream = stack.emulator.sessions.filter((s) => s.tenant === tenant);
     assert.ok(upstream.length >= 1 + flushAt.length + dropAt.length, `${tenant}: ${upstream.length} upstream sessions`);
     return { c, usage };
   }
 
   it("Chromium's live WebM (0.3 s Clusters): finals overlap by less than one packet", async () => {
-    const { c } = await dictate('seam-chrome', 'audio/webm;codecs=opus', chromeChunks('webm-opus'), 80, [7, 17], [12, 24]);
+    const { c } = await dictate(
+      'seam-chrome',
+      'audio/webm;codecs=opus',
+      chromeChunks('webm-opus'),
+      80,
+      [7, 17],
+      [12, 24],
+    );
     assertSeams(finals(c.messages), 7, 'chrome');
   });
 
   it('WebM with 5 s Clusters (ffmpeg): finals overlap by less than one packet', async () => {
-    const { c } = await dictate('seam-webm5', 'audio/webm;codecs=opus', evenChunks(webm5s, 2000), 150, [4, 17], [10, 24]);
+    const { c } = await dictate(
+      'seam-webm5',
+      'audio/webm;codecs=opus',
+      evenChunks(webm5s, 2000),
+      150,
+      [4, 17],
+      [10, 24],
+    );
     assertSeams(finals(c.messages), 25, 'webm 5 s clusters');
   });
 
@@ -108,6 +161,9 @@ describe('the seam of a replaced upstream session', () => {
     const rows = await endedLedgerSessions(stack, API, { tenant });
     assert.equal(rows.length, 1);
     assert.ok(rows[0].segments.length >= 3, `${rows[0].segments.length} segments`);
-    assert.ok(Math.abs(usage.credits - rows[0].credits) < 1e-6, `the client was told ${usage.credits}, the ledger has ${rows[0].credits}`);
+    assert.ok(
+      Math.abs(usage.credits - rows[0].credits) < 1e-6,
+      `the client was told ${usage.credits}, the ledger has ${rows[0].credits}`,
+    );
   });
 });

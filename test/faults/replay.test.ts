@@ -18,7 +18,9 @@ import { chromeChunks, evenChunks, fixture } from '../support/fixtures.js';
 
 let dir: string;
 let files = 0;
-beforeAll(async () => { dir = await mkdtemp(join(tmpdir(), 'replay-test-')); });
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'replay-test-'));
+});
 afterAll(async () => {
   await closeDefaultEncoderPool();
   await rm(dir, { recursive: true, force: true });
@@ -35,7 +37,13 @@ async function transcoded(parts: number): Promise<Unit[]> {
   const chunks = evenChunks(wav, 16000);
   const pcm = parse('wav', chunks).filter((u) => u.payload);
   const out: Unit[] = [];
-  const route = new PcmRoute({ sampleRate: 16000, channels: 1, encoding: 's16le' }, { unit: (u) => out.push(u), batchEnd: () => {} }, (e) => { throw e; });
+  const route = new PcmRoute(
+    { sampleRate: 16000, channels: 1, encoding: 's16le' },
+    { unit: (u) => out.push(u), batchEnd: () => {} },
+    (e) => {
+      throw e;
+    },
+  );
   const per = Math.ceil(pcm.length / parts);
   for (let i = 0; i < pcm.length; i += per) {
     for (const u of pcm.slice(i, i + per)) route.unit(u);
@@ -44,19 +52,45 @@ async function transcoded(parts: number): Promise<Unit[]> {
   return out;
 }
 
-interface Probe { first: number; last: number; maxStep: number; decoded: number }
+interface Probe {
+  first: number;
+  last: number;
+  maxStep: number;
+  decoded: number;
+}
 
 /** What ffmpeg makes of `bytes`: packet times, and decoded seconds (any decoder error fails). */
 async function probe(bytes: Buffer, ext: string): Promise<Probe> {
   const file = join(dir, `r${files++}.${ext}`);
   await writeFile(file, bytes);
-  const { stdout } = await run('ffprobe', ['-v', 'error', '-select_streams', 'a:0', '-show_entries', 'packet=pts_time', '-of', 'csv=p=0', file]);
-  const pts = stdout.split('\n').filter((l) => l.trim()).map((l) => parseFloat(l));
-  const dec = await run('ffmpeg', ['-v', 'error', '-i', file, '-f', 's16le', '-ar', '48000', '-ac', '1', 'pipe:1'], { encoding: 'buffer', maxBuffer: 64 << 20 });
+  const { stdout } = await run('ffprobe', [
+    '-v',
+    'error',
+    '-select_streams',
+    'a:0',
+    '-show_entries',
+    'packet=pts_time',
+    '-of',
+    'csv=p=0',
+    file,
+  ]);
+  const pts = stdout
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => parseFloat(l));
+  const dec = await run('ffmpeg', ['-v', 'error', '-i', file, '-f', 's16le', '-ar', '48000', '-ac', '1', 'pipe:1'], {
+    encoding: 'buffer',
+    maxBuffer: 64 << 20,
+  });
   assert.equal(dec.stderr.toString(), '', 'ffmpeg decodes the replay without an error');
   let maxStep = 0;
   for (let i = 1; i < pts.length; i++) maxStep = Math.max(maxStep, pts[i] - pts[i - 1]);
-  return { first: pts[0], last: pts[pts.length - 1], maxStep, decoded: (dec.stdout as unknown as Buffer).length / 2 / 48000 };
+  return {
+    first: pts[0],
+    last: pts[pts.length - 1],
+    maxStep,
+    decoded: (dec.stdout as unknown as Buffer).length / 2 / 48000,
+  };
 }
 
 const ext = (kind: ReplayKind) => (kind === 'webm' ? 'webm' : 'ogg');
@@ -74,8 +108,14 @@ function reconnect(kind: ReplayKind, units: Unit[], at: number, upTo = Infinity,
   }
   buf.release(at);
   const r = buf.replay();
-  assert.equal(r.bytes, r.frames.reduce((n, f) => n + f.length, 0));
-  assert.ok(r.frames.every((f) => f.length <= 64000), 'frames within the upstream frame bound');
+  assert.equal(
+    r.bytes,
+    r.frames.reduce((n, f) => n + f.length, 0),
+  );
+  assert.ok(
+    r.frames.every((f) => f.length <= 64000),
+    'frames within the upstream frame bound',
+  );
   const rest = units.slice(i).map((u) => buf.add(u).bytes);
   return { buf, replay: r, stream: Buffer.concat([...r.frames, ...rest]) };
 }
@@ -84,15 +124,24 @@ function reconnect(kind: ReplayKind, units: Unit[], at: number, upTo = Infinity,
  *  `offset`, and it decodes to the original's length minus `offset`, within two 20 ms frames. */
 function assertRetimed(p: Probe, full: Probe, offset: number): void {
   assert.ok(Math.abs(p.first - full.first) < 0.001, `first packet at ${p.first}, the original's at ${full.first}`);
-  assert.ok(Math.abs(p.last - (full.last - offset)) < 0.001, `last packet at ${p.last}, expected ${full.last} - ${offset}`);
-  assert.ok(Math.abs(p.decoded - (full.decoded - offset)) < 0.041, `decoded ${p.decoded} s, expected ${full.decoded} - ${offset}`);
+  assert.ok(
+    Math.abs(p.last - (full.last - offset)) < 0.001,
+    `last packet at ${p.last}, expected ${full.last} - ${offset}`,
+  );
+  assert.ok(
+    Math.abs(p.decoded - (full.decoded - offset)) < 0.041,
+    `decoded ${p.decoded} s, expected ${full.decoded} - ${offset}`,
+  );
 }
 
 /** A replay of everything after `at`, retimed; the offset is at or before `at`, less than `group`
  *  seconds before it. */
 async function checkReplay(kind: ReplayKind, units: Unit[], at: number, group: number, full: Probe): Promise<void> {
   const { replay } = reconnect(kind, units, at);
-  assert.ok(replay.offset <= at + 1e-9 && replay.offset > Math.min(at, mediaEnd(units)) - group, `offset ${replay.offset} for release at ${at}`);
+  assert.ok(
+    replay.offset <= at + 1e-9 && replay.offset > Math.min(at, mediaEnd(units)) - group,
+    `offset ${replay.offset} for release at ${at}`,
+  );
   assertRetimed(await probe(Buffer.concat(replay.frames), ext(kind)), full, replay.offset);
 }
 
@@ -107,10 +156,13 @@ async function checkContinuation(kind: ReplayKind, units: Unit[], at: number, fu
 describe('WebM (Chrome MediaRecorder, live clusters)', () => {
   const units = parse('webm', chromeChunks('webm-opus'));
   let full: Probe;
-  beforeAll(async () => { full = await probe(whole(units), 'webm'); });
+  beforeAll(async () => {
+    full = await probe(whole(units), 'webm');
+  });
 
   it('replays from the cluster holding the released time, cluster timecodes lowered to start at 0', async () => {
-    for (const at of [0, 0.05, 3.31, 7, mediaEnd(units) - 0.2, mediaEnd(units) + 5]) await checkReplay('webm', units, at, 0.35, full);
+    for (const at of [0, 0.05, 3.31, 7, mediaEnd(units) - 0.2, mediaEnd(units) + 5])
+      await checkReplay('webm', units, at, 0.35, full);
   });
 
   it('goes on after the replay with cluster timecodes on the new timeline', async () => {
@@ -157,14 +209,17 @@ describe('Ogg/Opus', () => {
     const { stream } = reconnect('ogg', units, 9.2, 12);
     const pages = parseOggPages(stream);
     assert.ok(pages.every((p) => p.crcOk));
-    assert.deepEqual(pages.map((p) => p.sequence), pages.map((_, i) => i));
+    assert.deepEqual(
+      pages.map((p) => p.sequence),
+      pages.map((_, i) => i),
+    );
   });
 
   it("the transcoder's output, one chained stream per client flush: the latest chain's headers start a replay past the first", async () => {
     const units = await transcoded(2);
     const serials = new Set(units.map((u) => u.bytes.readUInt32LE(14)));
     assert.equal(serials.size, 2);
-    const second = units.find((u, i) => i > 0 && u.header && (u.bytes[5] & 2)) as Unit;
+    const second = units.find((u, i) => i > 0 && u.header && u.bytes[5] & 2) as Unit;
     const chain2 = units.slice(units.indexOf(second));
     const full2 = await probe(whole(chain2), 'ogg');
     const base = chain2.find((u) => u.start !== undefined)?.start as number;
@@ -183,18 +238,33 @@ describe('Ogg/Opus', () => {
     const pages = parseOggPages(Buffer.concat(replay.frames));
     assert.equal(pages.filter((p) => p.flags & 2).length, 2, 'two BOS pages');
     assert.ok(pages.every((p) => p.crcOk));
-    assert.equal(pages[2].granule > 0n && pages[2].granule < 48000n / 5n + 48000n, true, 'first media page granule near 0');
+    assert.equal(
+      pages[2].granule > 0n && pages[2].granule < 48000n / 5n + 48000n,
+      true,
+      'first media page granule near 0',
+    );
     const p = await probe(Buffer.concat(replay.frames), 'ogg');
-    assert.ok(Math.abs(p.decoded - (mediaEnd(units) - replay.offset)) < 0.1, `decoded ${p.decoded} of ${mediaEnd(units) - replay.offset}`);
+    assert.ok(
+      Math.abs(p.decoded - (mediaEnd(units) - replay.offset)) < 0.1,
+      `decoded ${p.decoded} of ${mediaEnd(units) - replay.offset}`,
+    );
   });
 });
 
 describe('hostile streams', () => {
   it('thousands of header-only chained Ogg streams keep only the latest headers', () => {
-    const chains = Array.from({ length: 2000 }, (_, i) => Buffer.concat([
-      writePage({ flags: 2, granule: 0n, serial: i, sequence: 0, packets: [opusHead({ channels: 1, preSkip: 312, inputSampleRate: 16000 })] }),
-      writePage({ flags: 0, granule: 0n, serial: i, sequence: 1, packets: [opusTags()] }),
-    ]));
+    const chains = Array.from({ length: 2000 }, (_, i) =>
+      Buffer.concat([
+        writePage({
+          flags: 2,
+          granule: 0n,
+          serial: i,
+          sequence: 0,
+          packets: [opusHead({ channels: 1, preSkip: 312, inputSampleRate: 16000 })],
+        }),
+        writePage({ flags: 0, granule: 0n, serial: i, sequence: 1, packets: [opusTags()] }),
+      ]),
+    );
     const units = parse('ogg', chains);
     const buf = createReplayBuffer('ogg', { maxBytes: 1 << 20 });
     for (const u of units) buf.add(u);

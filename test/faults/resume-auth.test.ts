@@ -23,7 +23,12 @@ afterAll(() => srv.close());
 const authenticator = () =>
   createAuthenticator({ authUrl: srv.url, allowedOrigins: 'same-origin', allowFullAccessFromBrowsers: false });
 
-function request(token: string, tenant = 'acme', endpoint: Endpoint = 'transcribe', headers: Record<string, string> = {}) {
+function request(
+  token: string,
+  tenant = 'acme',
+  endpoint: Endpoint = 'transcribe',
+  headers: Record<string, string> = {},
+) {
   const query = new URLSearchParams({ 'tenant-name': tenant, token: `Bearer ${token}` });
   return { endpoint, query, headers: { host: 'gw.example', ...headers } };
 }
@@ -38,7 +43,8 @@ async function assertStillRefused(req: ReturnType<typeof request>, reason: strin
   if (d.ok) return;
   assert.equal(d.reason, reason);
   const text = JSON.stringify(d);
-  for (const part of token.split('.').filter((p) => p.length > 8)) assert.ok(!text.includes(part), 'refusal leaks the token');
+  for (const part of token.split('.').filter((p) => p.length > 8))
+    assert.ok(!text.includes(part), 'refusal leaks the token');
 }
 
 describe('authenticate(req, { allowExpired: true })', () => {
@@ -58,8 +64,13 @@ describe('authenticate(req, { allowExpired: true })', () => {
 
   it('the vendor SDK reconnecting through Sec-WebSocket-Protocol gets the protocol to answer with', async () => {
     const token = await userToken();
-    const headers = { 'sec-websocket-protocol': `Authorization, ${encodeURIComponent(`Bearer ${token}`)}, Tenant-Name, acme` };
-    const d = await authenticator().authenticate({ endpoint: 'transcribe', query: new URLSearchParams(), headers }, { allowExpired: true });
+    const headers = {
+      'sec-websocket-protocol': `Authorization, ${encodeURIComponent(`Bearer ${token}`)}, Tenant-Name, acme`,
+    };
+    const d = await authenticator().authenticate(
+      { endpoint: 'transcribe', query: new URLSearchParams(), headers },
+      { allowExpired: true },
+    );
     assert.ok(d.ok && d.expired, JSON.stringify(d));
     assert.equal(d.via, 'protocol');
     assert.equal(d.protocol, 'Authorization');
@@ -73,7 +84,10 @@ describe('authenticate(req, { allowExpired: true })', () => {
 
   it('without the option an expired token is refused as before: 401 TOKEN_EXPIRED, no identity', async () => {
     const token = await userToken();
-    for (const d of [await authenticator().authenticate(request(token)), await authenticator().authenticate(request(token), {})]) {
+    for (const d of [
+      await authenticator().authenticate(request(token)),
+      await authenticator().authenticate(request(token), {}),
+    ]) {
       assert.equal(d.ok, false);
       if (d.ok) return;
       assert.equal(d.status, 401);
@@ -84,13 +98,18 @@ describe('authenticate(req, { allowExpired: true })', () => {
 
   it('a forged signature or a key the realm does not publish stays refused', async () => {
     const rogue = await srv.addKey('rogue');
-    const forged = await srv.sign('acme', { ...rogue, kid: acme.kid }, { scope: 'openid transcribe', sub: 'user-1' }, EXPIRED);
+    const forged = await srv.sign(
+      'acme',
+      { ...rogue, kid: acme.kid },
+      { scope: 'openid transcribe', sub: 'user-1' },
+      EXPIRED,
+    );
     await assertStillRefused(request(forged), 'bad_signature', forged);
     const unknown = await srv.sign('acme', rogue, { scope: 'openid transcribe', sub: 'user-1' }, EXPIRED);
     await assertStillRefused(request(unknown), 'unknown_key', unknown);
   });
 
-  it('another tenant, another issuer, another endpoint\'s scope stay refused', async () => {
+  it("another tenant, another issuer, another endpoint's scope stay refused", async () => {
     const token = await userToken();
     await assertStillRefused(request(token, 'globex'), 'wrong_tenant', token);
     const foreign = await userToken({}, { ...EXPIRED, iss: 'https://evil.example/realms/acme' });
@@ -100,7 +119,11 @@ describe('authenticate(req, { allowExpired: true })', () => {
 
   it('a full-access token from a browser, or from a foreign origin, stays refused', async () => {
     const full = await srv.sign('acme', acme, { scope: 'openid profile', sub: 'svc' }, EXPIRED);
-    await assertStillRefused(request(full, 'acme', 'transcribe', { origin: 'https://gw.example' }), 'full_access_from_browser', full);
+    await assertStillRefused(
+      request(full, 'acme', 'transcribe', { origin: 'https://gw.example' }),
+      'full_access_from_browser',
+      full,
+    );
     const token = await userToken();
     await assertStillRefused(request(token, 'acme', 'transcribe', { origin: 'https://evil.example' }), 'origin', token);
   });
@@ -126,8 +149,20 @@ describe('authenticate(req, { allowExpired: true })', () => {
 
 describe('isResumeKey', () => {
   it('22–128 characters of A-Z a-z 0-9 _ -', () => {
-    for (const ok of ['a'.repeat(22), 'Zz09_-'.repeat(4), '0123456789abcdef'.repeat(2), 'x'.repeat(128)]) assert.equal(isResumeKey(ok), true, ok);
-    for (const bad of ['', 'a'.repeat(21), 'x'.repeat(129), `${'a'.repeat(22)}=`, `${'a'.repeat(22)} `, 'a+b/'.repeat(8), `${'a'.repeat(21)}é`, undefined, null, 42]) {
+    for (const ok of ['a'.repeat(22), 'Zz09_-'.repeat(4), '0123456789abcdef'.repeat(2), 'x'.repeat(128)])
+      assert.equal(isResumeKey(ok), true, ok);
+    for (const bad of [
+      '',
+      'a'.repeat(21),
+      'x'.repeat(129),
+      `${'a'.repeat(22)}=`,
+      `${'a'.repeat(22)} `,
+      'a+b/'.repeat(8),
+      `${'a'.repeat(21)}é`,
+      undefined,
+      null,
+      42,
+    ]) {
       assert.equal(isResumeKey(bad), false, String(bad));
     }
   });

@@ -23,11 +23,20 @@ describe('authenticate(req, { allowExpired: true }): the age bound', () => {
   });
   afterAll(() => srv.close());
 
-  const auth = () => createAuthenticator({ authUrl: srv.url, allowedOrigins: 'same-origin', allowFullAccessFromBrowsers: false, resumeGraceSeconds: GRACE });
+  const auth = () =>
+    createAuthenticator({
+      authUrl: srv.url,
+      allowedOrigins: 'same-origin',
+      allowFullAccessFromBrowsers: false,
+      resumeGraceSeconds: GRACE,
+    });
   const resume = async (o: { issuedAt?: number; expiresIn: number }): Promise<AuthDecision> => {
     const token = await srv.sign('acme', key, { scope: 'openid transcribe', sub: 'user-1' }, o);
     const query = new URLSearchParams({ 'tenant-name': 'acme', token: `Bearer ${token}` });
-    return auth().authenticate({ endpoint: 'transcribe', query, headers: { host: 'gw.example' } }, { allowExpired: true });
+    return auth().authenticate(
+      { endpoint: 'transcribe', query, headers: { host: 'gw.example' } },
+      { allowExpired: true },
+    );
   };
 
   it('a 5-minute token expired up to grace + 5 min ago: accepted as expired', async () => {
@@ -50,7 +59,11 @@ describe('authenticate(req, { allowExpired: true }): the age bound', () => {
   it('a token whose lifetime is unknown (no iat, or iat after exp) gets the grace only', async () => {
     assert.equal((await resume({ issuedAt: Number.NaN, expiresIn: -(GRACE + TOLERANCE + 5) })).ok, false, 'no iat');
     assert.equal((await resume({ issuedAt: 0, expiresIn: -(GRACE + TOLERANCE + 5) })).ok, false, 'iat after exp');
-    assert.equal((await resume({ issuedAt: Number.NaN, expiresIn: -(GRACE + 5) })).ok, true, 'no iat, within the grace');
+    assert.equal(
+      (await resume({ issuedAt: Number.NaN, expiresIn: -(GRACE + 5) })).ok,
+      true,
+      'no iat, within the grace',
+    );
   });
 });
 
@@ -79,7 +92,10 @@ describe('a resume through the gateway with a token expired too long ago', () =>
     assert.equal(r.body.error.id, 'TOKEN_EXPIRED');
 
     const second = await openClient(url(await stack.token('openid transcribe')));
-    second.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' } });
+    second.sendJson({
+      type: 'config',
+      configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' },
+    });
     assert.equal((await second.next('CONFIG_ACCEPTED')).resumed, true, 'the session was there to resume');
     second.sendJson({ type: 'end' });
     await second.next('ended', 20_000);

@@ -44,7 +44,8 @@ describe('a client that drops and resumes', () => {
     assert.equal(resumed.resumed, true);
     assert.equal(resumed.sessionId, accepted.sessionId, 'the original session');
     assert.ok(resumed.audioBytes > 0 && resumed.audioBytes <= whole.length, `audioBytes ${resumed.audioBytes}`);
-    for (let off = resumed.audioBytes; off < whole.length; off += 16_000) second.send(whole.subarray(off, off + 16_000));
+    for (let off = resumed.audioBytes; off < whole.length; off += 16_000)
+      second.send(whole.subarray(off, off + 16_000));
     second.sendJson({ type: 'end' });
     await second.next('ended', 20_000);
     assert.equal((await second.closed).code, 1000);
@@ -56,15 +57,25 @@ describe('a client that drops and resumes', () => {
     for (const [i, { first, second }] of runs.entries()) {
       const all = finals([...first.messages, ...second.messages]);
       for (let k = 1; k < all.length; k++) {
-        assert.ok(Math.abs(all[k].start - all[k - 1].end) < 1e-6, `run ${i}: final ${k} follows final ${k - 1} (${all[k - 1].end} → ${all[k].start})`);
+        assert.ok(
+          Math.abs(all[k].start - all[k - 1].end) < 1e-6,
+          `run ${i}: final ${k} follows final ${k - 1} (${all[k - 1].end} → ${all[k].start})`,
+        );
       }
       assert.ok(all.at(-1)!.end > 7, `run ${i}: the finals cover the whole stream`);
       assert.deepEqual(second.types().slice(-2), ['usage', 'ended']);
-      assert.equal(first.types().filter((t) => t === 'usage').length + second.types().filter((t) => t === 'usage').length, 1, 'usage once');
+      assert.equal(
+        first.types().filter((t) => t === 'usage').length + second.types().filter((t) => t === 'usage').length,
+        1,
+        'usage once',
+      );
     }
     const rows = await endedLedgerSessions(stack, API);
     assert.equal(rows.length, runs.length, 'one ledger session per resumed dictation');
-    assert.ok(rows.every((r) => r.outcome === 'ended' && !r.estimated), JSON.stringify(rows.map((r) => [r.outcome, r.estimated])));
+    assert.ok(
+      rows.every((r) => r.outcome === 'ended' && !r.estimated),
+      JSON.stringify(rows.map((r) => [r.outcome, r.estimated])),
+    );
   });
 
   it('a resume key cannot be taken over by another tenant or subject', async () => {
@@ -91,7 +102,10 @@ describe('a client that drops and resumes', () => {
     const { client: right, accepted: resumed } = await openConfigured(url, configuration);
     assert.equal(resumed.resumed, true);
     assert.equal(resumed.sessionId, accepted.sessionId);
-    assert.ok(!right.types().includes('CONFIG_DENIED'), 'the denial went to the socket it was for, not to the next one');
+    assert.ok(
+      !right.types().includes('CONFIG_DENIED'),
+      'the denial went to the socket it was for, not to the next one',
+    );
     right.sendJson({ type: 'end' });
     await right.next('ended', 10_000);
   });
@@ -103,9 +117,14 @@ describe('a client that drops and resumes', () => {
     await delay(300);
     c.ws.terminate();
     await delay(1000);
-    assert.equal(stack.emulator.sessions.at(-1)!.closed, false, 'the upstream session waits for the client during the grace period');
+    assert.equal(
+      stack.emulator.sessions.at(-1)!.closed,
+      false,
+      'the upstream session waits for the client during the grace period',
+    );
     let rows = await ledgerSessions(stack, API);
-    for (let k = 0; k < 80 && (rows.length === before || rows.at(-1)!.end === null); k++) rows = await delay(100).then(() => ledgerSessions(stack, API));
+    for (let k = 0; k < 80 && (rows.length === before || rows.at(-1)!.end === null); k++)
+      rows = await delay(100).then(() => ledgerSessions(stack, API));
     assert.equal(rows.at(-1)!.outcome, 'client_gone');
     assert.equal(rows.at(-1)!.estimated, false, 'the upstream session was ended: its usage is final');
   });
@@ -136,9 +155,13 @@ describe('a client that drops after its end', () => {
     await second.next('ended', 10_000);
     assert.equal((await second.closed).code, 1000);
     const all = finals([...first.messages, ...second.messages]);
-    for (let k = 1; k < all.length; k++) assert.ok(Math.abs(all[k].start - all[k - 1].end) < 1e-6, `final ${k} follows final ${k - 1}`);
+    for (let k = 1; k < all.length; k++)
+      assert.ok(Math.abs(all[k].start - all[k - 1].end) < 1e-6, `final ${k} follows final ${k - 1}`);
     assert.ok(all.at(-1)!.end > 7, 'every final, those sent while it was away included');
-    assert.ok(!second.types().includes('error'), `no error: ${JSON.stringify(second.messages.filter((m) => m.type === 'error'))}`);
+    assert.ok(
+      !second.types().includes('error'),
+      `no error: ${JSON.stringify(second.messages.filter((m) => m.type === 'error'))}`,
+    );
     const row = (await ledgerSessions(stack, API)).at(-1)!;
     assert.equal(row.outcome, 'ended');
     assert.equal(row.estimated, false);
@@ -168,9 +191,14 @@ describe('a client whose bytes were lost in flight', () => {
     second.sendJson({ type: 'end' });
     await second.next('ended', 20_000);
     assert.equal((await second.closed).code, 1000);
-    assert.deepEqual(second.messages.filter((m) => m.type === 'error'), [], 'the lost bytes are skipped, not an error');
+    assert.deepEqual(
+      second.messages.filter((m) => m.type === 'error'),
+      [],
+      'the lost bytes are skipped, not an error',
+    );
     const all = finals([...first.messages, ...second.messages]);
-    for (let k = 1; k < all.length; k++) assert.ok(all[k].end > all[k - 1].end, `final ${k} goes on after final ${k - 1}`);
+    for (let k = 1; k < all.length; k++)
+      assert.ok(all[k].end > all[k - 1].end, `final ${k} goes on after final ${k - 1}`);
     assert.ok(all.at(-1)!.end > 5, `the audio after the gap is transcribed (last final ends at ${all.at(-1)!.end})`);
     const gap = await metric(stack.gateway.server.port, 'speech_gateway_resume_gap_bytes_total');
     assert.ok(gap > 0, `the skipped bytes are counted (${gap})`);

@@ -9,7 +9,17 @@ import assert from 'node:assert/strict';
 import { PcmParser } from '../../src/audio/containers/pcm.js';
 import { createParser } from '../../src/audio/source.js';
 import type { Container } from '../../src/audio/sniff.js';
-import { FIXTURES, chromeChunks, decodedSeconds, drain, fixture, open, prng, randomChunks, type Run } from '../audio/helpers.js';
+import {
+  FIXTURES,
+  chromeChunks,
+  decodedSeconds,
+  drain,
+  fixture,
+  open,
+  prng,
+  randomChunks,
+  type Run,
+} from '../audio/helpers.js';
 
 interface Case {
   name: string;
@@ -28,23 +38,75 @@ const CLUSTER = Buffer.from([0x1f, 0x43, 0xb6, 0x75]);
 
 /** dictation.m4a as a live encoder writes fragmented MP4 (moof+mdat pairs, half a second each). */
 function fragmentedMp4(): Buffer {
-  const args = ['-v', 'error', '-i', `${FIXTURES}dictation.m4a`, '-c', 'copy', '-f', 'mp4', '-movflags', 'frag_keyframe+empty_moov+default_base_moof', '-frag_duration', '500000', 'pipe:1'];
+  const args = [
+    '-v',
+    'error',
+    '-i',
+    `${FIXTURES}dictation.m4a`,
+    '-c',
+    'copy',
+    '-f',
+    'mp4',
+    '-movflags',
+    'frag_keyframe+empty_moov+default_base_moof',
+    '-frag_duration',
+    '500000',
+    'pipe:1',
+  ];
   const r = spawnSync('ffmpeg', args, { maxBuffer: 1 << 24 });
   assert.equal(r.status, 0, r.stderr?.toString());
   return r.stdout;
 }
 const CASES: Case[] = [
-  { name: 'Chromium WebM/Opus', data: Buffer.concat(chromeChunks('webm-opus')), declared: 'audio/webm;codecs=opus', container: 'webm', restart: (u) => u.subarray(0, 4).equals(CLUSTER), header: 'OpusHead' },
-  { name: 'dictation.ogg', data: fixture('dictation.ogg'), declared: 'audio/ogg;codecs=opus', container: 'ogg', restart: () => true, header: 'OpusHead' },
-  { name: 'dictation.mp3', data: fixture('dictation.mp3'), declared: 'audio/mpeg', container: 'mp3', restart: (_u, timed) => timed, header: 'ID3' },
-  { name: 'dictation.flac', data: fixture('dictation.flac'), declared: 'audio/flac', container: 'flac', restart: (_u, timed) => timed, header: 'fLaC' },
-  { name: 'fragmented MP4/AAC', data: fragmentedMp4(), declared: 'audio/mp4', container: 'mp4', restart: (u) => u.toString('latin1', 4, 8) === 'moof', header: 'moov', joined: (u) => u.toString('latin1', 4, 8) === 'mdat' },
+  {
+    name: 'Chromium WebM/Opus',
+    data: Buffer.concat(chromeChunks('webm-opus')),
+    declared: 'audio/webm;codecs=opus',
+    container: 'webm',
+    restart: (u) => u.subarray(0, 4).equals(CLUSTER),
+    header: 'OpusHead',
+  },
+  {
+    name: 'dictation.ogg',
+    data: fixture('dictation.ogg'),
+    declared: 'audio/ogg;codecs=opus',
+    container: 'ogg',
+    restart: () => true,
+    header: 'OpusHead',
+  },
+  {
+    name: 'dictation.mp3',
+    data: fixture('dictation.mp3'),
+    declared: 'audio/mpeg',
+    container: 'mp3',
+    restart: (_u, timed) => timed,
+    header: 'ID3',
+  },
+  {
+    name: 'dictation.flac',
+    data: fixture('dictation.flac'),
+    declared: 'audio/flac',
+    container: 'flac',
+    restart: (_u, timed) => timed,
+    header: 'fLaC',
+  },
+  {
+    name: 'fragmented MP4/AAC',
+    data: fragmentedMp4(),
+    declared: 'audio/mp4',
+    container: 'mp4',
+    restart: (u) => u.toString('latin1', 4, 8) === 'moof',
+    header: 'moov',
+    joined: (u) => u.toString('latin1', 4, 8) === 'mdat',
+  },
 ];
 
 /** The stream's unit boundaries as the parser finds them without a gap, and where its headers end. */
 function boundaries(c: Case): { starts: Set<number>; restarts: number[]; mediaFrom: number } {
-  const starts = new Set<number>(), restarts: number[] = [];
-  let off = 0, mediaFrom = -1;
+  const starts = new Set<number>(),
+    restarts: number[] = [];
+  let off = 0,
+    mediaFrom = -1;
   for (const u of createParser(c.container).push(c.data)) {
     if (!c.joined?.(u.bytes)) starts.add(off);
     const timed = u.end !== undefined;
@@ -69,7 +131,10 @@ async function cutAndResume(c: Case, cut: number, resumeAt: number, seed: number
 
 /** ffmpeg decodes the whole stream and says nothing at level error. */
 function decodesCleanly(bytes: Buffer): void {
-  const r = spawnSync('ffmpeg', ['-v', 'error', '-i', 'pipe:0', '-f', 'null', '-'], { input: bytes, maxBuffer: 1 << 24 });
+  const r = spawnSync('ffmpeg', ['-v', 'error', '-i', 'pipe:0', '-f', 'null', '-'], {
+    input: bytes,
+    maxBuffer: 1 << 24,
+  });
   assert.equal(r.status, 0, `ffmpeg exited ${r.status}`);
   assert.equal(r.stderr.toString(), '', 'ffmpeg reports no error');
 }
@@ -90,14 +155,22 @@ describe('gap(): passthrough containers resume at a verified boundary', () => {
         const resumeAt = cut + 1 + Math.floor(r() * 8000);
         const lastWhole = Math.max(...[...starts].filter((s) => s <= cut));
         // Whole units lost (the cut and the resumption both on a boundary) continue as they are.
-        const restart = lastWhole === cut && starts.has(resumeAt) ? resumeAt : (restarts.find((s) => s >= resumeAt) ?? c.data.length);
+        const restart =
+          lastWhole === cut && starts.has(resumeAt) ? resumeAt : (restarts.find((s) => s >= resumeAt) ?? c.data.length);
         const run = await cutAndResume(c, cut, resumeAt, i);
         const label = `${c.name} cut at ${cut}, resumed at ${resumeAt}`;
         assert.deepEqual(run.errors, [], label);
         const out = Buffer.concat(run.frames);
         const expected = Buffer.concat([c.data.subarray(0, lastWhole), c.data.subarray(restart)]);
-        assert.ok(out.equals(expected), `${label}: the units before the cut, then the stream from byte ${restart} (got ${out.length} bytes, expected ${expected.length})`);
-        assert.equal(run.pipeline.stats.gapBytes, cut - lastWhole + (restart - resumeAt), `${label}: skipped bytes counted`);
+        assert.ok(
+          out.equals(expected),
+          `${label}: the units before the cut, then the stream from byte ${restart} (got ${out.length} bytes, expected ${expected.length})`,
+        );
+        assert.equal(
+          run.pipeline.stats.gapBytes,
+          cut - lastWhole + (restart - resumeAt),
+          `${label}: skipped bytes counted`,
+        );
         assert.equal(count(out, c.header), 1, `${label}: headers once`);
         decodesCleanly(out);
       }
@@ -121,7 +194,11 @@ it('FLAC: a drain sends every frame it held, the last one too', async () => {
   // Chunks after which the parser held two frames at the drain (it sent only the first).
   const data = fixture('dictation.flac');
   const run = open('audio/flac');
-  for (const ch of [...randomChunks(data.subarray(0, 284287), 11, 4000), ...randomChunks(data.subarray(284287), 12, 4000)]) run.pipeline.push(ch);
+  for (const ch of [
+    ...randomChunks(data.subarray(0, 284287), 11, 4000),
+    ...randomChunks(data.subarray(284287), 12, 4000),
+  ])
+    run.pipeline.push(ch);
   await drain(run);
   assert.ok(Buffer.concat(run.frames).equals(data));
 });
@@ -156,7 +233,8 @@ describe('gap(): raw PCM stays sample-aligned', () => {
   it('WAV: a partial sample frame before the gap is dropped, the rest transcoded on', async () => {
     const wav = fixture('dictation-16k.wav');
     const dataAt = wav.indexOf('data') + 8;
-    const cut = dataAt + 10001, resumeAt = dataAt + 20000; // the client sent odd-sized pieces
+    const cut = dataAt + 10001,
+      resumeAt = dataAt + 20000; // the client sent odd-sized pieces
     const run = open('audio/wav');
     for (const ch of randomChunks(wav.subarray(0, cut), 3, 3000)) run.pipeline.push(ch);
     run.pipeline.gap();
@@ -177,7 +255,9 @@ describe('gap(): raw PCM stays sample-aligned', () => {
     parser.gap();
     out.push(...parser.push(data.subarray(2000, 3000)));
     assert.equal(parser.gapBytes, 1);
-    assert.ok(Buffer.concat(out.map((u) => u.bytes)).equals(Buffer.concat([data.subarray(0, 1000), data.subarray(2000, 3000)])));
+    assert.ok(
+      Buffer.concat(out.map((u) => u.bytes)).equals(Buffer.concat([data.subarray(0, 1000), data.subarray(2000, 3000)])),
+    );
     // Nothing lost and nothing held: gap() changes nothing.
     parser.gap();
     out.push(...parser.push(data.subarray(3000, 3002)));

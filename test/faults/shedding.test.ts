@@ -34,7 +34,8 @@ describe('a client falling behind', () => {
     return got;
   }
 
-  const transcripts = (got: Array<Record<string, any>>, final: boolean) => got.filter((m) => m.type === 'transcript' && m.data.isFinal === final);
+  const transcripts = (got: Array<Record<string, any>>, final: boolean) =>
+    got.filter((m) => m.type === 'transcript' && m.data.isFinal === final);
 
   it('keeps every interim transcript while it keeps up', async () => {
     const got = await dictate(() => 0);
@@ -45,8 +46,12 @@ describe('a client falling behind', () => {
     const got = await dictate(() => 200 * 1024);
     assert.equal(transcripts(got, false).length, 0, 'interims are shed');
     const finals = transcripts(got, true).map((m) => m.data);
-    for (let i = 1; i < finals.length; i++) assert.equal(finals[i].start, finals[i - 1].end, `final ${i} follows ${i - 1}`);
+    for (let i = 1; i < finals.length; i++)
+      assert.equal(finals[i].start, finals[i - 1].end, `final ${i} follows ${i - 1}`);
     assert.ok(finals.at(-1).end > 25, 'the finals cover the whole dictation');
-    assert.deepEqual(got.slice(-2).map((m) => m.type), ['usage', 'ended']);
+    assert.deepEqual(
+      got.slice(-2).map((m) => m.type),
+      ['usage', 'ended'],
+    );
   });
 });

@@ -25,7 +25,13 @@ const segments = (...data: unknown[]) => ({ type: 'transcript', data });
 describe('/transcribe timeline', () => {
   it('at offset 0 relays the very same Buffer for every message type', () => {
     const t = createTimeline('transcribe');
-    for (const msg of [interim(0, 0.5), final(0, 1), commandMessage('next', 'next field', 0, 1), { type: 'delta_usage', credits: 0.1 }, { type: 'flushed' }]) {
+    for (const msg of [
+      interim(0, 0.5),
+      final(0, 1),
+      commandMessage('next', 'next field', 0, 1),
+      { type: 'delta_usage', credits: 0.1 },
+      { type: 'flushed' },
+    ]) {
       const data = bytes(msg);
       assert.equal(t.map(msg.type, data), data, msg.type);
     }
@@ -47,7 +53,11 @@ describe('/transcribe timeline', () => {
       assert.equal(parses, 3, 'one parse per final, none for an interim');
       assert.equal(t.finalUntil, 3);
       t.offset = 2.5;
-      assert.equal(t.map('transcript', bytes(interim(0, 0.4))), undefined, 'after a replay an interim may repeat: read');
+      assert.equal(
+        t.map('transcript', bytes(interim(0, 0.4))),
+        undefined,
+        'after a replay an interim may repeat: read',
+      );
       const moved = t.map('transcript', bytes(interim(0.5, 1)));
       assert.equal(parses, 3 + 2, 'after a replay: each transcript once');
       assert.equal(parse(moved!.toString()).data.end, 3.5);
@@ -83,18 +93,42 @@ describe('/transcribe timeline', () => {
     assert.equal(client(final(0, 0.508)), undefined, 'a repeat whose end the upstream rounded differently');
     assert.deepEqual(client(interim(0.5, 1)).data.end, 7.5);
     for (let s = 0.5; s < 3; s++) client(final(s, s + 1));
-    assert.deepEqual(seen, [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5], [5, 6], [6, 7], [7, 8], [8, 9], [9, 10]]);
+    assert.deepEqual(seen, [
+      [0, 1],
+      [1, 2],
+      [2, 3],
+      [3, 4],
+      [4, 5],
+      [5, 6],
+      [6, 7],
+      [7, 8],
+      [8, 9],
+      [9, 10],
+    ]);
     assert.equal(t.finalUntil, 10);
   });
 
   it('sends each command once: the same span in the same session passes, a replayed one does not', () => {
     const t = createTimeline('transcribe');
     deliver(t, final(3, 5));
-    assert.ok(deliver(t, commandMessage('next', 'next field', 3, 5)), 'the emulator sends a command after its final, same span');
+    assert.ok(
+      deliver(t, commandMessage('next', 'next field', 3, 5)),
+      'the emulator sends a command after its final, same span',
+    );
     t.offset = 4;
     deliver(t, final(0, 1));
-    assert.equal(deliver(t, commandMessage('next', 'next field', -1, 1)), undefined, 'recognised again in the replayed audio');
-    assert.deepEqual(deliver(t, commandMessage('undo', 'undo that', 2, 2.5)).data, { id: 'undo', variables: {}, rawTranscriptText: 'undo that', start: 6, end: 6.5 });
+    assert.equal(
+      deliver(t, commandMessage('next', 'next field', -1, 1)),
+      undefined,
+      'recognised again in the replayed audio',
+    );
+    assert.deepEqual(deliver(t, commandMessage('undo', 'undo that', 2, 2.5)).data, {
+      id: 'undo',
+      variables: {},
+      rawTranscriptText: 'undo that',
+      start: 6,
+      end: 6.5,
+    });
   });
 });
 
@@ -113,7 +147,13 @@ describe('/streams timeline', () => {
     deliver(t, segments(segment(0, 2), segment(2, 4)));
     t.offset = 3;
     const out = deliver(t, segments(segment(0, 1), segment(1, 2), segment(2, 2.5, 0, false)));
-    assert.deepEqual(out.data.map((s: any) => [s.time.start, s.time.end, s.final]), [[4, 5, true], [5, 5.5, false]]);
+    assert.deepEqual(
+      out.data.map((s: any) => [s.time.start, s.time.end, s.final]),
+      [
+        [4, 5, true],
+        [5, 5.5, false],
+      ],
+    );
     assert.equal(deliver(t, segments(segment(0, 0.5), segment(0.5, 1))), undefined, 'nothing new: nothing sent');
     assert.equal(t.finalUntil, 5);
   });
@@ -125,7 +165,13 @@ describe('/streams timeline', () => {
     assert.equal(t.finalUntil, 5, 'no channel has finals missing before this point');
     t.offset = 4;
     const out = deliver(t, segments(segment(0, 1, 1), segment(0, 1.5, 1), segment(0, 2, 0), segment(0, 2.5, 0)));
-    assert.deepEqual(out.data.map((s: any) => [s.participant.channel, s.time.end]), [[1, 5.5], [0, 6.5]]);
+    assert.deepEqual(
+      out.data.map((s: any) => [s.participant.channel, s.time.end]),
+      [
+        [1, 5.5],
+        [0, 6.5],
+      ],
+    );
     assert.equal(t.finalUntil, 5.5);
   });
 });
@@ -154,11 +200,23 @@ describe('odd upstream messages', () => {
   it('shift only the times that are numbers and keep segments they cannot read', () => {
     const t = createTimeline('streams');
     t.offset = 1;
-    const out = deliver(t, segments(7, null, { final: true, time: { start: 'x', end: 2 } }, { final: true, time: { start: 0, end: 'y' } }));
-    assert.deepEqual(out.data, [7, null, { final: true, time: { start: 'x', end: 3 } }, { final: true, time: { start: 1, end: 'y' } }]);
+    const out = deliver(
+      t,
+      segments(7, null, { final: true, time: { start: 'x', end: 2 } }, { final: true, time: { start: 0, end: 'y' } }),
+    );
+    assert.deepEqual(out.data, [
+      7,
+      null,
+      { final: true, time: { start: 'x', end: 3 } },
+      { final: true, time: { start: 1, end: 'y' } },
+    ]);
     const tr = createTimeline('transcribe');
     tr.offset = 1;
-    assert.deepEqual(deliver(tr, { type: 'transcript', data: { text: 'a', start: null, isFinal: true } }).data, { text: 'a', start: null, isFinal: true });
+    assert.deepEqual(deliver(tr, { type: 'transcript', data: { text: 'a', start: null, isFinal: true } }).data, {
+      text: 'a',
+      start: null,
+      isFinal: true,
+    });
     assert.equal(tr.finalUntil, 0);
   });
 

@@ -16,13 +16,24 @@ const tmp = mkdtempSync(join(tmpdir(), 'sgw-audio-'));
 function decodedSeconds(bytes: Buffer, name: string, input: string[] = []): number {
   const file = join(tmp, name);
   writeFileSync(file, bytes);
-  const pcm = execFileSync('ffmpeg', ['-v', 'error', ...input, '-i', file, '-f', 's16le', '-ac', '1', '-ar', '48000', 'pipe:1'], { maxBuffer: 1 << 28 });
+  const pcm = execFileSync(
+    'ffmpeg',
+    ['-v', 'error', ...input, '-i', file, '-f', 's16le', '-ac', '1', '-ar', '48000', 'pipe:1'],
+    { maxBuffer: 1 << 28 },
+  );
   return pcm.length / 2 / 48000;
 }
 
-async function streamThrough(stack: Stack, audioFormat: string | undefined, chunks: Buffer[]): Promise<{ client: TestClient; upstream: Stack['emulator']['sessions'][number] }> {
+async function streamThrough(
+  stack: Stack,
+  audioFormat: string | undefined,
+  chunks: Buffer[],
+): Promise<{ client: TestClient; upstream: Stack['emulator']['sessions'][number] }> {
   const client = await stack.connect('transcribe');
-  client.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', ...(audioFormat ? { audioFormat } : {}) } });
+  client.sendJson({
+    type: 'config',
+    configuration: { primaryLanguage: 'en', ...(audioFormat ? { audioFormat } : {}) },
+  });
   await client.next('CONFIG_ACCEPTED');
   for (const c of chunks) client.send(c);
   client.sendJson({ type: 'end' });
@@ -51,7 +62,10 @@ describe('audio through the gateway', () => {
       const audio = fixture(name);
       const { upstream } = await streamThrough(stack, format, randomChunks(audio, name.length));
       assert.ok(upstream.audio.equals(audio), 'byte-identical');
-      assert.ok(upstream.frames.every((n) => n <= 64000), `frames ${upstream.frames}`);
+      assert.ok(
+        upstream.frames.every((n) => n <= 64000),
+        `frames ${upstream.frames}`,
+      );
       assert.deepEqual(protocolViolations(stack.emulator), []);
     });
   }
@@ -61,7 +75,10 @@ describe('audio through the gateway', () => {
     const { upstream } = await streamThrough(stack, 'audio/mp4', randomChunks(audio, 3));
     assert.equal(upstream.audio.length, audio.length);
     assert.equal(upstream.audio.subarray(4, 8).toString('latin1'), 'ftyp');
-    assert.ok(upstream.audio.subarray(0, upstream.frames[0]).includes('moov'), 'the first frame holds the moov (complete headers)');
+    assert.ok(
+      upstream.audio.subarray(0, upstream.frames[0]).includes('moov'),
+      'the first frame holds the moov (complete headers)',
+    );
     assert.ok(upstream.frames.every((n) => n <= 64000));
     const want = decodedSeconds(audio, 'in.m4a');
     const got = decodedSeconds(upstream.audio, 'out.m4a');
@@ -82,20 +99,52 @@ describe('audio through the gateway', () => {
   });
 
   const transcoded: Array<[string, string, Buffer[], number]> = [
-    ['WAV 16 kHz', 'audio/wav', [fixture('dictation-16k.wav')], decodedSeconds(fixture('dictation-16k.wav'), 'in16.wav')],
-    ['WAV 44.1 kHz (resampled)', 'audio/wav', [fixture('dictation-44k1.wav')], decodedSeconds(fixture('dictation-44k1.wav'), 'in44.wav')],
-    ['raw PCM s16le', 'audio/pcm;rate=16000;channels=1', [fixture('dictation-16k-s16le.pcm')], fixture('dictation-16k-s16le.pcm').length / 2 / 16000],
-    ['Chromium WebM/PCM float32', 'audio/webm;codecs=pcm', chromeChunks('webm-pcm-f32'), decodedSeconds(Buffer.concat(chromeChunks('webm-pcm-f32')), 'inpcm.webm')],
-    ['Chromium MP4/Opus (remuxed)', 'audio/mp4;codecs=opus', chromeChunks('mp4-opus'), decodedSeconds(Buffer.concat(chromeChunks('mp4-opus')), 'inmp4.mp4')],
+    [
+      'WAV 16 kHz',
+      'audio/wav',
+      [fixture('dictation-16k.wav')],
+      decodedSeconds(fixture('dictation-16k.wav'), 'in16.wav'),
+    ],
+    [
+      'WAV 44.1 kHz (resampled)',
+      'audio/wav',
+      [fixture('dictation-44k1.wav')],
+      decodedSeconds(fixture('dictation-44k1.wav'), 'in44.wav'),
+    ],
+    [
+      'raw PCM s16le',
+      'audio/pcm;rate=16000;channels=1',
+      [fixture('dictation-16k-s16le.pcm')],
+      fixture('dictation-16k-s16le.pcm').length / 2 / 16000,
+    ],
+    [
+      'Chromium WebM/PCM float32',
+      'audio/webm;codecs=pcm',
+      chromeChunks('webm-pcm-f32'),
+      decodedSeconds(Buffer.concat(chromeChunks('webm-pcm-f32')), 'inpcm.webm'),
+    ],
+    [
+      'Chromium MP4/Opus (remuxed)',
+      'audio/mp4;codecs=opus',
+      chromeChunks('mp4-opus'),
+      decodedSeconds(Buffer.concat(chromeChunks('mp4-opus')), 'inmp4.mp4'),
+    ],
   ];
   for (const [label, format, chunks, inputSeconds] of transcoded) {
     it(`${label} is transcoded to Ogg/Opus that decodes to the input's duration (±40 ms)`, async () => {
       const { upstream } = await streamThrough(stack, format, chunks);
-      assert.match(String((upstream.config as { audioFormat?: string }).audioFormat), /^audio\/ogg/, 'the upstream config names the transcoded format');
+      assert.match(
+        String((upstream.config as { audioFormat?: string }).audioFormat),
+        /^audio\/ogg/,
+        'the upstream config names the transcoded format',
+      );
       assert.equal(upstream.audio.subarray(0, 4).toString('latin1'), 'OggS');
       assert.ok(upstream.frames.every((n) => n <= 64000));
       const out = decodedSeconds(upstream.audio, `out-${label.replace(/\W+/g, '_')}.ogg`);
-      assert.ok(Math.abs(out - inputSeconds) <= 0.04, `decoded ${out.toFixed(3)} s vs input ${inputSeconds.toFixed(3)} s`);
+      assert.ok(
+        Math.abs(out - inputSeconds) <= 0.04,
+        `decoded ${out.toFixed(3)} s vs input ${inputSeconds.toFixed(3)} s`,
+      );
       assert.deepEqual(protocolViolations(stack.emulator), []);
     });
   }
@@ -116,7 +165,10 @@ describe('audio through the gateway', () => {
     const up = stack.emulator.sessions.at(-1)!;
     assert.equal(up.audio.length, 0);
     for (let i = 0; i < 50 && !up.closed; i++) await new Promise((r) => setTimeout(r, 100));
-    assert.ok(up.received.some((r) => r.kind === 'end'), 'the upstream session was ended gracefully (its usage is final)');
+    assert.ok(
+      up.received.some((r) => r.kind === 'end'),
+      'the upstream session was ended gracefully (its usage is final)',
+    );
   });
 
   it('garbage bytes get AUDIO_UNRECOGNIZED and nothing reaches the upstream', async () => {
@@ -144,7 +196,10 @@ describe('pacing through the gateway', () => {
     const audioTimes = upstream.received.filter((r) => r.kind === 'audio').map((r) => r.t);
     const spread = (audioTimes.at(-1)! - audioTimes[0]) / 1000;
     // The last frame can leave once the media before it has played: about 9 s minus one chunk.
-    assert.ok(spread >= 8.5, `audio spread over ${spread.toFixed(2)} s of wall time for ${upstream.mediaSeconds.toFixed(2)} s of media`);
+    assert.ok(
+      spread >= 8.5,
+      `audio spread over ${spread.toFixed(2)} s of wall time for ${upstream.mediaSeconds.toFixed(2)} s of media`,
+    );
     assert.ok(upstream.frames.length >= 25, `about 250 ms frames (got ${upstream.frames.length} frames)`);
     assert.deepEqual(stack.emulator.violations, [], 'not even the pacing rule is broken');
   });

@@ -34,7 +34,13 @@ describe('first run: npm start, a dev token, npm run stream', () => {
     gateway.stdout!.on('data', (c: Buffer) => (output += c));
     gateway.stderr!.on('data', (c: Buffer) => (output += c));
     port = Number((await waitForOutput(() => output, /listening on http:\/\/localhost:(\d+)/, 20_000))[1]);
-    authBase = (await waitForOutput(() => output, /(http:\/\/127\.0\.0\.1:\d+)\/realms\/base\/protocol\/openid-connect\/token/, 5000))[1];
+    authBase = (
+      await waitForOutput(
+        () => output,
+        /(http:\/\/127\.0\.0\.1:\d+)\/realms\/base\/protocol\/openid-connect\/token/,
+        5000,
+      )
+    )[1];
   });
   afterAll(() => {
     gateway.kill('SIGKILL');
@@ -45,10 +51,29 @@ describe('first run: npm start, a dev token, npm run stream', () => {
     assert.match(output, /EMULATOR/);
     const res = await fetch(`${authBase}/realms/base/protocol/openid-connect/token`, {
       method: 'POST',
-      body: new URLSearchParams({ grant_type: 'client_credentials', client_id: 'dev', client_secret: 'dev-secret', scope: 'openid transcribe streams' }),
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: 'dev',
+        client_secret: 'dev-secret',
+        scope: 'openid transcribe streams',
+      }),
     });
     const { access_token: token } = (await res.json()) as { access_token: string };
-    const cli = await run(process.execPath, ['--import', 'tsx', 'src/cli/stream.ts', 'test/fixtures/dictation.ogg', '--fast', '--gateway', `ws://127.0.0.1:${port}`, '--token', token], {});
+    const cli = await run(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'src/cli/stream.ts',
+        'test/fixtures/dictation.ogg',
+        '--fast',
+        '--gateway',
+        `ws://127.0.0.1:${port}`,
+        '--token',
+        token,
+      ],
+      {},
+    );
     assert.equal(cli.code, 0, cli.out);
     assert.match(cli.out, /CONFIG_ACCEPTED/);
     assert.match(cli.out, /transcript final/);
@@ -57,14 +82,17 @@ describe('first run: npm start, a dev token, npm run stream', () => {
 
     // A refused upgrade with a forged token, and one offering the token as a protocol.
     const forged = token.slice(0, -8) + 'AAAAAAAA';
-    const r = await refusal(`ws://127.0.0.1:${port}/audio-bridge/v2/transcribe?tenant-name=base&token=${encodeURIComponent(`Bearer ${forged}`)}`);
+    const r = await refusal(
+      `ws://127.0.0.1:${port}/audio-bridge/v2/transcribe?tenant-name=base&token=${encodeURIComponent(`Bearer ${forged}`)}`,
+    );
     assert.equal(r.status, 401);
 
     gateway.kill('SIGTERM');
     await new Promise((resolve) => gateway.once('exit', resolve));
     // (dev-secret is the emulator's published development credential: printed on purpose.)
     const secretParts = [token, forged, token.split('.')[2], forged.split('.')[2]];
-    for (const s of secretParts) assert.ok(!output.includes(s), `the gateway's output contains a secret (${s.slice(0, 6)}…)`);
+    for (const s of secretParts)
+      assert.ok(!output.includes(s), `the gateway's output contains a secret (${s.slice(0, 6)}…)`);
     assert.match(output, /"event":"session_end"/, 'the run was logged (so the check above saw real logs)');
   });
 });
@@ -75,7 +103,11 @@ describe('uWS native build guard', () => {
     const r = await run(process.execPath, standIn, { PORT: '0', EMULATOR_PORT: '0' });
     assert.notEqual(r.code, 0);
     assert.match(r.out, /native binary did not load/);
-    const allowed = spawn(process.execPath, standIn, { cwd: root, env: { ...process.env, PORT: '0', EMULATOR_PORT: '0', ALLOW_UWS_FALLBACK: 'true' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const allowed = spawn(process.execPath, standIn, {
+      cwd: root,
+      env: { ...process.env, PORT: '0', EMULATOR_PORT: '0', ALLOW_UWS_FALLBACK: 'true' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     allowed.stdout!.on('data', (c: Buffer) => (out += c));
     allowed.stderr!.on('data', (c: Buffer) => (out += c));
@@ -86,4 +118,3 @@ describe('uWS native build guard', () => {
     }
   });
 });
-

@@ -14,15 +14,20 @@ import { freePort } from '../support/ports.js';
 const dir = mkdtempSync(join(tmpdir(), 'sgw-footprint-'));
 const hooks = join(dir, 'hooks.mjs');
 const register = join(dir, 'register.mjs');
-writeFileSync(hooks, `import { appendFileSync } from 'node:fs';
+writeFileSync(
+  hooks,
+  `import { appendFileSync } from 'node:fs';
 export async function resolve(specifier, context, next) {
   const r = await next(specifier, context);
   appendFileSync(process.env.SGW_MODULE_LOG, r.url + '\\n');
   return r;
 }
-`);
+`,
+);
 // import goes through the resolve hook (on the loader thread); require (CommonJS, createRequire) does not.
-writeFileSync(register, `import { appendFileSync } from 'node:fs';
+writeFileSync(
+  register,
+  `import { appendFileSync } from 'node:fs';
 import Module, { register } from 'node:module';
 register(${JSON.stringify(pathToFileURL(hooks).href)});
 const load = Module._load;
@@ -30,7 +35,8 @@ Module._load = function (request, ...rest) {
   appendFileSync(process.env.SGW_MODULE_LOG, 'require:' + request + '\\n');
   return load.call(this, request, ...rest);
 };
-`);
+`,
+);
 
 /** The modules a gateway started with `env` loaded by the time it was ready. */
 async function modulesLoaded(name: string, env: Record<string, string>): Promise<string[]> {
@@ -39,14 +45,23 @@ async function modulesLoaded(name: string, env: Record<string, string>): Promise
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', '--import', register, 'src/main.ts'], {
     env: {
-      ...process.env, ...env, SGW_MODULE_LOG: log, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'silent',
-      USAGE_JOURNAL_DIR: join(dir, `journal-${name}`), REDIS_URL: '',
+      ...process.env,
+      ...env,
+      SGW_MODULE_LOG: log,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'silent',
+      USAGE_JOURNAL_DIR: join(dir, `journal-${name}`),
+      REDIS_URL: '',
     },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   try {
     for (let i = 0; ; i++) {
-      const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false);
+      const ok = await fetch(`http://127.0.0.1:${port}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (ok) break;
       assert.ok(i < 300 && child.exitCode === null, 'the gateway did not become ready');
       await new Promise((r) => setTimeout(r, 100));
@@ -67,11 +82,17 @@ describe('idle footprint', () => {
   it('with UPSTREAM_URL the emulator is never loaded, nor ioredis without REDIS_URL, nor a transcoder before a stream; without UPSTREAM_URL the emulator is', async () => {
     const upstream = { UPSTREAM_URL: 'ws://127.0.0.1:9/audio-bridge/v2', AUTH_URL: 'http://127.0.0.1:9' };
     const real = await modulesLoaded('upstream', upstream);
-    assert.ok(real.some((u) => u.includes('/src/gateway.')), 'the hook saw the gateway load');
+    assert.ok(
+      real.some((u) => u.includes('/src/gateway.')),
+      'the hook saw the gateway load',
+    );
     assert.deepEqual(emulatorModules(real), []);
     assert.deepEqual(redisModules(real), [], 'no REDIS_URL: ioredis is not loaded');
     assert.deepEqual(transcoders(real), [], 'no stream yet: no Opus encoder nor resampler');
-    assert.ok(real.some((u) => u.startsWith('require:')), 'the require hook saw CommonJS loads');
+    assert.ok(
+      real.some((u) => u.startsWith('require:')),
+      'the require hook saw CommonJS loads',
+    );
     const embedded = await modulesLoaded('emulator', { EMULATOR_PORT: String(await freePort()) });
     assert.notDeepEqual(emulatorModules(embedded), [], 'with no upstream the emulator is loaded (the hook sees it)');
   }, 60_000);

@@ -20,7 +20,12 @@ function sendInChunks(c: TestClient, audio: Buffer, size: number) {
 describe('gateway protocol over real sockets', () => {
   let stack: Stack;
   beforeAll(async () => {
-    stack = await startStack({ PACE: '20', CONFIG_TIMEOUT_MS: '1500', STREAM_MAX_SECONDS: '3', UPSTREAM_RECONNECT_ATTEMPTS: '2' });
+    stack = await startStack({
+      PACE: '20',
+      CONFIG_TIMEOUT_MS: '1500',
+      STREAM_MAX_SECONDS: '3',
+      UPSTREAM_RECONNECT_ATTEMPTS: '2',
+    });
   });
   afterAll(() => stack.close());
 
@@ -46,7 +51,10 @@ describe('gateway protocol over real sockets', () => {
 
     const t = c.types();
     assert.ok(t.indexOf('flushed') < t.indexOf('delta_usage'), 'flushed before delta_usage');
-    assert.ok(t.indexOf('usage') < t.indexOf('ended') && t.indexOf('ended') === t.length - 1, 'usage, then ended, last');
+    assert.ok(
+      t.indexOf('usage') < t.indexOf('ended') && t.indexOf('ended') === t.length - 1,
+      'usage, then ended, last',
+    );
     const f = finals(c.messages);
     // The emulator emits one final segment per second of media received: contiguous, no gap, no repeat.
     for (let i = 1; i < f.length; i++) assert.equal(f[i].start, f[i - 1].end, `segment ${i} follows ${i - 1}`);
@@ -59,7 +67,11 @@ describe('gateway protocol over real sockets', () => {
 
   it('/streams: facts mode over browser WebM chunks, ENDED after usage', async () => {
     const c = await stack.connect('streams');
-    await configured(c, { transcription: { primaryLanguage: 'en' }, mode: { type: 'facts', outputLocale: 'en' }, audioFormat: 'audio/webm;codecs=opus' });
+    await configured(c, {
+      transcription: { primaryLanguage: 'en' },
+      mode: { type: 'facts', outputLocale: 'en' },
+      audioFormat: 'audio/webm;codecs=opus',
+    });
     for (const chunk of chromeWebm) c.send(chunk);
     c.sendJson({ type: 'flush' });
     await c.next('flushed', 20_000);
@@ -75,7 +87,10 @@ describe('gateway protocol over real sockets', () => {
 
   it('no config within CONFIG_TIMEOUT_MS: CONFIG_TIMEOUT on /transcribe, CONFIG_NOT_PROVIDED on /streams, then close; upstream never contacted', async () => {
     const before = stack.emulator.sessions.length;
-    for (const [endpoint, type] of [['transcribe', 'CONFIG_TIMEOUT'], ['streams', 'CONFIG_NOT_PROVIDED']] as const) {
+    for (const [endpoint, type] of [
+      ['transcribe', 'CONFIG_TIMEOUT'],
+      ['streams', 'CONFIG_NOT_PROVIDED'],
+    ] as const) {
       const c = await stack.connect(endpoint);
       await c.next(type, 5000);
       const { code } = await c.closed;
@@ -87,21 +102,119 @@ describe('gateway protocol over real sockets', () => {
   const invalid: Array<[string, 'transcribe' | 'streams', object, RegExp]> = [
     ['missing primaryLanguage', 'transcribe', { interimResults: true }, /primaryLanguage/],
     ['wrong type', 'transcribe', { primaryLanguage: 'en', interimResults: 'yes' }, /interimResults/],
-    ['bad formatting enum', 'transcribe', { primaryLanguage: 'en', formatting: { dates: 'yesterday' } }, /formatting\.dates/],
-    ['duplicate command ids', 'transcribe', { primaryLanguage: 'en', commands: [{ id: 'a', phrases: ['go'] }, { id: 'a', phrases: ['stop'] }] }, /commands/],
-    ['command without phrases', 'transcribe', { primaryLanguage: 'en', commands: [{ id: 'a', phrases: [] }] }, /phrases/],
-    ['enum variable without values', 'transcribe', { primaryLanguage: 'en', commands: [{ id: 'a', phrases: ['go to {x}'], variables: [{ key: 'x', type: 'enum' }] }] }, /enum/],
-    ['wildcard without trigger word', 'transcribe', { primaryLanguage: 'en', commands: [{ id: 'a', phrases: ['{x}'], variables: [{ key: 'x', type: 'wildcard' }] }] }, /wildcard|trigger/i],
-    ['two wildcards without literal between', 'transcribe', { primaryLanguage: 'en', commands: [{ id: 'a', phrases: ['note {x}{y}'], variables: [{ key: 'x', type: 'wildcard' }, { key: 'y', type: 'wildcard' }] }] }, /wildcard|literal/i],
-    ['undeclared variable', 'transcribe', { primaryLanguage: 'en', commands: [{ id: 'a', phrases: ['go to {nowhere}'] }] }, /nowhere|variable/],
-    ['keyterm over 50 characters', 'transcribe', { primaryLanguage: 'en', keyterms: { terms: [{ term: 'x'.repeat(51) }] } }, /keyterms/],
-    ['1001 replacements', 'transcribe', { primaryLanguage: 'en', replacements: Array.from({ length: 1001 }, () => ({ find: 'a', replace: 'b' })) }, /replacements/],
+    [
+      'bad formatting enum',
+      'transcribe',
+      { primaryLanguage: 'en', formatting: { dates: 'yesterday' } },
+      /formatting\.dates/,
+    ],
+    [
+      'duplicate command ids',
+      'transcribe',
+      {
+        primaryLanguage: 'en',
+        commands: [
+          { id: 'a', phrases: ['go'] },
+          { id: 'a', phrases: ['stop'] },
+        ],
+      },
+      /commands/,
+    ],
+    [
+      'command without phrases',
+      'transcribe',
+      { primaryLanguage: 'en', commands: [{ id: 'a', phrases: [] }] },
+      /phrases/,
+    ],
+    [
+      'enum variable without values',
+      'transcribe',
+      {
+        primaryLanguage: 'en',
+        commands: [{ id: 'a', phrases: ['go to {x}'], variables: [{ key: 'x', type: 'enum' }] }],
+      },
+      /enum/,
+    ],
+    [
+      'wildcard without trigger word',
+      'transcribe',
+      { primaryLanguage: 'en', commands: [{ id: 'a', phrases: ['{x}'], variables: [{ key: 'x', type: 'wildcard' }] }] },
+      /wildcard|trigger/i,
+    ],
+    [
+      'two wildcards without literal between',
+      'transcribe',
+      {
+        primaryLanguage: 'en',
+        commands: [
+          {
+            id: 'a',
+            phrases: ['note {x}{y}'],
+            variables: [
+              { key: 'x', type: 'wildcard' },
+              { key: 'y', type: 'wildcard' },
+            ],
+          },
+        ],
+      },
+      /wildcard|literal/i,
+    ],
+    [
+      'undeclared variable',
+      'transcribe',
+      { primaryLanguage: 'en', commands: [{ id: 'a', phrases: ['go to {nowhere}'] }] },
+      /nowhere|variable/,
+    ],
+    [
+      'keyterm over 50 characters',
+      'transcribe',
+      { primaryLanguage: 'en', keyterms: { terms: [{ term: 'x'.repeat(51) }] } },
+      /keyterms/,
+    ],
+    [
+      '1001 replacements',
+      'transcribe',
+      { primaryLanguage: 'en', replacements: Array.from({ length: 1001 }, () => ({ find: 'a', replace: 'b' })) },
+      /replacements/,
+    ],
     ['streams: missing mode.type', 'streams', { transcription: { primaryLanguage: 'en' }, mode: {} }, /mode\.type/],
-    ['streams: facts without outputLocale', 'streams', { transcription: { primaryLanguage: 'en' }, mode: { type: 'facts' } }, /outputLocale/],
-    ['streams: bad factGenerationInterval', 'streams', { transcription: { primaryLanguage: 'en' }, mode: { type: 'facts', outputLocale: 'en', factGenerationInterval: 'often' } }, /factGenerationInterval/],
-    ['streams: bad retentionPolicy', 'streams', { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' }, retentionPolicy: 'forever' }, /retentionPolicy/],
-    ['streams: keyterm of 6 words', 'streams', { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' }, keyterms: { terms: [{ term: 'one two three four five six' }] } }, /keyterms/],
-    ['streams: participant without role', 'streams', { transcription: { primaryLanguage: 'en', participants: [{ channel: 0 }] }, mode: { type: 'transcription' } }, /participants/],
+    [
+      'streams: facts without outputLocale',
+      'streams',
+      { transcription: { primaryLanguage: 'en' }, mode: { type: 'facts' } },
+      /outputLocale/,
+    ],
+    [
+      'streams: bad factGenerationInterval',
+      'streams',
+      {
+        transcription: { primaryLanguage: 'en' },
+        mode: { type: 'facts', outputLocale: 'en', factGenerationInterval: 'often' },
+      },
+      /factGenerationInterval/,
+    ],
+    [
+      'streams: bad retentionPolicy',
+      'streams',
+      { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' }, retentionPolicy: 'forever' },
+      /retentionPolicy/,
+    ],
+    [
+      'streams: keyterm of 6 words',
+      'streams',
+      {
+        transcription: { primaryLanguage: 'en' },
+        mode: { type: 'transcription' },
+        keyterms: { terms: [{ term: 'one two three four five six' }] },
+      },
+      /keyterms/,
+    ],
+    [
+      'streams: participant without role',
+      'streams',
+      { transcription: { primaryLanguage: 'en', participants: [{ channel: 0 }] }, mode: { type: 'transcription' } },
+      /participants/,
+    ],
   ];
   for (const [name, endpoint, configuration, reason] of invalid) {
     it(`invalid config (${name}) → CONFIG_DENIED naming the field; nothing upstream`, async () => {
@@ -117,7 +230,10 @@ describe('gateway protocol over real sockets', () => {
 
   it('legacy isDiarization is accepted and normalised to diarize upstream', async () => {
     const c = await stack.connect('streams');
-    await configured(c, { transcription: { primaryLanguage: 'en', isDiarization: true }, mode: { type: 'transcription' } });
+    await configured(c, {
+      transcription: { primaryLanguage: 'en', isDiarization: true },
+      mode: { type: 'transcription' },
+    });
     const up = stack.emulator.sessions.at(-1)!.config as { transcription: Record<string, unknown> };
     assert.equal(up.transcription.diarize, true);
     assert.equal('isDiarization' in up.transcription, false);
@@ -181,7 +297,10 @@ describe('gateway protocol over real sockets', () => {
     await c.next('ended', 20_000);
     const up = stack.emulator.sessions.at(-1)!;
     assert.ok(up.frames.length >= 2);
-    assert.ok(up.frames.every((n) => n <= 64000), `frames: ${up.frames}`);
+    assert.ok(
+      up.frames.every((n) => n <= 64000),
+      `frames: ${up.frames}`,
+    );
     assert.ok(Buffer.compare(up.audio, ogg) === 0);
   });
 
@@ -193,8 +312,14 @@ describe('gateway protocol over real sockets', () => {
     c.ws.terminate();
     const up = stack.emulator.sessions.at(-1)!;
     for (let i = 0; i < 100 && !up.closed; i++) await delay(100);
-    assert.ok(up.received.some((r) => r.kind === 'end'), 'end was sent upstream');
-    assert.ok(up.sent.some((m) => (m as { type: string }).type === 'usage'), 'the upstream produced its final usage');
+    assert.ok(
+      up.received.some((r) => r.kind === 'end'),
+      'end was sent upstream',
+    );
+    assert.ok(
+      up.sent.some((m) => (m as { type: string }).type === 'usage'),
+      'the upstream produced its final usage',
+    );
   });
 
   it('an upstream that fails mid-session and cannot be replaced: the client gets an error in the catalogue shape and close code 1014', async () => {

@@ -26,7 +26,15 @@ describe('upgrades of a token verified a moment ago', () => {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
       // Bursts of 50 sockets of one token, configured after they open: no bound on sockets without a config.
-      env: { ...process.env, PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0', LOG_LEVEL: 'info', USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-cork-')), MAX_UNCONFIGURED_PER_SUBJECT: '0' },
+      env: {
+        ...process.env,
+        PORT: '0',
+        HOST: '127.0.0.1',
+        EMULATOR_PORT: '0',
+        LOG_LEVEL: 'info',
+        USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-cork-')),
+        MAX_UNCONFIGURED_PER_SUBJECT: '0',
+      },
     });
     child.stdout!.on('data', (b: Buffer) => (out += b));
     child.stderr!.on('data', (b: Buffer) => (out += b));
@@ -44,7 +52,12 @@ describe('upgrades of a token verified a moment ago', () => {
   it(`${BURSTS * PER_BURST} sockets in bursts of ${PER_BURST}: every one configured, none dropped, one uWS warning`, async () => {
     const res = await fetch(`${authBase}/realms/base/protocol/openid-connect/token`, {
       method: 'POST',
-      body: new URLSearchParams({ grant_type: 'client_credentials', client_id: 'dev', client_secret: 'dev-secret', scope: 'openid transcribe' }),
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: 'dev',
+        client_secret: 'dev-secret',
+        scope: 'openid transcribe',
+      }),
     });
     const token = ((await res.json()) as { access_token: string }).access_token;
     const url = `ws://127.0.0.1:${port}/audio-bridge/v2/transcribe?${new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` })}`;
@@ -55,10 +68,14 @@ describe('upgrades of a token verified a moment ago', () => {
       c.sendJson({ type: 'end' });
       return (await c.closed).code;
     };
-    assert.equal(await session(), 1000, 'the token\'s first socket');
+    assert.equal(await session(), 1000, "the token's first socket");
     for (let b = 0; b < BURSTS; b++) {
       const codes = await Promise.all(Array.from({ length: PER_BURST }, session));
-      assert.deepEqual(codes.filter((c) => c !== 1000), [], `burst ${b}: every session ended normally`);
+      assert.deepEqual(
+        codes.filter((c) => c !== 1000),
+        [],
+        `burst ${b}: every session ended normally`,
+      );
     }
     const warnings = out.split(WARNING).length - 1;
     assert.ok(warnings <= 1, `uWS warned ${warnings} times for ${BURSTS * PER_BURST + 1} sockets of one token`);

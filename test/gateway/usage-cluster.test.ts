@@ -20,12 +20,22 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const chunks = chromeChunks('webm-opus');
 const API_TOKEN = 'ops-test-token';
 
-interface GatewayProcess { child: ChildProcess; port: number; output: () => string }
+interface GatewayProcess {
+  child: ChildProcess;
+  port: number;
+  output: () => string;
+}
 
 async function spawnGateway(env: Record<string, string>): Promise<GatewayProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     cwd: root,
-    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-j-')), ...env },
+    env: {
+      ...process.env,
+      PORT: '0',
+      LOG_LEVEL: 'info',
+      USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-j-')),
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -69,7 +79,9 @@ describe('usage across two gateway processes and one Redis', () => {
 
   async function connect(gw: GatewayProcess, tenant: string): Promise<TestClient> {
     const token = await emulator.issueToken({ tenant, scope: 'openid transcribe' });
-    return openClient(`ws://127.0.0.1:${gw.port}/audio-bridge/v2/transcribe?tenant-name=${tenant}&token=${encodeURIComponent(`Bearer ${token}`)}`);
+    return openClient(
+      `ws://127.0.0.1:${gw.port}/audio-bridge/v2/transcribe?tenant-name=${tenant}&token=${encodeURIComponent(`Bearer ${token}`)}`,
+    );
   }
 
   /** A dictation with two flushes (provisional credits) and an end (final credits). */
@@ -91,7 +103,9 @@ describe('usage across two gateway processes and one Redis', () => {
   }
 
   async function api(gw: GatewayProcess, path: string) {
-    const res = await fetch(`http://127.0.0.1:${gw.port}${path}`, { headers: { authorization: `Bearer ${API_TOKEN}` } });
+    const res = await fetch(`http://127.0.0.1:${gw.port}${path}`, {
+      headers: { authorization: `Bearer ${API_TOKEN}` },
+    });
     return { status: res.status, body: (await res.json()) as any };
   }
 
@@ -109,9 +123,12 @@ describe('usage across two gateway processes and one Redis', () => {
 
     // Phase 3: the tenant cap (3) holds across both processes; configured sessions hold it (sockets without a config do not).
     const held = await Promise.all([connect(a, 'capped'), connect(b, 'capped'), connect(a, 'capped')]);
-    for (const c of held) c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' } });
+    for (const c of held)
+      c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' } });
     await Promise.all(held.map((c) => c.next('CONFIG_ACCEPTED')));
-    const over = await refusal(`ws://127.0.0.1:${b.port}/audio-bridge/v2/transcribe?tenant-name=capped&token=${encodeURIComponent(`Bearer ${await emulator.issueToken({ tenant: 'capped', scope: 'openid transcribe' })}`)}`);
+    const over = await refusal(
+      `ws://127.0.0.1:${b.port}/audio-bridge/v2/transcribe?tenant-name=capped&token=${encodeURIComponent(`Bearer ${await emulator.issueToken({ tenant: 'capped', scope: 'openid transcribe' })}`)}`,
+    );
     assert.equal(over.status, 429);
     assert.equal(over.body.error.id, 'TENANT_SESSION_LIMIT');
     held.forEach((c) => c.ws.close());
@@ -139,17 +156,32 @@ describe('usage across two gateway processes and one Redis', () => {
       assert.ok(Math.abs(got - expected) < 1e-6, `${tenant}: ledger ${got} vs upstream ${expected}`);
       const sessions = await api(a, `/v1/usage/sessions?tenant=${tenant}&from=${from}&to=${to}`);
       assert.equal(sessions.body.sessions.length, emulator.sessions.filter((s) => s.tenant === tenant).length);
-      assert.ok(sessions.body.sessions.every((s: { estimated: boolean }) => s.estimated === false), 'every session has its final figure');
+      assert.ok(
+        sessions.body.sessions.every((s: { estimated: boolean }) => s.estimated === false),
+        'every session has its final figure',
+      );
     }
     const tenants = await api(a, '/v1/tenants');
     assert.ok(['acme', 'globex'].every((t) => tenants.body.tenants.includes(t)));
 
     const metrics = await (await fetch(`http://127.0.0.1:${a.port}/metrics`)).text();
     for (const series of [
-      'speech_gateway_active_sessions', 'speech_gateway_sessions_total', 'speech_gateway_config_latency_seconds', 'speech_gateway_upstream_connect_seconds',
-      'speech_gateway_added_latency_seconds', 'speech_gateway_audio_bytes_total', 'speech_gateway_audio_seconds_total', 'speech_gateway_frames_split_total',
-      'speech_gateway_frames_coalesced_total', 'speech_gateway_transcode_seconds_total', 'speech_gateway_credits_total', 'speech_gateway_refusals_total',
-      'speech_gateway_usage_journal_depth', 'speech_gateway_redis_up', 'nodejs_eventloop_lag_seconds', 'process_cpu_seconds_total',
+      'speech_gateway_active_sessions',
+      'speech_gateway_sessions_total',
+      'speech_gateway_config_latency_seconds',
+      'speech_gateway_upstream_connect_seconds',
+      'speech_gateway_added_latency_seconds',
+      'speech_gateway_audio_bytes_total',
+      'speech_gateway_audio_seconds_total',
+      'speech_gateway_frames_split_total',
+      'speech_gateway_frames_coalesced_total',
+      'speech_gateway_transcode_seconds_total',
+      'speech_gateway_credits_total',
+      'speech_gateway_refusals_total',
+      'speech_gateway_usage_journal_depth',
+      'speech_gateway_redis_up',
+      'nodejs_eventloop_lag_seconds',
+      'process_cpu_seconds_total',
     ]) {
       assert.ok(metrics.includes(series), `/metrics shows ${series}`);
     }

@@ -14,15 +14,28 @@ const CASES_PER_KIND = 80;
 const TRANSCODED_PREFIX = 16 * 1024;
 const TRANSCODED_CASES_PER_KIND = 20;
 
-interface Source { name: string; data: Buffer; declared?: string; transcoded: boolean }
+interface Source {
+  name: string;
+  data: Buffer;
+  declared?: string;
+  transcoded: boolean;
+}
 
 function sources(): Source[] {
-  const out: Source[] = readdirSync(FIXTURES).filter((f) => /\.(ogg|webm|wav|pcm|mp3|flac|m4a)$/.test(f)).map((name) => ({
-    name, data: fixture(name), transcoded: /\.(wav|pcm)$/.test(name),
-    declared: name.endsWith('.pcm') ? 'audio/pcm;rate=16000;channels=1' : undefined,
-  }));
+  const out: Source[] = readdirSync(FIXTURES)
+    .filter((f) => /\.(ogg|webm|wav|pcm|mp3|flac|m4a)$/.test(f))
+    .map((name) => ({
+      name,
+      data: fixture(name),
+      transcoded: /\.(wav|pcm)$/.test(name),
+      declared: name.endsWith('.pcm') ? 'audio/pcm;rate=16000;channels=1' : undefined,
+    }));
   for (const folder of readdirSync(`${FIXTURES}/chrome`)) {
-    out.push({ name: `chrome/${folder}`, data: Buffer.concat(chromeChunks(folder)), transcoded: folder.includes('pcm') });
+    out.push({
+      name: `chrome/${folder}`,
+      data: Buffer.concat(chromeChunks(folder)),
+      transcoded: folder.includes('pcm'),
+    });
   }
   return out.map((s) => (s.transcoded ? { ...s, data: s.data.subarray(0, TRANSCODED_PREFIX) } : s));
 }
@@ -46,7 +59,12 @@ function sizeFields(b: Buffer): Field[] {
     }
   } else if (magic === 'RIFF') {
     out.push([4, 4]);
-    for (let off = 12; off + 8 <= b.length && out.length < 20; off += 8 + b.readUInt32LE(off + 4) + (b.readUInt32LE(off + 4) & 1)) out.push([off + 4, 4]);
+    for (
+      let off = 12;
+      off + 8 <= b.length && out.length < 20;
+      off += 8 + b.readUInt32LE(off + 4) + (b.readUInt32LE(off + 4) & 1)
+    )
+      out.push([off + 4, 4]);
   } else if (magic === 'fLaC') {
     for (let off = 4; off + 4 <= b.length && out.length < 20; off += 4 + b.readUIntBE(off + 1, 3)) {
       out.push([off, 1], [off + 1, 3]);
@@ -60,13 +78,15 @@ const MP4_PARENTS = new Set(['moov', 'trak', 'mdia', 'minf', 'stbl', 'mvex', 'mo
 
 function mp4Boxes(b: Buffer, from: number, to: number, out: Field[]): void {
   for (let off = from; off + 8 <= to && out.length < 400;) {
-    const size = b.readUInt32BE(off), type = b.toString('latin1', off + 4, off + 8);
+    const size = b.readUInt32BE(off),
+      type = b.toString('latin1', off + 4, off + 8);
     if (size < 8 || off + size > to) return;
     out.push([off, 4]);
     if (MP4_PARENTS.has(type)) mp4Boxes(b, off + 8, off + size, out);
     else if (type === 'stsd') mp4Boxes(b, off + 16, off + size, out);
     else if (type === 'Opus' || type === 'mp4a') mp4Boxes(b, off + 36, off + size, out);
-    else if (type === 'trun' || type === 'tfhd' || type === 'stco' || type === 'esds') out.push([off + 8, 4], [off + 12, 4]);
+    else if (type === 'trun' || type === 'tfhd' || type === 'stco' || type === 'esds')
+      out.push([off + 8, 4], [off + 12, 4]);
     off += size;
   }
 }
@@ -75,7 +95,8 @@ const EBML_PARENTS = new Set([0x1a45dfa3, 0x18538067, 0x1f43b675, 0x1654ae6b, 0x
 
 function ebml(b: Buffer, from: number, to: number, out: Field[]): void {
   for (let off = from; off < to && out.length < 400;) {
-    const idLen = vintLength(b[off]), sizeLen = vintLength(b[off + idLen] ?? 0);
+    const idLen = vintLength(b[off]),
+      sizeLen = vintLength(b[off + idLen] ?? 0);
     if (!idLen || !sizeLen || off + idLen + sizeLen > to) return;
     const id = b.readUIntBE(off, idLen);
     let size = b[off + idLen] & (0xff >> sizeLen);
@@ -106,10 +127,21 @@ function variant(data: Buffer, kind: number, r: () => number, fields: Field[]): 
   } else if (fields.length > 0) {
     for (let i = 1 + int(2); i > 0; i--) {
       const [at, w] = fields[int(fields.length)];
-      const width = Math.min(w, 6), off = at + w - width; // an EBML size may have 8 bytes: its low 6
+      const width = Math.min(w, 6),
+        off = at + w - width; // an EBML size may have 8 bytes: its low 6
       if (off + width > b.length) continue;
-      const max = 2 ** (8 * width) - 1, was = b.readUIntBE(off, width);
-      const values = [0, 1, max, int(64), int(max + 1), Math.min(max, was + 1 + int(16)), Math.max(0, was - 1 - int(16)), Math.min(max, was * 2)];
+      const max = 2 ** (8 * width) - 1,
+        was = b.readUIntBE(off, width);
+      const values = [
+        0,
+        1,
+        max,
+        int(64),
+        int(max + 1),
+        Math.min(max, was + 1 + int(16)),
+        Math.max(0, was - 1 - int(16)),
+        Math.min(max, was * 2),
+      ];
       b.writeUIntBE(values[int(values.length)], off, width);
     }
   }

@@ -19,7 +19,9 @@ function truncatedTkhd(): Buffer {
 
 describe('malformed containers over a real socket', () => {
   let stack: Stack;
-  beforeAll(async () => { stack = await startStack({ PACE: '50' }); });
+  beforeAll(async () => {
+    stack = await startStack({ PACE: '50' });
+  });
   afterAll(() => stack.close());
 
   it('a truncated MP4 box: AUDIO_MALFORMED naming the box, close 4422, nothing upstream', async () => {

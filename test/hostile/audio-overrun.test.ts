@@ -27,14 +27,19 @@ async function sendPcm(c: TestClient, seconds: number, speed: number): Promise<v
 async function endsCleanly(c: TestClient): Promise<void> {
   c.sendJson({ type: 'end' });
   const { code } = await c.closed;
-  assert.deepEqual(c.messages.filter((m) => m.type === 'error'), []);
+  assert.deepEqual(
+    c.messages.filter((m) => m.type === 'error'),
+    [],
+  );
   assert.ok(c.types().includes('ended'));
   assert.equal(code, 1000);
 }
 
 describe('PCM far ahead of real time (PACE 1)', () => {
   let stack: Stack;
-  beforeAll(async () => { stack = await startStack({ MAX_BUFFERED_AUDIO_BYTES: String(BOUND) }); });
+  beforeAll(async () => {
+    stack = await startStack({ MAX_BUFFERED_AUDIO_BYTES: String(BOUND) });
+  });
   afterAll(() => stack.close());
 
   it('at 50× real time: AUDIO_BUFFER_OVERRUN within a few seconds, then close 4422', async () => {
@@ -52,8 +57,9 @@ describe('PCM far ahead of real time (PACE 1)', () => {
   it('at real time the same stream is not refused', async () => {
     const c = await stack.connect('transcribe');
     await configured(c, PCM_CONFIG);
-    for (let i = 0; i < 30; i++) { // 3 s in 100 ms pieces
-      c.send(PCM.subarray(i * SECOND / 10, (i + 1) * SECOND / 10));
+    for (let i = 0; i < 30; i++) {
+      // 3 s in 100 ms pieces
+      c.send(PCM.subarray((i * SECOND) / 10, ((i + 1) * SECOND) / 10));
       await delay(100);
     }
     await endsCleanly(c);
@@ -62,7 +68,9 @@ describe('PCM far ahead of real time (PACE 1)', () => {
 
 describe('PCM far ahead of real time with PACE 100', () => {
   let stack: Stack;
-  beforeAll(async () => { stack = await startStack({ MAX_BUFFERED_AUDIO_BYTES: String(BOUND), PACE: '100' }); });
+  beforeAll(async () => {
+    stack = await startStack({ MAX_BUFFERED_AUDIO_BYTES: String(BOUND), PACE: '100' });
+  });
   afterAll(() => stack.close());
 
   it('at 50× real time the stream goes through: the upstream may take it that fast', async () => {

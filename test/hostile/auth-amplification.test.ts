@@ -9,7 +9,10 @@ import { refusal, startStack, type Stack, type TestClient } from '../support/sta
 
 /** What a forger can make without any key: a well-formed JWT whose issuer names the tenant. */
 function forgedToken(authBase: string, tenant: string): string {
-  return forgedJwt({ alg: 'RS256', typ: 'JWT', kid: 'forged' }, { iss: `${authBase}/realms/${tenant}`, exp: Math.floor(Date.now() / 1000) + 300, scope: 'openid transcribe' });
+  return forgedJwt(
+    { alg: 'RS256', typ: 'JWT', kid: 'forged' },
+    { iss: `${authBase}/realms/${tenant}`, exp: Math.floor(Date.now() / 1000) + 300, scope: 'openid transcribe' },
+  );
 }
 
 async function dictation(c: TestClient): Promise<void> {
@@ -53,13 +56,19 @@ describe('forged tokens for random tenants', () => {
     const seconds = (Date.now() - started) / 1000;
 
     const jwks = em.jwksRequests - jwksBefore;
-    assert.ok(jwks <= 10 + 5 * Math.ceil(seconds), `${jwks} JWKS requests in ${seconds.toFixed(1)} s (budget: burst 10, 5 a second)`);
+    assert.ok(
+      jwks <= 10 + 5 * Math.ceil(seconds),
+      `${jwks} JWKS requests in ${seconds.toFixed(1)} s (budget: burst 10, 5 a second)`,
+    );
     assert.deepEqual(em.realms().sort(), realmsBefore, 'the emulator made no realm for a forged tenant');
     assert.ok(baseMs < 2000, `a base session took ${baseMs} ms to set up during the spray`);
     assert.equal(refusals.length, 2000);
     for (const r of refusals) {
       const id = r.body.error?.id;
-      assert.ok((r.status === 401 && id === 'TOKEN_INVALID') || (r.status === 503 && id === 'AUTH_UNAVAILABLE'), JSON.stringify(r));
+      assert.ok(
+        (r.status === 401 && id === 'TOKEN_INVALID') || (r.status === 503 && id === 'AUTH_UNAVAILABLE'),
+        JSON.stringify(r),
+      );
     }
     const busy = refusals.filter((r) => r.status === 503);
     assert.ok(busy.length > 0 && busy.every((r) => /retry/.test(r.body.error.details)));

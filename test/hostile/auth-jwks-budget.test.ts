@@ -22,13 +22,19 @@ function attempt(a: ReturnType<typeof createAuthenticator>, token: string, tenan
   const query = new URLSearchParams({ 'tenant-name': tenant, token: `Bearer ${token}` });
   return a.authenticate({ endpoint: 'transcribe', query, headers: { host: 'gw.example' } });
 }
-const tokenFor = (realm: string, key: SigningKey) => srv.sign(realm, key, { scope: 'openid transcribe' }, { expiresIn: 3600 });
+const tokenFor = (realm: string, key: SigningKey) =>
+  srv.sign(realm, key, { scope: 'openid transcribe' }, { expiresIn: 3600 });
 const reasonOf = (d: AuthDecision) => (d.ok ? 'ok' : `${d.status} ${d.reason}`);
 
 describe('JWKS requests that unauthenticated clients can cause', () => {
   it('a realm that answered 404 is refused without asking again for 5 minutes', async () => {
     let clock = Date.now();
-    const a = createAuthenticator({ authUrl: srv.url, allowedOrigins: '*', allowFullAccessFromBrowsers: true, now: () => clock });
+    const a = createAuthenticator({
+      authUrl: srv.url,
+      allowedOrigins: '*',
+      allowFullAccessFromBrowsers: true,
+      now: () => clock,
+    });
     const token = await tokenFor('nowhere', strayKey);
     for (let i = 0; i < 3; i++) assert.equal(reasonOf(await attempt(a, token, 'nowhere')), '401 unknown_tenant');
     clock += 60_000;
@@ -41,7 +47,12 @@ describe('JWKS requests that unauthenticated clients can cause', () => {
 
   it('new realms share a budget (503 "retry" when spent) while a realm that verified before keeps working', async () => {
     let clock = Date.now();
-    const a = createAuthenticator({ authUrl: srv.url, allowedOrigins: '*', allowFullAccessFromBrowsers: true, now: () => clock });
+    const a = createAuthenticator({
+      authUrl: srv.url,
+      allowedOrigins: '*',
+      allowFullAccessFromBrowsers: true,
+      now: () => clock,
+    });
     const acme = await tokenFor('acme', acmeKey);
     assert.equal(reasonOf(await attempt(a, acme, 'acme')), 'ok');
     const acmeFetches = srv.certsRequests.get('acme');
@@ -52,7 +63,8 @@ describe('JWKS requests that unauthenticated clients can cause', () => {
     assert.ok(asked <= 10, `${asked} of 40 new realms reached the auth server`);
     const busy = results.filter((d) => !d.ok && d.reason === 'jwks_rate_limited');
     assert.equal(busy.length, 40 - asked);
-    for (const d of busy) assert.ok(!d.ok && d.status === 503 && d.error.id === 'AUTH_UNAVAILABLE' && /retry/.test(d.error.details));
+    for (const d of busy)
+      assert.ok(!d.ok && d.status === 503 && d.error.id === 'AUTH_UNAVAILABLE' && /retry/.test(d.error.details));
 
     const again = await Promise.all(Array.from({ length: 20 }, () => attempt(a, acme, 'acme')));
     assert.deepEqual(new Set(again.map(reasonOf)), new Set(['ok']));

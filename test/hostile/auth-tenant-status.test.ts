@@ -11,7 +11,8 @@ describe('tenant-name refusals through the gateway', () => {
   });
   afterAll(() => stack.close());
 
-  const url = (params: Record<string, string>) => `${stack.base}/audio-bridge/v2/transcribe?${new URLSearchParams(params)}`;
+  const url = (params: Record<string, string>) =>
+    `${stack.base}/audio-bridge/v2/transcribe?${new URLSearchParams(params)}`;
 
   it('a tenant-name failing the pattern gets 403 TENANT_INVALID, before any auth server request', async () => {
     const token = `Bearer ${await stack.token('openid transcribe')}`;

@@ -27,8 +27,13 @@ describe('a config nested 5,000 levels deep', () => {
     const before = stack.emulator.sessions.length;
     const c = await stack.connect('streams');
     const deep = `${'{"a":'.repeat(5_000)}1${'}'.repeat(5_000)}`;
-    c.send(`{"type":"config","configuration":{"transcription":{"primaryLanguage":"en","x":${deep}},"mode":{"type":"transcription"}}}`);
-    assert.match((await c.next('CONFIG_DENIED')).reason, /^configuration\.transcription\.x(\.a){9}: nested more than 10 levels deep$/);
+    c.send(
+      `{"type":"config","configuration":{"transcription":{"primaryLanguage":"en","x":${deep}},"mode":{"type":"transcription"}}}`,
+    );
+    assert.match(
+      (await c.next('CONFIG_DENIED')).reason,
+      /^configuration\.transcription\.x(\.a){9}: nested more than 10 levels deep$/,
+    );
     assert.equal((await c.closed).code, 4400);
     assert.equal(stack.emulator.sessions.length, before);
 
@@ -50,7 +55,10 @@ describe('a config nested 5,000 levels deep', () => {
     const r = await stack.connect('transcribe');
     r.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: `audio/x-${'z'.repeat(240)}` } });
     const rejected = await r.next('CONFIG_REJECTED');
-    assert.equal(rejected.reason, `configuration.audioFormat: unsupported audio format "audio/x-${'z'.repeat(32)}…" (248 chars)`);
+    assert.equal(
+      rejected.reason,
+      `configuration.audioFormat: unsupported audio format "audio/x-${'z'.repeat(32)}…" (248 chars)`,
+    );
     assert.equal((await r.closed).code, 4415);
   });
 });

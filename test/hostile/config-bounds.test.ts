@@ -20,7 +20,10 @@ function nested(levels: number): unknown {
 describe('config nesting is bounded without recursion', () => {
   for (const levels of [5_000, 1_000_000]) {
     it(`an unknown field nested ${levels} levels deep is denied with a depth reason, no exception`, () => {
-      assert.equal(denied('transcribe', { ...transcribe, x: nested(levels) }), 'configuration.x[0][0][0][0][0][0][0][0][0][0]: nested more than 10 levels deep');
+      assert.equal(
+        denied('transcribe', { ...transcribe, x: nested(levels) }),
+        'configuration.x[0][0][0][0][0][0][0][0][0][0]: nested more than 10 levels deep',
+      );
     });
   }
 
@@ -28,7 +31,10 @@ describe('config nesting is bounded without recursion', () => {
     const text = `{"type":"config","configuration":{"primaryLanguage":"en","x":${'['.repeat(5_000)}${']'.repeat(5_000)}}}`;
     const parsed = parseClientMessage(text);
     assert.ok(parsed.ok && parsed.message.type === 'config');
-    assert.match(denied('transcribe', parsed.message.configuration), /^configuration\.x(\[0\]){10}: nested more than 10 levels deep$/);
+    assert.match(
+      denied('transcribe', parsed.message.configuration),
+      /^configuration\.x(\[0\]){10}: nested more than 10 levels deep$/,
+    );
   });
 
   it('deep objects too, with a hostile field name quoted and escaped in the path', () => {
@@ -40,18 +46,27 @@ describe('config nesting is bounded without recursion', () => {
   });
 
   it('the deepest real config (commands[].variables[].enum) is well within the limit', () => {
-    accepted('transcribe', { ...transcribe, commands: [{ id: 'go', phrases: ['go to {s}'], variables: [{ key: 's', type: 'enum', enum: ['a'] }] }] });
+    accepted('transcribe', {
+      ...transcribe,
+      commands: [{ id: 'go', phrases: ['go to {s}'], variables: [{ key: 's', type: 'enum', enum: ['a'] }] }],
+    });
   });
 });
 
 describe('config strings, items, fields and size are bounded', () => {
   it('a 10 MB primaryLanguage is denied naming the field and its limit', () => {
-    assert.equal(denied('transcribe', { primaryLanguage: 'e'.repeat(MB10) }), `configuration.primaryLanguage: at most 35 characters (got ${MB10})`);
+    assert.equal(
+      denied('transcribe', { primaryLanguage: 'e'.repeat(MB10) }),
+      `configuration.primaryLanguage: at most 35 characters (got ${MB10})`,
+    );
     assert.equal(
       denied('streams', { ...streams, transcription: { primaryLanguage: 'e'.repeat(MB10) } }),
       `configuration.transcription.primaryLanguage: at most 35 characters (got ${MB10})`,
     );
-    assert.match(denied('streams', { ...streams, mode: { type: 'facts', outputLocale: 'x'.repeat(36) } }), /^configuration\.mode\.outputLocale: at most 35 characters/);
+    assert.match(
+      denied('streams', { ...streams, mode: { type: 'facts', outputLocale: 'x'.repeat(36) } }),
+      /^configuration\.mode\.outputLocale: at most 35 characters/,
+    );
   });
 
   it('a 10 MB audioFormat is denied by its length, never echoed', () => {
@@ -69,19 +84,31 @@ describe('config strings, items, fields and size are bounded', () => {
   });
 
   it('any string (unknown fields included) has a general cap; so do field names', () => {
-    assert.equal(denied('transcribe', { ...transcribe, note: 'z'.repeat(MB10) }), `configuration.note: at most 1000 characters (got ${MB10})`);
+    assert.equal(
+      denied('transcribe', { ...transcribe, note: 'z'.repeat(MB10) }),
+      `configuration.note: at most 1000 characters (got ${MB10})`,
+    );
     assert.equal(
       denied('transcribe', { ...transcribe, commands: [{ id: 'c', phrases: ['p'.repeat(1001)] }] }),
       'configuration.commands[0].phrases[0]: at most 1000 characters (got 1001)',
     );
     const reason = denied('transcribe', { ...transcribe, ['k'.repeat(5000)]: 1 });
-    assert.equal(reason, `configuration["${'k'.repeat(40)}…" (5000 chars)]: field name at most 1000 characters (got 5000)`);
+    assert.equal(
+      reason,
+      `configuration["${'k'.repeat(40)}…" (5000 chars)]: field name at most 1000 characters (got 5000)`,
+    );
   });
 
   it('arrays and objects anywhere: at most 1000 items and 100 fields', () => {
-    assert.equal(denied('transcribe', { ...transcribe, extra: { list: new Array(1001).fill(0) } }), 'configuration.extra.list: at most 1000 items (got 1001)');
     assert.equal(
-      denied('transcribe', { ...transcribe, commands: Array.from({ length: 1001 }, (_, i) => ({ id: `c${i}`, phrases: ['go'] })) }),
+      denied('transcribe', { ...transcribe, extra: { list: new Array(1001).fill(0) } }),
+      'configuration.extra.list: at most 1000 items (got 1001)',
+    );
+    assert.equal(
+      denied('transcribe', {
+        ...transcribe,
+        commands: Array.from({ length: 1001 }, (_, i) => ({ id: `c${i}`, phrases: ['go'] })),
+      }),
       'configuration.commands: at most 1000 items (got 1001)',
     );
     const wide = Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`f${i}`, i]));
@@ -90,7 +117,10 @@ describe('config strings, items, fields and size are bounded', () => {
 
   it('the whole configuration is at most 256 KiB as JSON, and the reason says where it passed that', () => {
     const commands = Array.from({ length: 300 }, (_, i) => ({ id: `c${i}`, phrases: ['p'.repeat(900)] }));
-    assert.match(denied('transcribe', { ...transcribe, commands }), /^configuration: at most 262144 bytes as JSON \(passed at configuration\.commands\[\d+\]/);
+    assert.match(
+      denied('transcribe', { ...transcribe, commands }),
+      /^configuration: at most 262144 bytes as JSON \(passed at configuration\.commands\[\d+\]/,
+    );
   });
 
   it('big but legal configs are accepted: 1,000 keyterms of 50 characters and 1,000 replacements', () => {
@@ -126,7 +156,9 @@ describe('client text is bounded before JSON.parse', () => {
   });
 
   it('a million-level array in the text is refused by size, not by the stack', () => {
-    const r = parseClientMessage(`{"type":"config","configuration":{"x":${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}}}`);
+    const r = parseClientMessage(
+      `{"type":"config","configuration":{"x":${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}}}`,
+    );
     assert.ok(!r.ok && r.tooLarge);
   });
 });
@@ -136,7 +168,10 @@ describe('client input in errors: one short, escaped echo', () => {
     assert.equal(echo('summary'), '"summary"');
     assert.equal(echo('a'.repeat(40)), `"${'a'.repeat(40)}"`);
     assert.equal(echo('a'.repeat(MB10)), `"${'a'.repeat(40)}…" (${MB10} chars)`);
-    assert.equal(echo('say "hi"\\\n\u0000\u007f\u009b\u2028\u202e'), '"say \\"hi\\"\\\\\\n\\u0000\\u007f\\u009b\\u2028\\u202e"');
+    assert.equal(
+      echo('say "hi"\\\n\u0000\u007f\u009b\u2028\u202e'),
+      '"say \\"hi\\"\\\\\\n\\u0000\\u007f\\u009b\\u2028\\u202e"',
+    );
     assert.equal(echo(`${'a'.repeat(39)}😀tail`), `"${'a'.repeat(39)}…" (45 chars)`, 'a surrogate pair is never split');
   });
 
@@ -144,17 +179,33 @@ describe('client input in errors: one short, escaped echo', () => {
     const long = `x${'"'.repeat(5000)}`;
     const r = parseClientMessage(JSON.stringify({ type: long }));
     assert.ok(!r.ok);
-    assert.equal(r.error.details, `unknown message type "x${'\\"'.repeat(39)}…" (5001 chars); expected one of "config", "flush", "end"`);
-    assert.equal(denied('streams', { ...streams, retentionPolicy: 'f'.repeat(900) }), `configuration.retentionPolicy: must be one of "none", "retain" (got "${'f'.repeat(40)}…" (900 chars))`);
+    assert.equal(
+      r.error.details,
+      `unknown message type "x${'\\"'.repeat(39)}…" (5001 chars); expected one of "config", "flush", "end"`,
+    );
+    assert.equal(
+      denied('streams', { ...streams, retentionPolicy: 'f'.repeat(900) }),
+      `configuration.retentionPolicy: must be one of "none", "retain" (got "${'f'.repeat(40)}…" (900 chars))`,
+    );
     const dup = 'd'.repeat(999);
     assert.equal(
-      denied('transcribe', { ...transcribe, commands: [{ id: dup, phrases: ['a'] }, { id: dup, phrases: ['b'] }] }),
+      denied('transcribe', {
+        ...transcribe,
+        commands: [
+          { id: dup, phrases: ['a'] },
+          { id: dup, phrases: ['b'] },
+        ],
+      }),
       `configuration.commands[1].id: duplicate command id "${'d'.repeat(40)}…" (999 chars) (also commands[0].id)`,
     );
   });
 
   it("malformed JSON: V8's excerpt of the input is dropped, even when V8 cuts it with ...", () => {
-    for (const text of ['{"type": "Bearer secret-abc" }}', `Bearer secret-abc ${'x'.repeat(100)}`, `{"a":1, "b": ${'1'.repeat(30)}Bearer secret-abc${'1'.repeat(30)}}`]) {
+    for (const text of [
+      '{"type": "Bearer secret-abc" }}',
+      `Bearer secret-abc ${'x'.repeat(100)}`,
+      `{"a":1, "b": ${'1'.repeat(30)}Bearer secret-abc${'1'.repeat(30)}}`,
+    ]) {
       const r = parseClientMessage(text);
       assert.ok(!r.ok);
       assert.match(r.error.details, /^message is not valid JSON: /);

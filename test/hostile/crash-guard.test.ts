@@ -42,7 +42,10 @@ describe('a callback that throws', () => {
     const err = sent.map((t) => JSON.parse(t)).find((m) => m.type === 'error');
     assert.equal(err?.error.id, 'INTERNAL');
     const up = h.emulator.sessions.at(-1)!;
-    assert.ok(up.received.some((r) => r.kind === 'end'), 'the upstream session was ended, so its usage is final');
+    assert.ok(
+      up.received.some((r) => r.kind === 'end'),
+      'the upstream session was ended, so its usage is final',
+    );
     const row = (await h.ledger()).at(-1);
     assert.equal(row?.outcome, 'error');
     assert.ok(row?.end, 'closed in the ledger');

@@ -10,7 +10,8 @@ import { openClient } from '../support/stack.js';
 const interaction = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
 
 async function inBatches(n: number, size: number, one: (i: number) => Promise<void>): Promise<void> {
-  for (let i = 0; i < n; i += size) await Promise.all(Array.from({ length: Math.min(size, n - i) }, (_, k) => one(i + k)));
+  for (let i = 0; i < n; i += size)
+    await Promise.all(Array.from({ length: Math.min(size, n - i) }, (_, k) => one(i + k)));
 }
 
 describe('emulator memory window', () => {
@@ -63,7 +64,9 @@ describe('emulator audio budget', () => {
     const ogg = fixture('dictation.ogg'); // 70 KB: three sessions' audio exceed the budget
     const jwt = await em.issueToken({ tenant: 'base', scope: 'openid transcribe' });
     for (let i = 0; i < 3; i++) {
-      const c = await openClient(`${em.wsBase}/transcribe?${new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${jwt}` })}`);
+      const c = await openClient(
+        `${em.wsBase}/transcribe?${new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${jwt}` })}`,
+      );
       c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en' } });
       await c.next('CONFIG_ACCEPTED');
       for (let off = 0; off < ogg.length; off += 16_000) c.send(ogg.subarray(off, off + 16_000));
@@ -74,7 +77,11 @@ describe('emulator audio budget', () => {
     const [first, second, third] = em.sessions;
     assert.equal(first.audioDropped, true);
     assert.equal(first.audio.length, 0);
-    assert.equal(first.frames.reduce((a, b) => a + b, 0), ogg.length, 'what was received is still counted');
+    assert.equal(
+      first.frames.reduce((a, b) => a + b, 0),
+      ogg.length,
+      'what was received is still counted',
+    );
     for (const s of [second, third]) {
       assert.equal(s.audioDropped, false);
       assert.ok(Buffer.compare(s.audio, ogg) === 0);

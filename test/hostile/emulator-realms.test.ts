@@ -11,7 +11,10 @@ import { openClient, refusal } from '../support/stack.js';
 describe('emulator realms', () => {
   let em: Emulator;
   beforeAll(async () => {
-    em = await startEmulator({ clients: { base: [{ clientId: 'dev', clientSecret: 'dev-secret' }] }, realms: ['extra'] });
+    em = await startEmulator({
+      clients: { base: [{ clientId: 'dev', clientSecret: 'dev-secret' }] },
+      realms: ['extra'],
+    });
   });
   afterAll(() => em.close());
 
@@ -20,7 +23,11 @@ describe('emulator realms', () => {
     fetch(`${em.authBase}/realms/${tenant}/protocol/openid-connect/token`, {
       method: 'POST',
       headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ grant_type: 'client_credentials', client_id: 'dev', client_secret: 'dev-secret' }).toString(),
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: 'dev',
+        client_secret: 'dev-secret',
+      }).toString(),
     });
   const socketUrl = (tenant: string, jwt: string) =>
     `${em.wsBase}/transcribe?${new URLSearchParams({ 'tenant-name': tenant, token: `Bearer ${jwt}` })}`;

@@ -27,27 +27,33 @@ describe('a flood of distinct frames', () => {
   });
   afterAll(() => stack.close());
 
-  it('closes the flooding client with 1008 once its queue passes the bound; the replica stays responsive', { timeout: 60_000 }, async () => {
-    const { ws, write } = await openRawSocket(stack);
-    const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
-    ws.on('message', () => {});
-    ws.send(JSON.stringify({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } }));
-    await delay(300);
-    write(distinctFrames(FRAMES));
+  it(
+    'closes the flooding client with 1008 once its queue passes the bound; the replica stays responsive',
+    { timeout: 60_000 },
+    async () => {
+      const { ws, write } = await openRawSocket(stack);
+      const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+        ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })),
+      );
+      ws.on('message', () => {});
+      ws.send(JSON.stringify({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } }));
+      await delay(300);
+      write(distinctFrames(FRAMES));
 
-    const slowest = await watchHealth(stack.gateway.server.port, 4_000);
-    // 1008 with its reason, or 1006 when the client's unsent bytes made the close a reset first.
-    const close = await closed;
-    assert.ok(close.code === 1008 || close.code === 1006, `closed ${close.code} ${close.reason}`);
-    if (close.code === 1008) assert.match(close.reason, /faster than the gateway reads/);
-    assert.ok(slowest < 1000, `/healthz answered within 1 s throughout (slowest ${slowest.toFixed(0)} ms)`);
+      const slowest = await watchHealth(stack.gateway.server.port, 4_000);
+      // 1008 with its reason, or 1006 when the client's unsent bytes made the close a reset first.
+      const close = await closed;
+      assert.ok(close.code === 1008 || close.code === 1006, `closed ${close.code} ${close.reason}`);
+      if (close.code === 1008) assert.match(close.reason, /faster than the gateway reads/);
+      assert.ok(slowest < 1000, `/healthz answered within 1 s throughout (slowest ${slowest.toFixed(0)} ms)`);
 
-    const other = await stack.connect('transcribe');
-    other.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } });
-    await other.next('CONFIG_ACCEPTED');
-    other.sendJson({ type: 'end' });
-    await other.next('ended');
-    const metrics = await (await fetch(`http://127.0.0.1:${stack.gateway.server.port}/metrics`)).text();
-    assert.match(metrics, /speech_gateway_refusals_total\{reason="client_flood"\} 1\b/);
-  });
+      const other = await stack.connect('transcribe');
+      other.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } });
+      await other.next('CONFIG_ACCEPTED');
+      other.sendJson({ type: 'end' });
+      await other.next('ended');
+      const metrics = await (await fetch(`http://127.0.0.1:${stack.gateway.server.port}/metrics`)).text();
+      assert.match(metrics, /speech_gateway_refusals_total\{reason="client_flood"\} 1\b/);
+    },
+  );
 });

@@ -8,7 +8,8 @@ const emulator = await startEmulator();
 const port = parentPort!;
 port.postMessage({ ready: true, wsBase: emulator.wsBase, authBase: emulator.authBase });
 port.on('message', async (m: { id: number; op: 'token' | 'violations' | 'close'; scope?: string }) => {
-  if (m.op === 'token') port.postMessage({ id: m.id, value: await emulator.issueToken({ tenant: 'base', scope: m.scope }) });
+  if (m.op === 'token')
+    port.postMessage({ id: m.id, value: await emulator.issueToken({ tenant: 'base', scope: m.scope }) });
   if (m.op === 'violations') port.postMessage({ id: m.id, value: emulator.violations });
   if (m.op === 'close') {
     await emulator.close();

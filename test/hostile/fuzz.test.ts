@@ -26,10 +26,22 @@ const pcm = fixture('dictation-16k-s16le.pcm');
 
 /** Runs the attacker (fuzz-client.ts) in its own process; resolves with how many messages it sent. */
 function attack(stack: Stack, tokens: { t: string; s: string }): Promise<number> {
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./fuzz-client.ts', import.meta.url))], {
-    env: { ...process.env, FUZZ_BASE: stack.base, FUZZ_TOKEN_T: tokens.t, FUZZ_TOKEN_S: tokens.s, FUZZ_SEED: String(SEED), FUZZ_CLIENTS: String(CLIENTS), FUZZ_MESSAGES: String(MESSAGES_PER_CLIENT) },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(new URL('./fuzz-client.ts', import.meta.url))],
+    {
+      env: {
+        ...process.env,
+        FUZZ_BASE: stack.base,
+        FUZZ_TOKEN_T: tokens.t,
+        FUZZ_TOKEN_S: tokens.s,
+        FUZZ_SEED: String(SEED),
+        FUZZ_CLIENTS: String(CLIENTS),
+        FUZZ_MESSAGES: String(MESSAGES_PER_CLIENT),
+      },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   // Attackers are other machines: their CPU is not the gateway's. At the lowest priority the
   // attacker only takes what the gateway leaves idle on this machine's two cores.
   if (child.pid) setPriority(child.pid, 19);
@@ -37,31 +49,41 @@ function attack(stack: Stack, tokens: { t: string; s: string }): Promise<number>
   child.stdout.on('data', (d: Buffer) => (out += d));
   return new Promise((resolve, reject) => {
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve((JSON.parse(out) as { sent: number }).sent) : reject(new Error(`attacker exited ${code}`))));
+    child.on('exit', (code) =>
+      code === 0 ? resolve((JSON.parse(out) as { sent: number }).sent) : reject(new Error(`attacker exited ${code}`)),
+    );
   });
 }
 
-interface Upstream { wsBase: string; authBase: string; call(op: 'token' | 'violations' | 'close', scope?: string): Promise<any> }
+interface Upstream {
+  wsBase: string;
+  authBase: string;
+  call(op: 'token' | 'violations' | 'close', scope?: string): Promise<any>;
+}
 
 /** The emulator in a worker thread (fuzz-upstream.ts), with tsx registered there as the encoder pool does. */
 async function startUpstream(): Promise<Upstream> {
   const url = new URL('./fuzz-upstream.ts', import.meta.url).href;
-  const worker = new Worker(`import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(url)}); })`, { eval: true });
+  const worker = new Worker(
+    `import('tsx/esm/api').then((t) => { t.register(); return import(${JSON.stringify(url)}); })`,
+    { eval: true },
+  );
   const ready = await new Promise<{ wsBase: string; authBase: string }>((resolve, reject) => {
     worker.once('message', resolve);
     worker.once('error', reject);
   });
   let next = 0;
-  const call = (op: string, scope?: string) => new Promise<any>((resolve) => {
-    const id = ++next;
-    const onMessage = (m: { id: number; value: unknown }) => {
-      if (m.id !== id) return;
-      worker.off('message', onMessage);
-      resolve(m.value);
-    };
-    worker.on('message', onMessage);
-    worker.postMessage({ id, op, scope });
-  });
+  const call = (op: string, scope?: string) =>
+    new Promise<any>((resolve) => {
+      const id = ++next;
+      const onMessage = (m: { id: number; value: unknown }) => {
+        if (m.id !== id) return;
+        worker.off('message', onMessage);
+        resolve(m.value);
+      };
+      worker.on('message', onMessage);
+      worker.postMessage({ id, op, scope });
+    });
   return {
     ...ready,
     call: async (op, scope) => {
@@ -75,32 +97,41 @@ async function startUpstream(): Promise<Upstream> {
 /** Two PCM sessions at once, so the encoder threads (one per core, started by the first streams
  * that need them) are up before the attack: their fixed cost is not growth caused by hostile input. */
 async function warmEncoders(stack: Stack, token: string): Promise<void> {
-  await Promise.all([0, 1].map(async () => {
-    const c = await stack.connect('transcribe', { token });
-    c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/pcm;rate=16000;channels=1' } });
-    await c.next('CONFIG_ACCEPTED');
-    c.send(pcm.subarray(0, 16_000));
-    c.sendJson({ type: 'end' });
-    await c.next('ended', 20_000);
-  }));
+  await Promise.all(
+    [0, 1].map(async () => {
+      const c = await stack.connect('transcribe', { token });
+      c.sendJson({
+        type: 'config',
+        configuration: { primaryLanguage: 'en', audioFormat: 'audio/pcm;rate=16000;channels=1' },
+      });
+      await c.next('CONFIG_ACCEPTED');
+      c.send(pcm.subarray(0, 16_000));
+      c.sendJson({ type: 'end' });
+      await c.next('ended', 20_000);
+    }),
+  );
 }
 
 /** One attack with normal sessions set up alongside until it ends; the set-up times' p99. */
 async function fuzzWithNormalSessions(stack: Stack, token: string, upstream: Upstream) {
   let fuzzing = true;
   const setups: number[] = [];
-  const normal = Promise.all(Array.from({ length: 4 }, async (_, i) => {
-    while (fuzzing) {
-      setups.push(await normalSession(stack, token, i === 0));
-      await new Promise((res) => setTimeout(res, 20));
-    }
-  }));
+  const normal = Promise.all(
+    Array.from({ length: 4 }, async (_, i) => {
+      while (fuzzing) {
+        setups.push(await normalSession(stack, token, i === 0));
+        await new Promise((res) => setTimeout(res, 20));
+      }
+    }),
+  );
   const sent = await attack(stack, { t: token, s: await upstream.call('token', 'openid streams') });
   fuzzing = false;
   await normal;
   setups.sort((a, b) => a - b);
   const p99 = setups[Math.min(setups.length - 1, Math.floor(setups.length * 0.99))];
-  console.log(`fuzz: ${sent} messages; ${setups.length} normal sessions alongside, set-up p50 ${setups[setups.length >> 1].toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`);
+  console.log(
+    `fuzz: ${sent} messages; ${setups.length} normal sessions alongside, set-up p50 ${setups[setups.length >> 1].toFixed(1)} ms, p99 ${p99.toFixed(1)} ms`,
+  );
   return { sent, setups, p99 };
 }
 
@@ -116,7 +147,10 @@ async function normalSession(stack: Stack, token: string, audio: boolean): Promi
   c.sendJson({ type: 'end' });
   await c.next('ended', 20_000);
   assert.equal((await c.closed).code, 1000);
-  assert.ok(c.messages.some((m) => m.type === 'usage'), 'the normal session gets its usage');
+  assert.ok(
+    c.messages.some((m) => m.type === 'usage'),
+    'the normal session gets its usage',
+  );
   return setup;
 }
 
@@ -126,8 +160,12 @@ describe(`fuzz: ${CLIENTS * MESSAGES_PER_CLIENT} hostile messages and frames at 
   beforeAll(async () => {
     upstream = await startUpstream();
     stack = await startStack({
-      PACE: '20', CONFIG_TIMEOUT_MS: '3000', USAGE_API_TOKEN: API, MAX_BUFFERED_AUDIO_BYTES: String(2 << 20),
-      UPSTREAM_URL: upstream.wsBase, AUTH_URL: upstream.authBase,
+      PACE: '20',
+      CONFIG_TIMEOUT_MS: '3000',
+      USAGE_API_TOKEN: API,
+      MAX_BUFFERED_AUDIO_BYTES: String(2 << 20),
+      UPSTREAM_URL: upstream.wsBase,
+      AUTH_URL: upstream.authBase,
       // The attackers and the normal sessions share one token subject: the bound on sockets without a
       // config would refuse the normal sessions (test/hostile/unconfigured-sockets.test.ts covers it).
       MAX_UNCONFIGURED_PER_SUBJECT: '64',
@@ -158,9 +196,14 @@ describe(`fuzz: ${CLIENTS * MESSAGES_PER_CLIENT} hostile messages and frames at 
     await normalSession(stack, token, true);
 
     const { sent, setups, p99 } = run;
-    console.log(`RSS +${(rssGrowth / 1e6).toFixed(0)} MB during the first attack, +${((rssPeak - rssBefore) / 1e6).toFixed(0)} MB in all`);
+    console.log(
+      `RSS +${(rssGrowth / 1e6).toFixed(0)} MB during the first attack, +${((rssPeak - rssBefore) / 1e6).toFixed(0)} MB in all`,
+    );
     assert.equal(sent, CLIENTS * MESSAGES_PER_CLIENT, 'every hostile message was sent');
-    assert.ok(setups.length >= 200, `normal sessions ran alongside (${setups.length}): enough for a p99 that is not just the maximum`);
+    assert.ok(
+      setups.length >= 200,
+      `normal sessions ran alongside (${setups.length}): enough for a p99 that is not just the maximum`,
+    );
     assert.ok(p99 < SETUP_P99_MS, `normal session set-up p99 ${p99.toFixed(1)} ms over ${setups.length} sessions`);
     assert.ok(rssGrowth < RSS_BOUND_BYTES, `RSS grew by ${(rssGrowth / 1e6).toFixed(0)} MB`);
 
@@ -173,7 +216,9 @@ describe(`fuzz: ${CLIENTS * MESSAGES_PER_CLIENT} hostile messages and frames at 
     }
     assert.deepEqual(open, [], 'no session left open in the ledger');
     assert.equal(stack.gateway.server.sessions.size, 0, 'no session left running');
-    const forwardedGarbage = (await upstream.call('violations') as string[]).filter((v) => /no recognisable container header|max 64000|message after/.test(v));
+    const forwardedGarbage = ((await upstream.call('violations')) as string[]).filter((v) =>
+      /no recognisable container header|max 64000|message after/.test(v),
+    );
     assert.deepEqual(forwardedGarbage, [], 'nothing the upstream forbids was forwarded');
   });
 });

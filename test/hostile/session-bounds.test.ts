@@ -38,8 +38,14 @@ describe('end waits for paced audio, and the outcome is the truth', () => {
     c.sendJson({ type: 'end' });
     await c.next('ended', 30_000);
     assert.equal((await c.closed).code, 1000);
-    assert.ok(!c.types().includes('error'), `no error: ${JSON.stringify(c.messages.filter((m) => m.type === 'error'))}`);
-    assert.ok(finals(c.messages).at(-1)!.end > 25, `transcripts cover the whole file (last ends at ${finals(c.messages).at(-1)?.end})`);
+    assert.ok(
+      !c.types().includes('error'),
+      `no error: ${JSON.stringify(c.messages.filter((m) => m.type === 'error'))}`,
+    );
+    assert.ok(
+      finals(c.messages).at(-1)!.end > 25,
+      `transcripts cover the whole file (last ends at ${finals(c.messages).at(-1)?.end})`,
+    );
     assert.ok(Buffer.compare(stack.emulator.sessions.at(-1)!.audio, ogg) === 0, 'the upstream got every byte');
     const row = (await endedLedgerSessions(stack, API, { count: 1 })).at(-1)!;
     assert.equal(row.outcome, 'ended');
@@ -62,7 +68,11 @@ describe('end waits for paced audio, and the outcome is the truth', () => {
       stack.emulator.faults.stall = false;
     }
     const row = (await endedLedgerSessions(stack, API, { count: 2 })).at(-1)!;
-    assert.equal(row.outcome, 'upstream_timeout', 'the client asked to end, but the session did not end: the record says so');
+    assert.equal(
+      row.outcome,
+      'upstream_timeout',
+      'the client asked to end, but the session did not end: the record says so',
+    );
     assert.equal(row.estimated, true);
   });
 });
@@ -83,7 +93,10 @@ describe('what one message may carry', () => {
       const c = await stack.connect('transcribe');
       c.sendJson({ type: 'config', configuration });
       const denied = await c.next('CONFIG_DENIED');
-      assert.ok(denied.reason.length < 300, `a short reason (${denied.reason.length} chars): ${denied.reason.slice(0, 300)}`);
+      assert.ok(
+        denied.reason.length < 300,
+        `a short reason (${denied.reason.length} chars): ${denied.reason.slice(0, 300)}`,
+      );
       assert.equal((await c.closed).code, 4400);
       assert.equal(stack.emulator.sessions.length, before, 'nothing reached the upstream');
     });
@@ -136,7 +149,10 @@ describe('every buffer of a session is bounded, counted in input bytes', () => {
     c.sendJson({ type: 'end' });
     await c.next('ended', 30_000);
     const up = stack.emulator.sessions.at(-1)!;
-    assert.ok(Buffer.compare(up.audio, part) === 0, `byte-identical (got ${up.audio.length} of ${part.length}: ${up.frames})`);
+    assert.ok(
+      Buffer.compare(up.audio, part) === 0,
+      `byte-identical (got ${up.audio.length} of ${part.length}: ${up.frames})`,
+    );
     assert.ok(up.frames.length < 20, `12,000 one-byte frames arrive as ${up.frames.length} upstream frames`);
   });
 });

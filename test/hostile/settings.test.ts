@@ -17,7 +17,15 @@ function gateway(env: Record<string, string>) {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0', USAGE_JOURNAL_DIR: tempDir(), LOG_LEVEL: 'info', ...env },
+    env: {
+      ...process.env,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      EMULATOR_PORT: '0',
+      USAGE_JOURNAL_DIR: tempDir(),
+      LOG_LEVEL: 'info',
+      ...env,
+    },
   });
   started.add(child);
   const out = { stdout: '', stderr: '' };
@@ -37,16 +45,44 @@ describe('settings are validated before anything starts', () => {
   });
 
   const bad: Array<[string, Record<string, string>, RegExp]> = [
-    ['LOG_LEVEL=verbose', { LOG_LEVEL: 'verbose' }, /LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/],
+    [
+      'LOG_LEVEL=verbose',
+      { LOG_LEVEL: 'verbose' },
+      /LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/,
+    ],
     ['PORT above 65535', { PORT: '70000' }, /PORT must be an integer from 0 to 65535/],
     ['PACE not a number', { PACE: 'fast' }, /PACE must be a number from 1 to 1000/],
-    ['UPSTREAM_URL over http', { UPSTREAM_URL: 'https://api.example.org/audio-bridge/v2', AUTH_URL: 'https://auth.example.org' }, /UPSTREAM_URL must be a ws or wss URL/],
-    ['REDIS_URL with a password and the wrong scheme', { REDIS_URL: 'http://:hunter2-secret@redis:6379' }, /REDIS_URL must be a redis or rediss URL/],
-    ['AUTH_URL without UPSTREAM_URL', { AUTH_URL: 'https://auth.example.org' }, /UPSTREAM_URL is unset: set both UPSTREAM_URL and AUTH_URL/],
+    [
+      'UPSTREAM_URL over http',
+      { UPSTREAM_URL: 'https://api.example.org/audio-bridge/v2', AUTH_URL: 'https://auth.example.org' },
+      /UPSTREAM_URL must be a ws or wss URL/,
+    ],
+    [
+      'REDIS_URL with a password and the wrong scheme',
+      { REDIS_URL: 'http://:hunter2-secret@redis:6379' },
+      /REDIS_URL must be a redis or rediss URL/,
+    ],
+    [
+      'AUTH_URL without UPSTREAM_URL',
+      { AUTH_URL: 'https://auth.example.org' },
+      /UPSTREAM_URL is unset: set both UPSTREAM_URL and AUTH_URL/,
+    ],
     // Both would start and then never match a request: browsers send Origin with its scheme; a bearer token has no whitespace.
-    ['ALLOWED_ORIGINS without a scheme', { ALLOWED_ORIGINS: 'https://app.example.org,hunter2-secret.example.org' }, /ALLOWED_ORIGINS must be \* or comma-separated origins with their scheme/],
-    ['USAGE_API_TOKEN with a trailing newline', { USAGE_API_TOKEN: 'hunter2-secret\n' }, /USAGE_API_TOKEN must contain no whitespace/],
-    ['USAGE_API_TOKEN with a space inside', { USAGE_API_TOKEN: 'hunter2 secret' }, /USAGE_API_TOKEN must contain no whitespace/],
+    [
+      'ALLOWED_ORIGINS without a scheme',
+      { ALLOWED_ORIGINS: 'https://app.example.org,hunter2-secret.example.org' },
+      /ALLOWED_ORIGINS must be \* or comma-separated origins with their scheme/,
+    ],
+    [
+      'USAGE_API_TOKEN with a trailing newline',
+      { USAGE_API_TOKEN: 'hunter2-secret\n' },
+      /USAGE_API_TOKEN must contain no whitespace/,
+    ],
+    [
+      'USAGE_API_TOKEN with a space inside',
+      { USAGE_API_TOKEN: 'hunter2 secret' },
+      /USAGE_API_TOKEN must contain no whitespace/,
+    ],
   ];
   for (const [label, env, message] of bad) {
     it(`${label}: exit 1 and one line naming it, no stack trace`, async () => {
@@ -63,16 +99,28 @@ describe('settings are validated before anything starts', () => {
   it('several bad settings are named together on the one line', async () => {
     const g = gateway({ LOG_LEVEL: 'verbose', CHUNK_MS: '0' });
     assert.equal(await g.refused, 1);
-    assert.match(g.out.stderr, /^[^\n]*LOG_LEVEL must be one of [^\n]*; CHUNK_MS must be an integer from 20 to 1000\n$/);
+    assert.match(
+      g.out.stderr,
+      /^[^\n]*LOG_LEVEL must be one of [^\n]*; CHUNK_MS must be an integer from 20 to 1000\n$/,
+    );
   });
 
   it('valid non-default values start the gateway, at the level asked for', async () => {
     const g = gateway({
-      LOG_LEVEL: 'warn', PACE: '1.5', CHUNK_MS: '500', DRAIN_SECONDS: '0', ALLOW_UWS_FALLBACK: '0',
-      ALLOWED_ORIGINS: 'https://app.example.org, http://localhost:3000/', USAGE_API_TOKEN: 'ops-token_1.2-3', MAX_UNCONFIGURED_PER_SUBJECT: '25',
+      LOG_LEVEL: 'warn',
+      PACE: '1.5',
+      CHUNK_MS: '500',
+      DRAIN_SECONDS: '0',
+      ALLOW_UWS_FALLBACK: '0',
+      ALLOWED_ORIGINS: 'https://app.example.org, http://localhost:3000/',
+      USAGE_API_TOKEN: 'ops-token_1.2-3',
+      MAX_UNCONFIGURED_PER_SUBJECT: '25',
     });
     try {
-      await until(() => /speech-gateway is listening on/.test(g.out.stdout) || g.child.exitCode !== null, 'the gateway to start');
+      await until(
+        () => /speech-gateway is listening on/.test(g.out.stdout) || g.child.exitCode !== null,
+        'the gateway to start',
+      );
       assert.match(g.out.stdout, /speech-gateway is listening on http:\/\/localhost:\d+/, g.out.stderr);
       assert.doesNotMatch(g.out.stdout, /"level":30/, 'no info lines at LOG_LEVEL=warn');
       assert.equal(g.out.stderr, '');

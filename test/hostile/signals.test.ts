@@ -21,7 +21,13 @@ const SESSIONS = 20;
 const CHUNKS = chromeChunks('webm-opus');
 const END_MESSAGE = { transcribe: 'ended', streams: 'ENDED' } as const;
 
-interface Started { child: ChildProcess; port: number; authBase: string; output: () => string; exited: Promise<number | null> }
+interface Started {
+  child: ChildProcess;
+  port: number;
+  authBase: string;
+  output: () => string;
+  exited: Promise<number | null>;
+}
 
 /** `npm start` as an operator runs it, in a process group of its own. */
 async function npmStart(redisUrl: string): Promise<Started> {
@@ -30,8 +36,15 @@ async function npmStart(redisUrl: string): Promise<Started> {
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {
-      ...process.env, PORT: '0', HOST: '127.0.0.1', EMULATOR_PORT: '0', REDIS_URL: redisUrl,
-      USAGE_JOURNAL_DIR: tempDir(), DRAIN_SECONDS: '3', LOG_LEVEL: 'info', MAX_SESSIONS_PER_TENANT: String(SESSIONS),
+      ...process.env,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      EMULATOR_PORT: '0',
+      REDIS_URL: redisUrl,
+      USAGE_JOURNAL_DIR: tempDir(),
+      DRAIN_SECONDS: '3',
+      LOG_LEVEL: 'info',
+      MAX_SESSIONS_PER_TENANT: String(SESSIONS),
       MAX_UNCONFIGURED_PER_SUBJECT: String(SESSIONS), // one token opens them all at once, then configures them
     },
   });
@@ -49,7 +62,12 @@ async function npmStart(redisUrl: string): Promise<Started> {
 async function devToken(authBase: string, scope: string): Promise<string> {
   const res = await fetch(`${authBase}/realms/base/protocol/openid-connect/token`, {
     method: 'POST',
-    body: new URLSearchParams({ grant_type: 'client_credentials', client_id: 'dev', client_secret: 'dev-secret', scope }),
+    body: new URLSearchParams({
+      grant_type: 'client_credentials',
+      client_id: 'dev',
+      client_secret: 'dev-secret',
+      scope,
+    }),
   });
   return ((await res.json()) as { access_token: string }).access_token;
 }
@@ -64,9 +82,18 @@ async function streamingSession(g: Started, endpoint: Streaming['endpoint'], tok
   const errors: string[] = [];
   client.ws.on('error', (e) => errors.push(e.message));
   const audioFormat = 'audio/webm;codecs=opus';
-  client.sendJson(endpoint === 'transcribe'
-    ? { type: 'config', configuration: { primaryLanguage: 'en', audioFormat } }
-    : { type: 'config', configuration: { transcription: { primaryLanguage: 'en' }, mode: { type: 'facts', outputLocale: 'en' }, audioFormat } });
+  client.sendJson(
+    endpoint === 'transcribe'
+      ? { type: 'config', configuration: { primaryLanguage: 'en', audioFormat } }
+      : {
+          type: 'config',
+          configuration: {
+            transcription: { primaryLanguage: 'en' },
+            mode: { type: 'facts', outputLocale: 'en' },
+            audioFormat,
+          },
+        },
+  );
   await client.next('CONFIG_ACCEPTED').catch(async (err: Error) => {
     const { code, reason } = await client.closed;
     throw new Error(`${endpoint}: ${err.message} (closed ${code} ${reason}; client errors ${JSON.stringify(errors)})`);
@@ -82,11 +109,16 @@ async function streamingSession(g: Started, endpoint: Streaming['endpoint'], tok
 }
 
 async function openSessions(g: Started): Promise<Streaming[]> {
-  const tokens = { transcribe: await devToken(g.authBase, 'openid transcribe'), streams: await devToken(g.authBase, 'openid streams') };
-  return Promise.all(Array.from({ length: SESSIONS }, (_, i) => {
-    const endpoint = i % 2 ? 'streams' : 'transcribe';
-    return streamingSession(g, endpoint, tokens[endpoint]);
-  }));
+  const tokens = {
+    transcribe: await devToken(g.authBase, 'openid transcribe'),
+    streams: await devToken(g.authBase, 'openid streams'),
+  };
+  return Promise.all(
+    Array.from({ length: SESSIONS }, (_, i) => {
+      const endpoint = i % 2 ? 'streams' : 'transcribe';
+      return streamingSession(g, endpoint, tokens[endpoint]);
+    }),
+  );
 }
 
 function groupGone(pgid: number): boolean {
@@ -124,7 +156,10 @@ describe('stop signals to the process group of npm start', () => {
       await signalMidStream(g, signals);
     } catch (err) {
       await new Promise((r) => setTimeout(r, 1000)); // what the gateway says next
-      throw new Error(`${(err as Error).message}\ngateway exit ${g.child.exitCode ?? g.child.signalCode}, output:\n${g.output().slice(-4000)}`, { cause: err });
+      throw new Error(
+        `${(err as Error).message}\ngateway exit ${g.child.exitCode ?? g.child.signalCode}, output:\n${g.output().slice(-4000)}`,
+        { cause: err },
+      );
     } finally {
       // A failed run must not leave its gateway, or the slots it held, to the next one.
       if (!groupGone(g.child.pid!)) {
@@ -135,7 +170,11 @@ describe('stop signals to the process group of npm start', () => {
     const { status, body } = await get(usageApi, `/v1/usage/sessions?tenant=base&from=${from}`, 'ops-token');
     assert.equal(status, 200);
     assert.equal(body.sessions.length, SESSIONS);
-    assert.deepEqual(body.sessions.filter((s: { end: string | null }) => s.end === null), [], 'no session left open in the ledger');
+    assert.deepEqual(
+      body.sessions.filter((s: { end: string | null }) => s.end === null),
+      [],
+      'no session left open in the ledger',
+    );
     assert.equal(await ledgerRedis.zcard('sg:usage:limit:base'), 0, 'no session slot left held');
   }
 
@@ -152,10 +191,16 @@ describe('stop signals to the process group of npm start', () => {
       const types = client.types();
       const ended = types.indexOf(END_MESSAGE[endpoint]);
       assert.equal(code, 1012, `${endpoint} closed ${code}; got ${JSON.stringify(types)}`);
-      assert.ok(ended > 0 && types.lastIndexOf('usage', ended) >= 0, `${endpoint}: usage then ${END_MESSAGE[endpoint]}; got ${JSON.stringify(types)}`);
+      assert.ok(
+        ended > 0 && types.lastIndexOf('usage', ended) >= 0,
+        `${endpoint}: usage then ${END_MESSAGE[endpoint]}; got ${JSON.stringify(types)}`,
+      );
       const f = finals(client.messages);
       for (let k = 1; k < f.length; k++) {
-        assert.ok(Math.abs(f[k].start - f[k - 1].end) < 1e-6, `${endpoint}: every final once, on one timeline (${f[k - 1].end} → ${f[k].start})`);
+        assert.ok(
+          Math.abs(f[k].start - f[k - 1].end) < 1e-6,
+          `${endpoint}: every final once, on one timeline (${f[k - 1].end} → ${f[k].start})`,
+        );
       }
       assert.ok(f.length > 0 && f[0].start === 0, `${endpoint}: finals from the start`);
     }
@@ -166,8 +211,10 @@ describe('stop signals to the process group of npm start', () => {
   }
 
   for (let run = 1; run <= 10; run++) {
-    it(`SIGTERM, run ${run} of 10: ${SESSIONS} streaming sessions end with usage and their end message, closed 1012`, () => drainUnder(['SIGTERM']));
+    it(`SIGTERM, run ${run} of 10: ${SESSIONS} streaming sessions end with usage and their end message, closed 1012`, () =>
+      drainUnder(['SIGTERM']));
   }
   it('SIGINT (Ctrl-C) drains the same way', () => drainUnder(['SIGINT']));
-  it('a second SIGTERM during the drain is logged, not a second drain or a kill', async () => drainUnder(['SIGTERM', 'SIGTERM']));
+  it('a second SIGTERM during the drain is logged, not a second drain or a kill', async () =>
+    drainUnder(['SIGTERM', 'SIGTERM']));
 });

@@ -42,11 +42,15 @@ describe('a client that stops reading', () => {
     }
 
     let rows = await ledgerSessions(stack, API);
-    for (let i = 0; i < 300 && (rows.length < 4 || rows.some((r) => !r.end)); i++) rows = await delay(100).then(() => ledgerSessions(stack, API));
+    for (let i = 0; i < 300 && (rows.length < 4 || rows.some((r) => !r.end)); i++)
+      rows = await delay(100).then(() => ledgerSessions(stack, API));
     const slow = rows.filter((r) => r.outcome === 'client_slow');
     assert.equal(slow.length, 1, `one client could not keep up: ${JSON.stringify(rows.map((r) => r.outcome))}`);
     assert.equal(slow[0].estimated, false, 'its upstream session was still ended, so its usage is final');
-    assert.deepEqual(rows.filter((r) => r !== slow[0]).map((r) => r.outcome), ['ended', 'ended', 'ended']);
+    assert.deepEqual(
+      rows.filter((r) => r !== slow[0]).map((r) => r.outcome),
+      ['ended', 'ended', 'ended'],
+    );
 
     socket.resume();
     const { code } = await c.closed;

@@ -18,7 +18,8 @@ const ogg = fixture('dictation.ogg');
 const CONFIG = { primaryLanguage: 'en', audioFormat: 'audio/ogg;codecs=opus' };
 
 /** A token of `tenant` whose subject is per `clientId` (the emulator derives `sub` from both). */
-const tokenOf = (stack: Stack, tenant: string, clientId: string) => stack.emulator.issueToken({ tenant, clientId, scope: 'openid transcribe' });
+const tokenOf = (stack: Stack, tenant: string, clientId: string) =>
+  stack.emulator.issueToken({ tenant, clientId, scope: 'openid transcribe' });
 const urlOf = (stack: Stack, tenant: string, token: string) =>
   `${stack.base}${endpointPath('transcribe')}?${new URLSearchParams({ 'tenant-name': tenant, token: `Bearer ${token}` })}`;
 
@@ -32,7 +33,12 @@ function open(url: string): Promise<Opened> {
     ws.once('unexpected-response', (_req, res) => {
       let body = '';
       res.on('data', (c: Buffer) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, id: (JSON.parse(body || '{}') as { error?: { id?: string } }).error?.id }));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          id: (JSON.parse(body || '{}') as { error?: { id?: string } }).error?.id,
+        }),
+      );
     });
     ws.once('error', reject);
   });
@@ -54,9 +60,12 @@ async function openMany(url: string, n: number) {
 async function ledgerSessionCount(stack: Stack, tenant: string): Promise<number> {
   const from = new Date(Date.now() - 86_400_000).toISOString();
   const to = new Date(Date.now() + 86_400_000).toISOString();
-  const res = await fetch(`${stack.base.replace('ws:', 'http:')}/v1/usage?tenant=${tenant}&from=${from}&to=${to}&granularity=day`, {
-    headers: { authorization: `Bearer ${API_TOKEN}` },
-  });
+  const res = await fetch(
+    `${stack.base.replace('ws:', 'http:')}/v1/usage?tenant=${tenant}&from=${from}&to=${to}&granularity=day`,
+    {
+      headers: { authorization: `Bearer ${API_TOKEN}` },
+    },
+  );
   return ((await res.json()) as { total: { sessions: number } }).total.sessions;
 }
 
@@ -89,20 +98,42 @@ describe('sockets that never send a config', () => {
 
     const { accepted, refused } = await openMany(url, SOCKETS);
     try {
-      assert.equal(await metric(stack.gateway.server.port, 'speech_gateway_active_sessions'), activeBefore, 'unconfigured sockets are not active sessions');
+      assert.equal(
+        await metric(stack.gateway.server.port, 'speech_gateway_active_sessions'),
+        activeBefore,
+        'unconfigured sockets are not active sessions',
+      );
       // A configured session of another subject of the tenant: the ledger has it, and only it.
       await dictate(await openClient(urlOf(stack, tenant, await tokenOf(stack, tenant, 'dictating'))));
-      await until(async () => (await ledgerSessionCount(stack, tenant)) > sessionsBefore, 'the dictation in the ledger');
-      assert.equal(await ledgerSessionCount(stack, tenant), sessionsBefore + 1, `${SOCKETS} unconfigured sockets left /v1/usage's sessions unchanged`);
+      await until(
+        async () => (await ledgerSessionCount(stack, tenant)) > sessionsBefore,
+        'the dictation in the ledger',
+      );
+      assert.equal(
+        await ledgerSessionCount(stack, tenant),
+        sessionsBefore + 1,
+        `${SOCKETS} unconfigured sockets left /v1/usage's sessions unchanged`,
+      );
 
-      assert.equal(accepted.length, BOUND, `at most MAX_UNCONFIGURED_PER_SUBJECT (${BOUND}) open; refused: ${JSON.stringify([...refused])}`);
-      assert.deepEqual([...refused], [['429 UNCONFIGURED_LIMIT', SOCKETS - BOUND]], 'every other socket refused before the upgrade');
+      assert.equal(
+        accepted.length,
+        BOUND,
+        `at most MAX_UNCONFIGURED_PER_SUBJECT (${BOUND}) open; refused: ${JSON.stringify([...refused])}`,
+      );
+      assert.deepEqual(
+        [...refused],
+        [['429 UNCONFIGURED_LIMIT', SOCKETS - BOUND]],
+        'every other socket refused before the upgrade',
+      );
       assert.equal(await metric(stack.gateway.server.port, 'speech_gateway_unconfigured_sockets'), BOUND);
     } finally {
       for (const ws of accepted) ws.terminate();
     }
     // Closed sockets give their place back: the same token opens its bound again.
-    await until(async () => (await metric(stack.gateway.server.port, 'speech_gateway_unconfigured_sockets')) === 0, 'the unconfigured sockets to be released');
+    await until(
+      async () => (await metric(stack.gateway.server.port, 'speech_gateway_unconfigured_sockets')) === 0,
+      'the unconfigured sockets to be released',
+    );
     const again = await openMany(url, BOUND);
     assert.equal(again.accepted.length, BOUND);
     for (const ws of again.accepted) ws.terminate();
@@ -117,7 +148,10 @@ describe('sockets that never send a config', () => {
     // The holder keeps its bound of sockets open and reopens them, as every 10 s in the report.
     for (let round = 0; round < 3; round++) {
       for (const ws of held) ws.terminate();
-      await until(async () => (await metric(stack.gateway.server.port, 'speech_gateway_unconfigured_sockets')) === 0, 'the holder\'s sockets released');
+      await until(
+        async () => (await metric(stack.gateway.server.port, 'speech_gateway_unconfigured_sockets')) === 0,
+        "the holder's sockets released",
+      );
       held = (await openMany(idle, BOUND)).accepted;
       assert.equal(held.length, BOUND);
     }
@@ -125,7 +159,14 @@ describe('sockets that never send a config', () => {
       // Cap 2: three sockets opened before any config; two configs are accepted, the third refused at config time.
       const clients = await Promise.all([openClient(worker), openClient(worker), openClient(worker)]);
       for (const c of clients) c.sendJson({ type: 'config', configuration: CONFIG });
-      const answers = await Promise.all(clients.map((c) => Promise.race([c.next('CONFIG_ACCEPTED', 20_000).then(() => 'accepted'), c.next('error', 20_000).then((m) => m.error.id)])));
+      const answers = await Promise.all(
+        clients.map((c) =>
+          Promise.race([
+            c.next('CONFIG_ACCEPTED', 20_000).then(() => 'accepted'),
+            c.next('error', 20_000).then((m) => m.error.id),
+          ]),
+        ),
+      );
       assert.deepEqual([...answers].sort(), ['TENANT_SESSION_LIMIT', 'accepted', 'accepted']);
       const refusedClient = clients[answers.indexOf('TENANT_SESSION_LIMIT')];
       assert.equal((await refusedClient.closed).code, 1013, 'closed with 1013 (try again later)');
@@ -136,7 +177,10 @@ describe('sockets that never send a config', () => {
       for (const c of clients) if (c !== refusedClient) c.sendJson({ type: 'end' });
       await Promise.all(clients.filter((c) => c !== refusedClient).map((c) => c.next('ended', 20_000)));
       // Slots given back: a new session of the tenant is accepted again.
-      await until(async () => 'ws' in (await open(worker).then((r) => ('ws' in r ? (r.ws.terminate(), r) : r))), 'a slot free again');
+      await until(
+        async () => 'ws' in (await open(worker).then((r) => ('ws' in r ? (r.ws.terminate(), r) : r))),
+        'a slot free again',
+      );
     } finally {
       for (const ws of held) ws.terminate();
     }

@@ -45,7 +45,11 @@ describe('what of the upstream reaches a client', () => {
       assert.equal(errors.length, 1, `one error in place of the text: ${JSON.stringify(c.types())}`);
       assert.equal(errors[0].error.id, 'UPSTREAM_MESSAGE_INVALID');
       assert.equal(errors[0].error.status, 502);
-      assert.doesNotMatch(JSON.stringify(c.messages), /10\.0\.3\.7|Internal Server Error|Foo\.bar/, 'nothing of the text reaches the client');
+      assert.doesNotMatch(
+        JSON.stringify(c.messages),
+        /10\.0\.3\.7|Internal Server Error|Foo\.bar/,
+        'nothing of the text reaches the client',
+      );
       c.sendJson({ type: 'end' });
       await c.next('ended', 20_000);
       assert.equal((await c.closed).code, 1000, 'the session ended normally');
@@ -60,8 +64,14 @@ describe('what of the upstream reaches a client', () => {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
-        ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', USAGE_JOURNAL_DIR: tempDir(), UPSTREAM_RECONNECT_ATTEMPTS: '0',
-        UPSTREAM_URL: `ws://127.0.0.1:${closedPort}/audio-bridge/v2`, AUTH_URL: emulator.authBase,
+        ...process.env,
+        PORT: '0',
+        HOST: '127.0.0.1',
+        LOG_LEVEL: 'info',
+        USAGE_JOURNAL_DIR: tempDir(),
+        UPSTREAM_RECONNECT_ATTEMPTS: '0',
+        UPSTREAM_URL: `ws://127.0.0.1:${closedPort}/audio-bridge/v2`,
+        AUTH_URL: emulator.authBase,
       },
     });
     let out = '';
@@ -72,16 +82,25 @@ describe('what of the upstream reaches a client', () => {
     assert.ok(port > 0, out);
 
     const token = await emulator.issueToken({ tenant: 'base', scope: 'openid transcribe' });
-    const c = await openClient(`ws://127.0.0.1:${port}${endpointPath('transcribe')}?${new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` })}`);
+    const c = await openClient(
+      `ws://127.0.0.1:${port}${endpointPath('transcribe')}?${new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` })}`,
+    );
     c.sendJson({ type: 'config', configuration: CONFIG });
     const error = await c.next('error', 20_000);
     assert.equal((await c.closed).code, 1014);
     assert.equal(error.error.id, 'UPSTREAM_UNAVAILABLE');
-    assert.doesNotMatch(error.error.details, /ECONNREFUSED|127\.0\.0\.1|:\d{2,5}\b/, `no internal cause in "${error.error.details}"`);
+    assert.doesNotMatch(
+      error.error.details,
+      /ECONNREFUSED|127\.0\.0\.1|:\d{2,5}\b/,
+      `no internal cause in "${error.error.details}"`,
+    );
     assert.match(error.error.details, /speech service/);
 
     await until(() => /"event":"session_end"/.test(out), 'the session to end');
-    const lines = out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; event?: string; cause?: string });
+    const lines = out
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { level: number; event?: string; cause?: string });
     const cause = lines.find((l) => l.event === 'upstream_lost');
     assert.ok(cause, `a log line with the cause: ${out.slice(-2000)}`);
     assert.equal(cause.level, 40, 'at warn level');

@@ -66,10 +66,17 @@ for (const mode of ['in-process', 'redis'] as const) {
         assert.ok(row?.end, 'the session ended in the ledger');
         assert.deepEqual([row.credits, row.estimated, row.outcome], [good, true, 'ended']);
         const range = `from=${new Date(Date.now() - 86_400_000).toISOString()}&to=${new Date(Date.now() + 86_400_000).toISOString()}`;
-        const res = await fetch(`http://127.0.0.1:${stack.gateway.server.port}/v1/usage?tenant=${tenant}&${range}&granularity=day`, {
-          headers: { authorization: `Bearer ${API_TOKEN}` },
-        });
-        assert.equal(((await res.json()) as { total: { credits: number } }).total.credits, good, '/v1/usage agrees with /v1/usage/sessions');
+        const res = await fetch(
+          `http://127.0.0.1:${stack.gateway.server.port}/v1/usage?tenant=${tenant}&${range}&granularity=day`,
+          {
+            headers: { authorization: `Bearer ${API_TOKEN}` },
+          },
+        );
+        assert.equal(
+          ((await res.json()) as { total: { credits: number } }).total.credits,
+          good,
+          '/v1/usage agrees with /v1/usage/sessions',
+        );
         assert.equal(await creditsCounted(tenant), good, 'speech_gateway_credits_total');
         assert.equal(await refusals(), refusedBefore + 2, 'both refused figures counted');
       });

@@ -3,8 +3,12 @@ import assert from 'node:assert/strict';
 import { configTimeoutType, errorMessage, serverMessages } from '../../src/protocol/index.js';
 
 test('config status messages carry only the fields given', () => {
-  assert.equal(JSON.stringify(serverMessages.configStatus('CONFIG_DENIED', { reason: 'configuration.primaryLanguage: is required' })),
-    '{"type":"CONFIG_DENIED","reason":"configuration.primaryLanguage: is required"}');
+  assert.equal(
+    JSON.stringify(
+      serverMessages.configStatus('CONFIG_DENIED', { reason: 'configuration.primaryLanguage: is required' }),
+    ),
+    '{"type":"CONFIG_DENIED","reason":"configuration.primaryLanguage: is required"}',
+  );
   assert.equal(JSON.stringify(serverMessages.configStatus('CONFIG_TIMEOUT')), '{"type":"CONFIG_TIMEOUT"}');
   assert.deepEqual(
     serverMessages.configStatus('CONFIG_ACCEPTED', { sessionId: 's-1', configuration: { primaryLanguage: 'en' } }),

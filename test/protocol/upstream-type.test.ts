@@ -76,7 +76,8 @@ test('agrees with JSON.parse on every upstream message shape', () => {
 
 test('agrees with JSON.parse on tricky inputs', () => {
   // Text cut short after a JSON-looking start too: it has no type (the session does not relay it).
-  for (const t of [...tricky, '{"type":"transcript","data":{"text":"cut', '{"type":"usage" and then prose']) assert.equal(upstreamMessageType(t), reference(t), t);
+  for (const t of [...tricky, '{"type":"transcript","data":{"text":"cut', '{"type":"usage" and then prose'])
+    assert.equal(upstreamMessageType(t), reference(t), t);
   assert.equal(upstreamMessageType('{"type":"first","\\u0074ype":"second"}'), 'second');
   assert.equal(upstreamMessageType('{"data":{"type":"nested"},"type":"top"}'), 'top');
   assert.equal(upstreamMessageType('{"type":"a\\"b","x":1}'), 'a"b');
@@ -94,18 +95,40 @@ test('agrees with JSON.parse on generated messages (seeded)', () => {
     seed = (seed * 1103515245 + 12345) % 2 ** 31;
     return (seed >>> 8) % n; // the low bits of this LCG cycle quickly
   };
-  const pieces = ['type', 'Type', '\\u0074ype', 'typ\\u0065', 'data', 'text', 'x', '\\"', 'é', ' ', '\\\\', 'ENDED', '{', '}', ':', ','];
+  const pieces = [
+    'type',
+    'Type',
+    '\\u0074ype',
+    'typ\\u0065',
+    'data',
+    'text',
+    'x',
+    '\\"',
+    'é',
+    ' ',
+    '\\\\',
+    'ENDED',
+    '{',
+    '}',
+    ':',
+    ',',
+  ];
   const word = () => Array.from({ length: 1 + rand(3) }, () => pieces[rand(pieces.length)]).join('');
   const ws = () => [' ', '', '\n', '', ''][rand(5)];
   const key = () => ['type', 'type', '\\u0074ype', word(), word()][rand(5)];
   const value = (depth: number): string => {
     switch (rand(depth > 1 ? 4 : 6)) {
       case 0:
-      case 1: return `"${word()}"`;
-      case 2: return String(rand(100));
-      case 3: return rand(2) ? 'true' : 'null';
-      case 4: return `[${value(depth + 1)}]`;
-      default: return object(depth + 1);
+      case 1:
+        return `"${word()}"`;
+      case 2:
+        return String(rand(100));
+      case 3:
+        return rand(2) ? 'true' : 'null';
+      case 4:
+        return `[${value(depth + 1)}]`;
+      default:
+        return object(depth + 1);
     }
   };
   const object = (depth: number): string => {

@@ -6,7 +6,11 @@ import { FlushGate, MAX_UNANSWERED_FLUSHES } from '../../src/session/flushes.js'
 
 function gate() {
   const log: string[] = [];
-  const g = new FlushGate({ sendUpstream: () => log.push('upstream'), answer: () => log.push('answer'), refuse: () => log.push('refuse') });
+  const g = new FlushGate({
+    sendUpstream: () => log.push('upstream'),
+    answer: () => log.push('answer'),
+    refuse: () => log.push('refuse'),
+  });
   /** the upstream answers its oldest flush: flushed, then delta_usage */
   const answer = () => {
     g.relayed('flushed');

@@ -51,7 +51,10 @@ describe('audio inbox', () => {
     inbox.add(frame(Buffer.from('ef')));
     assert.equal(inbox.bufferedBytes, 2);
     await nextTurn();
-    assert.deepEqual(got.map((b) => b.length), [4, piece.length, 2]);
+    assert.deepEqual(
+      got.map((b) => b.length),
+      [4, piece.length, 2],
+    );
     assert.equal(Buffer.concat(got).toString('latin1'), `abcd${piece.toString('latin1')}ef`);
   });
 

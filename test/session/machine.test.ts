@@ -4,7 +4,16 @@
 // the "clock" is whatever order the test feeds them in.
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
-import { CLOSE, HANDED_OVER_REASON, initialState, restoredState, transition, type Effect, type SessionEvent, type SessionState } from '../../src/session/machine.js';
+import {
+  CLOSE,
+  HANDED_OVER_REASON,
+  initialState,
+  restoredState,
+  transition,
+  type Effect,
+  type SessionEvent,
+  type SessionState,
+} from '../../src/session/machine.js';
 
 /** What the events carry: the client's audio, an upstream message's bytes (the effects must pass on these very buffers). */
 const AUDIO = Buffer.from('OggS audio');
@@ -16,17 +25,25 @@ const run = (s: SessionState, ...events: SessionEvent[]) => {
   for (const e of events) ({ state, effects } = transition(state, e));
   return { state, effects };
 };
-const sent = (effects: Effect[]) => effects.filter((e) => e.type === 'send_client').map((e) => (e as { message: Record<string, any> }).message);
+const sent = (effects: Effect[]) =>
+  effects.filter((e) => e.type === 'send_client').map((e) => (e as { message: Record<string, any> }).message);
 const types = (effects: Effect[]) => effects.map((e) => e.type);
 
-const okConfig: SessionEvent = { type: 'client_message', message: { type: 'config', configuration: {} }, verdict: { ok: true, upstreamConfig: { primaryLanguage: 'en' } } };
+const okConfig: SessionEvent = {
+  type: 'client_message',
+  message: { type: 'config', configuration: {} },
+  verdict: { ok: true, upstreamConfig: { primaryLanguage: 'en' } },
+};
 const accepted: SessionEvent = { type: 'upstream_config_status', status: 'CONFIG_ACCEPTED', data: UPSTREAM };
 
 describe('session machine', () => {
   it('opened + valid config → connecting, opens the upstream with the validated config', () => {
     const { state, effects } = run(initialState('transcribe'), okConfig);
     assert.equal(state.phase, 'connecting');
-    assert.deepEqual(effects.find((e) => e.type === 'open_upstream'), { type: 'open_upstream', config: { primaryLanguage: 'en' } });
+    assert.deepEqual(
+      effects.find((e) => e.type === 'open_upstream'),
+      { type: 'open_upstream', config: { primaryLanguage: 'en' } },
+    );
     assert.ok(types(effects).includes('clear_timer'), 'config deadline is cancelled');
   });
 
@@ -50,10 +67,19 @@ describe('session machine', () => {
   });
 
   it('a valid config with the tenant at its cap: TENANT_SESSION_LIMIT, close 1013, no upstream; once connected it changes nothing', () => {
-    const { state, effects } = run(initialState('transcribe'), okConfig, { type: 'slot_refused', details: 'at the cap' });
+    const { state, effects } = run(initialState('transcribe'), okConfig, {
+      type: 'slot_refused',
+      details: 'at the cap',
+    });
     assert.equal(state.phase, 'closed');
-    assert.deepEqual(sent(effects).map((m) => m.error?.id), ['TENANT_SESSION_LIMIT']);
-    assert.deepEqual(effects.find((e) => e.type === 'close_client'), { type: 'close_client', code: 1013, reason: 'tenant session limit' });
+    assert.deepEqual(
+      sent(effects).map((m) => m.error?.id),
+      ['TENANT_SESSION_LIMIT'],
+    );
+    assert.deepEqual(
+      effects.find((e) => e.type === 'close_client'),
+      { type: 'close_client', code: 1013, reason: 'tenant session limit' },
+    );
     assert.ok(!types(effects).includes('open_upstream'));
     const later = run(initialState('transcribe'), okConfig, accepted, { type: 'slot_refused', details: 'late' });
     assert.equal(later.state.phase, 'configured');
@@ -71,7 +97,10 @@ describe('session machine', () => {
   });
 
   it('no config by the deadline: CONFIG_TIMEOUT on /transcribe, CONFIG_NOT_PROVIDED on /streams, then close', () => {
-    for (const [endpoint, type] of [['transcribe', 'CONFIG_TIMEOUT'], ['streams', 'CONFIG_NOT_PROVIDED']] as const) {
+    for (const [endpoint, type] of [
+      ['transcribe', 'CONFIG_TIMEOUT'],
+      ['streams', 'CONFIG_NOT_PROVIDED'],
+    ] as const) {
       const { state, effects } = run(initialState(endpoint), { type: 'config_deadline' });
       assert.equal(state.phase, 'closed');
       assert.deepEqual(sent(effects), [{ type }]);
@@ -100,7 +129,10 @@ describe('session machine', () => {
 
   it('audio while the upstream has not accepted yet → error, not forwarded', () => {
     const { effects } = run(initialState('transcribe'), okConfig, { type: 'client_audio', audio: AUDIO });
-    assert.deepEqual(sent(effects).map((m) => (m as { error?: { id: string } }).error?.id), ['AUDIO_BEFORE_CONFIG']);
+    assert.deepEqual(
+      sent(effects).map((m) => (m as { error?: { id: string } }).error?.id),
+      ['AUDIO_BEFORE_CONFIG'],
+    );
     assert.ok(!types(effects).includes('forward_audio'));
   });
 
@@ -111,11 +143,17 @@ describe('session machine', () => {
   });
 
   it('an upstream lost mid-session is replaced, not reported: audio and flush go on; an end asked for meanwhile is sent to the new one', () => {
-    let r = run(initialState('transcribe'), okConfig, accepted, { type: 'upstream_dropped', errorId: 'UPSTREAM_CLOSED', details: 'gone' });
+    let r = run(initialState('transcribe'), okConfig, accepted, {
+      type: 'upstream_dropped',
+      errorId: 'UPSTREAM_CLOSED',
+      details: 'gone',
+    });
     assert.equal(r.state.phase, 'reconnecting');
     assert.deepEqual(types(r.effects), ['reconnect_upstream'], 'the client is told nothing');
     assert.deepEqual(types(run(r.state, { type: 'client_audio', audio: AUDIO }).effects), ['forward_audio']);
-    assert.deepEqual(types(run(r.state, { type: 'client_message', message: { type: 'flush' } }).effects), ['flush_upstream']);
+    assert.deepEqual(types(run(r.state, { type: 'client_message', message: { type: 'flush' } }).effects), [
+      'flush_upstream',
+    ]);
     r = run(r.state, { type: 'client_message', message: { type: 'end' } });
     assert.deepEqual(r.effects, [], 'end waits for the new upstream session');
     r = run(r.state, { type: 'upstream_reconnected' });
@@ -125,8 +163,13 @@ describe('session machine', () => {
   });
 
   it('reconnection that fails: error and 1014, as any upstream failure', () => {
-    const { state, effects } = run(initialState('transcribe'), okConfig, accepted,
-      { type: 'upstream_dropped', errorId: 'UPSTREAM_CLOSED', details: 'gone' }, { type: 'upstream_failed', errorId: 'UPSTREAM_CLOSED', details: 'gone; reconnecting failed' });
+    const { state, effects } = run(
+      initialState('transcribe'),
+      okConfig,
+      accepted,
+      { type: 'upstream_dropped', errorId: 'UPSTREAM_CLOSED', details: 'gone' },
+      { type: 'upstream_failed', errorId: 'UPSTREAM_CLOSED', details: 'gone; reconnecting failed' },
+    );
     assert.equal(state.outcome, 'upstream_lost');
     assert.equal((effects.find((e) => e.type === 'close_client') as { code: number }).code, CLOSE.badGateway);
   });
@@ -135,9 +178,13 @@ describe('session machine', () => {
     const detached = run(initialState('transcribe'), okConfig, accepted, { type: 'client_closed', resumable: true });
     assert.equal(detached.state.phase, 'configured');
     assert.equal(detached.state.client, 'detached');
-    assert.deepEqual(types(detached.effects), ['hold_output', 'start_resume_grace'], 'nothing ends yet; what it misses is kept');
+    assert.deepEqual(
+      types(detached.effects),
+      ['hold_output', 'start_resume_grace'],
+      'nothing ends yet; what it misses is kept',
+    );
     const back = run(detached.state, { type: 'client_resumed' });
-    assert.equal(back.state.client, 'resuming', 'its output waits for the new socket\'s config');
+    assert.equal(back.state.client, 'resuming', "its output waits for the new socket's config");
     assert.deepEqual(back.effects, [{ type: 'clear_timer', timer: 'resume_grace' }]);
     assert.equal(run(back.state, { type: 'client_caught_up' }).state.client, 'open');
     const gone = run(detached.state, { type: 'resume_grace' });
@@ -146,13 +193,22 @@ describe('session machine', () => {
     assert.equal(gone.state.outcome, 'client_gone');
   });
 
-  it('an upstream that closes after ending a detached client\'s session is not reconnected', () => {
+  it("an upstream that closes after ending a detached client's session is not reconnected", () => {
     // The client sent end and dropped before `ended` came: the upstream's normal close that follows is no loss.
-    const ending = run(initialState('transcribe'), okConfig, accepted, { type: 'client_message', message: { type: 'end' } }, { type: 'client_closed', resumable: true });
+    const ending = run(
+      initialState('transcribe'),
+      okConfig,
+      accepted,
+      { type: 'client_message', message: { type: 'end' } },
+      { type: 'client_closed', resumable: true },
+    );
     const ended = run(ending.state, { type: 'upstream_ended', data: UPSTREAM });
     assert.equal(ended.state.upstreamEnded, true);
     const closed = run(ended.state, { type: 'upstream_dropped', errorId: 'UPSTREAM_UNAVAILABLE', details: 'closed' });
-    assert.ok(!types(closed.effects).includes('reconnect_upstream'), 'no new upstream session for a session that ended');
+    assert.ok(
+      !types(closed.effects).includes('reconnect_upstream'),
+      'no new upstream session for a session that ended',
+    );
     assert.notEqual(closed.state.phase, 'reconnecting');
     const back = run(closed.state, { type: 'client_resumed' }, { type: 'client_caught_up' });
     assert.equal(back.state.phase, 'closed', 'the returning client gets the end it missed, then the session is over');
@@ -177,21 +233,32 @@ describe('session machine', () => {
     const resuming = run(configured, { type: 'client_closed', resumable: true }, { type: 'client_resumed' }).state;
     const again = run(resuming, { type: 'client_closed', resumable: true });
     assert.equal(again.state.client, 'detached');
-    assert.deepEqual(types(run(resuming, { type: 'resume_grace' }).effects), [], 'a socket is there: the grace does nothing');
+    assert.deepEqual(
+      types(run(resuming, { type: 'resume_grace' }).effects),
+      [],
+      'a socket is there: the grace does nothing',
+    );
   });
 
-  it('a session taken over from another replica waits for its client\'s config and opens its upstream as a reconnection', () => {
+  it("a session taken over from another replica waits for its client's config and opens its upstream as a reconnection", () => {
     const s = restoredState('streams');
     assert.equal(s.phase, 'reconnecting');
     assert.equal(s.client, 'resuming');
     const ready = run(s, { type: 'upstream_reconnected' });
     assert.equal(ready.state.phase, 'configured');
     const ended = run(s, { type: 'client_message', message: { type: 'end' } }, { type: 'upstream_reconnected' });
-    assert.deepEqual(types(ended.effects), ['end_upstream'], 'an end asked for while reconnecting is sent once the new upstream session is there');
+    assert.deepEqual(
+      types(ended.effects),
+      ['end_upstream'],
+      'an end asked for while reconnecting is sent once the new upstream session is there',
+    );
   });
 
   it('flush stays open and is forwarded behind pending audio', () => {
-    const { state, effects } = run(initialState('streams'), okConfig, accepted, { type: 'client_message', message: { type: 'flush' } });
+    const { state, effects } = run(initialState('streams'), okConfig, accepted, {
+      type: 'client_message',
+      message: { type: 'flush' },
+    });
     assert.equal(state.phase, 'configured');
     assert.deepEqual(types(effects), ['flush_upstream']);
   });
@@ -209,7 +276,13 @@ describe('session machine', () => {
   });
 
   it('messages after end get an error and are not forwarded', () => {
-    const { effects } = run(initialState('transcribe'), okConfig, accepted, { type: 'client_message', message: { type: 'end' } }, { type: 'client_message', message: { type: 'flush' } });
+    const { effects } = run(
+      initialState('transcribe'),
+      okConfig,
+      accepted,
+      { type: 'client_message', message: { type: 'end' } },
+      { type: 'client_message', message: { type: 'flush' } },
+    );
     assert.equal((sent(effects)[0] as { error: { id: string } }).error.id, 'MESSAGE_AFTER_END');
     assert.ok(!types(effects).includes('flush_upstream'));
   });
@@ -233,22 +306,37 @@ describe('session machine', () => {
   });
 
   it('an upstream that fails: error in the catalogue shape and a close code that says so', () => {
-    const { state, effects } = run(initialState('transcribe'), okConfig, accepted, { type: 'upstream_failed', errorId: 'UPSTREAM_CLOSED', details: 'gone' });
+    const { state, effects } = run(initialState('transcribe'), okConfig, accepted, {
+      type: 'upstream_failed',
+      errorId: 'UPSTREAM_CLOSED',
+      details: 'gone',
+    });
     assert.equal(state.outcome, 'upstream_lost');
-    const msg = sent(effects)[0] as { type: string; error: { id: string; title: string; status: number; details: string; doc: string } };
+    const msg = sent(effects)[0] as {
+      type: string;
+      error: { id: string; title: string; status: number; details: string; doc: string };
+    };
     assert.equal(msg.type, 'error');
     assert.deepEqual(Object.keys(msg.error).sort(), ['details', 'doc', 'id', 'status', 'title']);
     assert.equal((effects.find((e) => e.type === 'close_client') as { code: number }).code, CLOSE.badGateway);
   });
 
   it('upstream CONFIG_DENIED is relayed and closes the session', () => {
-    const { state, effects } = run(initialState('transcribe'), okConfig, { type: 'upstream_config_status', status: 'CONFIG_DENIED', data: UPSTREAM });
+    const { state, effects } = run(initialState('transcribe'), okConfig, {
+      type: 'upstream_config_status',
+      status: 'CONFIG_DENIED',
+      data: UPSTREAM,
+    });
     assert.equal(state.outcome, 'config_denied');
     assert.equal(types(effects)[0], 'relay_client');
   });
 
   it('audio that fails validation: error to the client, client closed, the upstream session ended gracefully', () => {
-    let r = run(initialState('transcribe'), okConfig, accepted, { type: 'audio_failed', errorId: 'AUDIO_FORMAT_MISMATCH', details: 'declared ogg, got webm' });
+    let r = run(initialState('transcribe'), okConfig, accepted, {
+      type: 'audio_failed',
+      errorId: 'AUDIO_FORMAT_MISMATCH',
+      details: 'declared ogg, got webm',
+    });
     assert.equal(r.state.phase, 'ending');
     assert.equal((sent(r.effects)[0] as { error: { id: string } }).error.id, 'AUDIO_FORMAT_MISMATCH');
     assert.equal((r.effects.find((e) => e.type === 'close_client') as { code: number }).code, CLOSE.audioInvalid);
@@ -262,7 +350,11 @@ describe('session machine', () => {
 
   it('invalid client messages get a specific error and do not change the state', () => {
     const s0 = run(initialState('transcribe'), okConfig, accepted).state;
-    const { state, effects } = transition(s0, { type: 'client_invalid', errorId: 'INVALID_MESSAGE', details: 'message is not valid JSON' });
+    const { state, effects } = transition(s0, {
+      type: 'client_invalid',
+      errorId: 'INVALID_MESSAGE',
+      details: 'message is not valid JSON',
+    });
     assert.deepEqual(state, s0);
     assert.equal((sent(effects)[0] as { error: { details: string } }).error.details, 'message is not valid JSON');
   });
@@ -296,26 +388,46 @@ describe('session machine', () => {
       assert.deepEqual(types(started.effects), ['keep_output', 'start_handover_wait']);
       const closed = run(started.state, { type: 'handover_close' });
       assert.deepEqual(types(closed.effects), ['close_client', 'hurry_audio', 'end_upstream']);
-      assert.deepEqual(closed.effects[0], { type: 'close_client', code: CLOSE.serviceRestart, reason: HANDED_OVER_REASON });
+      assert.deepEqual(closed.effects[0], {
+        type: 'close_client',
+        code: CLOSE.serviceRestart,
+        reason: HANDED_OVER_REASON,
+      });
       assert.equal(closed.state.client, 'gone');
       assert.deepEqual(types(run(closed.state, { type: 'handover_close' }).effects), [], 'closed once');
       const left = run(closed.state, { type: 'upstream_ended', data: UPSTREAM });
-      assert.deepEqual(types(left.effects), ['leave'], 'no end message to a client that is gone, no finish: the ledger session goes on elsewhere');
+      assert.deepEqual(
+        types(left.effects),
+        ['leave'],
+        'no end message to a client that is gone, no finish: the ledger session goes on elsewhere',
+      );
       assert.equal(left.state.migration, 'left');
       assert.equal(left.state.phase, 'closed');
     });
 
     it('a handover with the client away: closed for the move at once; while reconnecting, `end` waits for the new upstream session', () => {
       const away = run(configured(), { type: 'client_closed', resumable: true }).state;
-      assert.deepEqual(types(run(away, { type: 'handover_started' }).effects), ['keep_output', 'hurry_audio', 'end_upstream']);
-      const reconnecting = run(configured(), { type: 'upstream_dropped', errorId: 'UPSTREAM_CLOSED', details: 'x' }).state;
+      assert.deepEqual(types(run(away, { type: 'handover_started' }).effects), [
+        'keep_output',
+        'hurry_audio',
+        'end_upstream',
+      ]);
+      const reconnecting = run(configured(), {
+        type: 'upstream_dropped',
+        errorId: 'UPSTREAM_CLOSED',
+        details: 'x',
+      }).state;
       const moving = run(reconnecting, { type: 'handover_started' }, { type: 'handover_close' });
       assert.equal(moving.state.afterReconnect, 'ending');
       assert.deepEqual(types(run(moving.state, { type: 'upstream_reconnected' }).effects), ['end_upstream']);
     });
 
     it('a session that is not flowing is not handed over (it drains here)', () => {
-      for (const s of [initialState('transcribe'), run(initialState('transcribe'), okConfig).state, run(configured(), { type: 'client_message', message: { type: 'end' } }).state]) {
+      for (const s of [
+        initialState('transcribe'),
+        run(initialState('transcribe'), okConfig).state,
+        run(configured(), { type: 'client_message', message: { type: 'end' } }).state,
+      ]) {
         const r = run(s, { type: 'handover_started' });
         assert.notEqual(r.state.migration, 'handing_over', s.phase);
         assert.deepEqual(r.effects, []);
@@ -333,12 +445,22 @@ describe('session machine', () => {
     it('disowned (another replica took it over): client closed 4409, slot given up, upstream ended, then left', () => {
       const r = run(configured(), { type: 'disowned', sameSession: true });
       assert.equal(r.state.migration, 'disowned');
-      assert.deepEqual(types(r.effects), ['give_up_slot', 'keep_output', 'close_client', 'hurry_audio', 'end_upstream']);
+      assert.deepEqual(types(r.effects), [
+        'give_up_slot',
+        'keep_output',
+        'close_client',
+        'hurry_audio',
+        'end_upstream',
+      ]);
       assert.equal((r.effects[2] as { code: number }).code, CLOSE.replaced);
       assert.deepEqual(types(run(r.state, { type: 'upstream_ended', data: UPSTREAM }).effects), ['leave']);
       assert.deepEqual(run(r.state, { type: 'disowned', sameSession: true }).effects, [], 'once');
       const early = run(run(initialState('transcribe'), okConfig).state, { type: 'disowned', sameSession: true });
-      assert.deepEqual(types(early.effects), ['close_client', 'give_up_slot', 'leave'], 'not flowing yet: it leaves at once');
+      assert.deepEqual(
+        types(early.effects),
+        ['close_client', 'give_up_slot', 'leave'],
+        'not flowing yet: it leaves at once',
+      );
     });
 
     it('its key claimed by another session: the client is told RESUME_KEY_IN_USE and closed, a handover under way fails, the session ends here', () => {

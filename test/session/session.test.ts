@@ -85,12 +85,23 @@ function fakeSession() {
   const clock = new FakeClock();
   const sink = new FakeSink();
   const links: FakeLink[] = [];
-  const ledger = { started: [] as string[], ended: [] as Array<{ outcome: string }>, usage: [] as Array<{ kind: string; credits: number }> };
+  const ledger = {
+    started: [] as string[],
+    ended: [] as Array<{ outcome: string }>,
+    usage: [] as Array<{ kind: string; credits: number }>,
+  };
   const slots = { taken: 0, released: 0 };
   const deps: SessionDeps = {
     settings: {
-      upstreamWsBase: 'ws://unused', configTimeoutMs: 10_000, streamMaxSeconds: 7200, chunkMs: 250, pace: 1,
-      maxBufferedAudioBytes: 1 << 20, endTimeoutMs: 30_000, reconnect: { attempts: 0, maxSeconds: 1, replayBytes: 1 << 20 }, resumeGraceSeconds: 30,
+      upstreamWsBase: 'ws://unused',
+      configTimeoutMs: 10_000,
+      streamMaxSeconds: 7200,
+      chunkMs: 250,
+      pace: 1,
+      maxBufferedAudioBytes: 1 << 20,
+      endTimeoutMs: 30_000,
+      reconnect: { attempts: 0, maxSeconds: 1, replayBytes: 1 << 20 },
+      resumeGraceSeconds: 30,
     },
     credentials: { tokenFor: async () => 'token' } as unknown as SessionDeps['credentials'],
     ledger: {
@@ -155,7 +166,10 @@ describe('Session with a fake clock and fake collaborators', () => {
     assert.deepEqual(f.sink.types(), ['CONFIG_ACCEPTED', 'usage', 'ended']);
     assert.equal(JSON.parse(f.sink.sent[1]).credits, 1.5);
     assert.equal(f.sink.closed?.code, 1000);
-    assert.deepEqual(f.ledger.ended.map((e) => e.outcome), ['ended']);
+    assert.deepEqual(
+      f.ledger.ended.map((e) => e.outcome),
+      ['ended'],
+    );
     await settle();
     assert.equal(f.slots.released, 1);
     assert.ok(f.finished());
@@ -173,7 +187,10 @@ describe('Session with a fake clock and fake collaborators', () => {
     f.clock.advance(1);
     assert.equal(JSON.parse(f.sink.sent.at(-1)!).error.id, 'UPSTREAM_TIMEOUT');
     assert.equal(f.sink.closed?.code, 1014);
-    assert.deepEqual(f.ledger.ended.map((e) => e.outcome), ['upstream_timeout']);
+    assert.deepEqual(
+      f.ledger.ended.map((e) => e.outcome),
+      ['upstream_timeout'],
+    );
     assert.equal(f.session.usageEstimated, true);
   });
 
@@ -203,7 +220,11 @@ describe('Session with a fake clock and fake collaborators', () => {
     f.text({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } });
     await settle();
     f.links[0].says({ type: 'CONFIG_ACCEPTED', sessionId: 'up-1' });
-    assert.equal(await f.session.handOver(), undefined, 'no audio yet: nothing another replica could go on with; it drains here');
+    assert.equal(
+      await f.session.handOver(),
+      undefined,
+      'no audio yet: nothing another replica could go on with; it drains here',
+    );
     assert.equal(f.sink.closed, undefined);
   });
 });

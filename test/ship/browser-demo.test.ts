@@ -32,9 +32,17 @@ beforeAll(async () => {
     executablePath: '/usr/bin/chromium',
     headless: false, // the flag below asks for the new headless mode itself
     args: [
-      '--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync',
-      '--use-fake-ui-for-media-stream', '--use-fake-device-for-media-stream', `--use-file-for-fake-audio-capture=${FAKE_MIC}`,
+      '--headless=new',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--use-fake-ui-for-media-stream',
+      '--use-fake-device-for-media-stream',
+      `--use-file-for-fake-audio-capture=${FAKE_MIC}`,
     ],
   });
 });
@@ -56,13 +64,24 @@ async function openDemo(url: string): Promise<{ page: Page; errors: string[] }> 
 }
 
 const finals = (page: Page) => page.locator('#finals li').allTextContents();
-const waitForFinals = (page: Page, n: number) => page.locator('#finals li').nth(n - 1).waitFor({ timeout: WAIT_MS });
-const waitForEvent = (page: Page, text: string) => page.locator('#events li', { hasText: text }).first().waitFor({ timeout: WAIT_MS });
+const waitForFinals = (page: Page, n: number) =>
+  page
+    .locator('#finals li')
+    .nth(n - 1)
+    .waitFor({ timeout: WAIT_MS });
+const waitForEvent = (page: Page, text: string) =>
+  page.locator('#events li', { hasText: text }).first().waitFor({ timeout: WAIT_MS });
 
 /** Finals' [start-end] in order: one timeline, each second once. */
 function assertOneTimeline(lines: string[]): void {
   const spans = lines.map((l) => /^\[(\d+\.\d+)-(\d+\.\d+) s\]/.exec(l)).map((m) => [Number(m![1]), Number(m![2])]);
-  spans.forEach(([start], i) => assert.equal(start, i === 0 ? 0 : spans[i - 1][1], `final ${i} starts where the one before ended: ${lines.join(' | ')}`));
+  spans.forEach(([start], i) =>
+    assert.equal(
+      start,
+      i === 0 ? 0 : spans[i - 1][1],
+      `final ${i} starts where the one before ended: ${lines.join(' | ')}`,
+    ),
+  );
 }
 
 describe('browser demo (Chromium, fake microphone)', () => {
@@ -70,10 +89,17 @@ describe('browser demo (Chromium, fake microphone)', () => {
     const { page, errors } = await openDemo(`${http}/`);
     await page.click('#start');
     await waitForFinals(page, 2);
-    assert.equal(await metric(stack.gateway.server.port, 'speech_gateway_active_sessions{endpoint="transcribe",tenant="base"}'), 1);
+    assert.equal(
+      await metric(stack.gateway.server.port, 'speech_gateway_active_sessions{endpoint="transcribe",tenant="base"}'),
+      1,
+    );
     const upstream = stack.emulator.sessions.at(-1)!;
     assert.equal((upstream.config as { audioFormat: string }).audioFormat, 'audio/webm;codecs=opus');
-    assert.equal(upstream.audio.subarray(0, 4).toString('hex'), '1a45dfa3', 'the upstream got WebM from its first byte');
+    assert.equal(
+      upstream.audio.subarray(0, 4).toString('hex'),
+      '1a45dfa3',
+      'the upstream got WebM from its first byte',
+    );
 
     await page.click('#flush');
     await waitForEvent(page, 'flushed');
@@ -84,8 +110,16 @@ describe('browser demo (Chromium, fake microphone)', () => {
     assert.match(await page.locator('#usage').innerText(), /^\d+(\.\d+)?$/, 'final credits shown');
     assert.ok(Number(await page.locator('#usage').innerText()) > 0);
     assertOneTimeline(await finals(page));
-    assert.ok((await metric(stack.gateway.server.port, 'speech_gateway_sessions_total{endpoint="transcribe",outcome="ended"}')) >= 1);
-    assert.equal(await metric(stack.gateway.server.port, 'speech_gateway_active_sessions{endpoint="transcribe",tenant="base"}'), 0);
+    assert.ok(
+      (await metric(
+        stack.gateway.server.port,
+        'speech_gateway_sessions_total{endpoint="transcribe",outcome="ended"}',
+      )) >= 1,
+    );
+    assert.equal(
+      await metric(stack.gateway.server.port, 'speech_gateway_active_sessions{endpoint="transcribe",tenant="base"}'),
+      0,
+    );
     assert.deepEqual(errors, []);
     await page.locator('#start:enabled').waitFor({ timeout: WAIT_MS }); // the close was seen: Start is offered again
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
@@ -109,7 +143,10 @@ describe('browser demo (Chromium, fake microphone)', () => {
     assertOneTimeline(await finals(page));
     assert.ok((await metric(stack.gateway.server.port, 'speech_gateway_resumes_total{result="resumed"}')) >= 1);
     // The drop itself is the only error the browser reports (a reset socket).
-    assert.deepEqual(errors.filter((e) => !/WebSocket/.test(e)), []);
+    assert.deepEqual(
+      errors.filter((e) => !/WebSocket/.test(e)),
+      [],
+    );
     await page.close();
   });
 
@@ -128,7 +165,9 @@ describe('browser demo (Chromium, fake microphone)', () => {
     await page.close();
   });
 
-  const external = Object.values(networkInterfaces()).flat().find((i) => i && !i.internal && i.family === 'IPv4');
+  const external = Object.values(networkInterfaces())
+    .flat()
+    .find((i) => i && !i.internal && i.family === 'IPv4');
   it.skipIf(!external)('gives the development token to loopback clients only', async () => {
     const r = await fetch(`http://${external!.address}:${stack.gateway.server.port}/demo/token`, { method: 'POST' });
     assert.equal(r.status, 404);
@@ -144,7 +183,11 @@ describe('browser demo with a real upstream', () => {
     const real = await startStack({}, { emulator });
     try {
       const base = `http://127.0.0.1:${real.gateway.server.port}`;
-      for (const [method, path] of [['GET', '/'], ['GET', '/demo/app.js'], ['POST', '/demo/token']]) {
+      for (const [method, path] of [
+        ['GET', '/'],
+        ['GET', '/demo/app.js'],
+        ['POST', '/demo/token'],
+      ]) {
         assert.equal((await fetch(base + path, { method })).status, 404, `${method} ${path}`);
       }
     } finally {

@@ -23,7 +23,10 @@ const RECIPE_MS = 15 * 60_000;
 /** The build context: the repository's files (tracked and new, not git-ignored) minus .dockerignore. */
 function buildContext(dir: string): void {
   const ignored = dockerignore(readFileSync(join(root, '.dockerignore'), 'utf8'));
-  const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: root, encoding: 'utf8' });
+  const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
+    cwd: root,
+    encoding: 'utf8',
+  });
   for (const f of files.split('\0')) {
     if (f === '' || ignored(f) || !existsSync(join(root, f))) continue;
     mkdirSync(dirname(join(dir, f)), { recursive: true });
@@ -43,19 +46,40 @@ describe('the Dockerfile recipe builds an image directory that serves a session'
 
   beforeAll(async () => {
     buildContext(join(work, 'context'));
-    const stages = await runRecipe(readFileSync(join(root, 'Dockerfile'), 'utf8'), join(work, 'context'), work, () => {});
+    const stages = await runRecipe(
+      readFileSync(join(root, 'Dockerfile'), 'utf8'),
+      join(work, 'context'),
+      work,
+      () => {},
+    );
     stagesRun = stages;
     runtime = stages.at(-1)!;
     const command = [...execForm(runtime.meta.ENTRYPOINT, 'ENTRYPOINT'), ...execForm(runtime.meta.CMD, 'CMD')];
     gateway = spawn(command[0], command.slice(1), {
       cwd: join(runtime.root, runtime.workdir),
-      env: { PATH: process.env.PATH, ...runtime.env, PORT: '0', EMULATOR_PORT: '0', HOST: '127.0.0.1', USAGE_JOURNAL_DIR: journal, PACE: '20', LOG_LEVEL: 'info' },
+      env: {
+        PATH: process.env.PATH,
+        ...runtime.env,
+        PORT: '0',
+        EMULATOR_PORT: '0',
+        HOST: '127.0.0.1',
+        USAGE_JOURNAL_DIR: journal,
+        PACE: '20',
+        LOG_LEVEL: 'info',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     gateway.stdout!.on('data', (c: Buffer) => (output += c));
     gateway.stderr!.on('data', (c: Buffer) => (output += c));
     port = Number((await waitForOutput(() => output, /listening on http:\/\/localhost:(\d+)/, 30_000, gateway))[1]);
-    authBase = (await waitForOutput(() => output, /(http:\/\/127\.0\.0\.1:\d+)\/realms\/base\/protocol\/openid-connect\/token/, 5000, gateway))[1];
+    authBase = (
+      await waitForOutput(
+        () => output,
+        /(http:\/\/127\.0\.0\.1:\d+)\/realms\/base\/protocol\/openid-connect\/token/,
+        5000,
+        gateway,
+      )
+    )[1];
   }, RECIPE_MS);
   afterAll(() => {
     gateway?.kill('SIGKILL');
@@ -67,10 +91,21 @@ describe('the Dockerfile recipe builds an image directory that serves a session'
     for (const stage of stagesRun) {
       const m = /^node:(\d+)-(\w+)-slim$/.exec(stage.from);
       assert.ok(m, `stage ${stage.name}: base ${stage.from} is not an official node:N-CODENAME-slim image`);
-      assert.equal(m[1], process.versions.node.split('.')[0], `stage ${stage.name}: Node ${m[1]} in the image, ${process.version} here`);
-      assert.match(osRelease, new RegExp(`^VERSION_CODENAME=${m[2]}$`, 'm'), `stage ${stage.name}: ${m[2]} in the image, not the Debian here`);
+      assert.equal(
+        m[1],
+        process.versions.node.split('.')[0],
+        `stage ${stage.name}: Node ${m[1]} in the image, ${process.version} here`,
+      );
+      assert.match(
+        osRelease,
+        new RegExp(`^VERSION_CODENAME=${m[2]}$`, 'm'),
+        `stage ${stage.name}: ${m[2]} in the image, not the Debian here`,
+      );
     }
-    assert.deepEqual(stagesRun.map((s) => s.from), ['node:24-trixie-slim', 'node:24-trixie-slim']);
+    assert.deepEqual(
+      stagesRun.map((s) => s.from),
+      ['node:24-trixie-slim', 'node:24-trixie-slim'],
+    );
   });
 
   it('the runtime stage holds no dev dependency and runs as a non-root user behind tini', () => {
@@ -85,7 +120,12 @@ describe('the Dockerfile recipe builds an image directory that serves a session'
   it('passes a WAV dictation through (transcoded by the built encoder worker): transcripts, usage, ended', async () => {
     const res = await fetch(`${authBase}/realms/base/protocol/openid-connect/token`, {
       method: 'POST',
-      body: new URLSearchParams({ grant_type: 'client_credentials', client_id: 'dev', client_secret: 'dev-secret', scope: 'openid transcribe' }),
+      body: new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: 'dev',
+        client_secret: 'dev-secret',
+        scope: 'openid transcribe',
+      }),
     });
     const { access_token: token } = (await res.json()) as { access_token: string };
     const q = new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` });
@@ -101,10 +141,13 @@ describe('the Dockerfile recipe builds an image directory that serves a session'
     assert.doesNotMatch(output, /"level":(50|60)/, 'the gateway logged an error');
   });
 
-  it("the HEALTHCHECK command passes against it, and SIGTERM through tini drains and exits 0", async () => {
+  it('the HEALTHCHECK command passes against it, and SIGTERM through tini drains and exits 0', async () => {
     const hc = /\bCMD\s+(\[.*\])$/.exec(runtime.meta.HEALTHCHECK ?? '')?.[1];
     const probe = execForm(hc, 'HEALTHCHECK CMD');
-    const r = spawnSync(probe[0], probe.slice(1), { env: { PATH: process.env.PATH, ...runtime.env, PORT: String(port) }, timeout: 10_000 });
+    const r = spawnSync(probe[0], probe.slice(1), {
+      env: { PATH: process.env.PATH, ...runtime.env, PORT: String(port) },
+      timeout: 10_000,
+    });
     assert.equal(r.status, 0, `healthcheck: ${r.stderr}`);
     const exited = new Promise<number | null>((resolve) => gateway!.once('exit', resolve));
     gateway!.kill('SIGTERM');

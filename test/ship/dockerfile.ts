@@ -8,7 +8,10 @@ import { spawn } from 'node:child_process';
 import { cpSync, mkdirSync, statSync } from 'node:fs';
 import { basename, join, posix } from 'node:path';
 
-export interface Instruction { keyword: string; args: string }
+export interface Instruction {
+  keyword: string;
+  args: string;
+}
 
 export interface Stage {
   name: string;
@@ -39,20 +42,34 @@ export function parseDockerfile(text: string): Instruction[] {
 /** An exec-form (JSON array) argument; shell form is refused (signals would go to a shell). */
 export function execForm(args: string | undefined, what: string): string[] {
   const parsed: unknown = JSON.parse(args ?? 'null');
-  if (!Array.isArray(parsed) || !parsed.every((a) => typeof a === 'string')) throw new Error(`${what} is not in exec (JSON) form: ${args}`);
+  if (!Array.isArray(parsed) || !parsed.every((a) => typeof a === 'string'))
+    throw new Error(`${what} is not in exec (JSON) form: ${args}`);
   return parsed;
 }
 
 const SKIPPED_RUN = /^apt-get\s/;
 
 /** Runs the recipe under `dir` (one folder per stage) with `context` as the build context; returns the stages. */
-export async function runRecipe(text: string, context: string, dir: string, log: (s: string) => void): Promise<Stage[]> {
+export async function runRecipe(
+  text: string,
+  context: string,
+  dir: string,
+  log: (s: string) => void,
+): Promise<Stage[]> {
   const stages: Stage[] = [];
   for (const { keyword, args } of parseDockerfile(text)) {
     if (keyword === 'FROM') {
       const name = /\sAS\s+(\S+)$/i.exec(args)?.[1] ?? String(stages.length);
       const from = args.split(/\s+/)[0];
-      stages.push({ name, from, root: join(dir, `stage-${stages.length}`), workdir: '/', env: {}, meta: {}, skipped: [] });
+      stages.push({
+        name,
+        from,
+        root: join(dir, `stage-${stages.length}`),
+        workdir: '/',
+        env: {},
+        meta: {},
+        skipped: [],
+      });
       mkdirSync(stages.at(-1)!.root, { recursive: true });
       continue;
     }
@@ -101,7 +118,11 @@ function run(command: string, cwd: string, env: Record<string, string>, log: (s:
   log(`RUN ${command}`);
   return new Promise((resolve, reject) => {
     // The image's environment: PATH to find node/npm, HOME for npm's cache and settings, the stage's ENV.
-    const p = spawn('sh', ['-c', command], { cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn('sh', ['-c', command], {
+      cwd,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     const keep = (c: Buffer) => (out = (out + c).slice(-8000));
     p.stdout.on('data', keep);

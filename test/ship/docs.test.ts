@@ -22,7 +22,10 @@ function prose(md: string): string {
 /** GitHub's heading anchor (the rule github-slugger reproduces): lower case, every character but
  * letters, digits, `_`, `-` and space dropped (backticks too), each space one `-`. Exact for ASCII. */
 function slug(text: string): string {
-  return text.toLowerCase().replace(/[^a-z0-9 _-]/g, '').replace(/ /g, '-');
+  return text
+    .toLowerCase()
+    .replace(/[^a-z0-9 _-]/g, '')
+    .replace(/ /g, '-');
 }
 
 /** Heading texts in order, as rendered (inline-code backticks are dropped by the slug). */
@@ -49,7 +52,9 @@ function brokenLink(fromFile: string, target: string): string | undefined {
   if (!existsSync(join(root, file))) return `${fromFile} → ${target}: no file ${file}`;
   if (anchor === undefined) return undefined;
   if (!file.endsWith('.md')) return `${fromFile} → ${target}: an anchor into a file that is not Markdown`;
-  return anchors(read(file)).has(anchor) ? undefined : `${fromFile} → ${target}: no heading with anchor #${anchor} in ${file}`;
+  return anchors(read(file)).has(anchor)
+    ? undefined
+    : `${fromFile} → ${target}: no heading with anchor #${anchor} in ${file}`;
 }
 
 const errorsMd = read('docs/errors.md');
@@ -63,10 +68,23 @@ describe('docs/errors.md', () => {
       assert.equal(doc, `docs/errors.md#${id.toLowerCase()}`);
       assert.ok(found.has(slug(`\`${id}\``)), `docs/errors.md has no heading \`${id}\` (anchor #${id.toLowerCase()})`);
     }
-    const idHeadings = headings(errorsMd).filter((h) => /^`[A-Z][A-Z_]+`$/.test(h)).map((h) => h.slice(1, -1));
-    assert.deepEqual(idHeadings.filter((h) => !(h in ERRORS)), [], 'sections for ids not in the catalogue');
-    assert.equal(new Set(idHeadings).size, idHeadings.length, 'an id has two sections (GitHub would suffix the second anchor)');
-    assert.ok(headings(errorsMd).every((h) => /^[\x20-\x7e]+$/.test(h)), 'headings are ASCII, so the anchor rule above is exact');
+    const idHeadings = headings(errorsMd)
+      .filter((h) => /^`[A-Z][A-Z_]+`$/.test(h))
+      .map((h) => h.slice(1, -1));
+    assert.deepEqual(
+      idHeadings.filter((h) => !(h in ERRORS)),
+      [],
+      'sections for ids not in the catalogue',
+    );
+    assert.equal(
+      new Set(idHeadings).size,
+      idHeadings.length,
+      'an id has two sections (GitHub would suffix the second anchor)',
+    );
+    assert.ok(
+      headings(errorsMd).every((h) => /^[\x20-\x7e]+$/.test(h)),
+      'headings are ASCII, so the anchor rule above is exact',
+    );
   });
 
   it('explains every close code the gateway sends, each in one row, and no other', () => {
@@ -76,7 +94,11 @@ describe('docs/errors.md', () => {
     // 1009 is uWS's own close for a frame over the size limit; the rest are the session's.
     const sent = new Set<number>([...Object.values(CLOSE), 1000, 1009, 1012]);
     assert.deepEqual([...documented].sort(), [...sent].sort());
-    for (const r of rows) assert.ok(r[2].split('|').every((cell) => cell.trim().length > 10), `close ${r[1]}: meaning and what to do`);
+    for (const r of rows)
+      assert.ok(
+        r[2].split('|').every((cell) => cell.trim().length > 10),
+        `close ${r[1]}: meaning and what to do`,
+      );
   });
 });
 
@@ -113,13 +135,26 @@ describe('operator guide and links', () => {
     assert.ok(alerts.length > 0, 'alert rules found');
     const guide = read('docs/operations.md');
     const found = anchors(guide);
-    assert.deepEqual(alerts.filter((a) => !found.has(slug(a))), [], 'alerts without a heading in docs/operations.md');
+    assert.deepEqual(
+      alerts.filter((a) => !found.has(slug(a))),
+      [],
+      'alerts without a heading in docs/operations.md',
+    );
     const described = headings(guide.split(/^## Alerts$/m)[1] ?? '');
-    assert.deepEqual(described.filter((h) => !alerts.includes(h)), [], 'entries for alerts that are not in grafana/alerts.yaml');
+    assert.deepEqual(
+      described.filter((h) => !alerts.includes(h)),
+      [],
+      'entries for alerts that are not in grafana/alerts.yaml',
+    );
   });
 
   it('every relative link in README.md and docs/*.md reaches an existing file and heading', () => {
-    const files = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+    const files = [
+      'README.md',
+      ...readdirSync(join(root, 'docs'))
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => `docs/${f}`),
+    ];
     const broken: string[] = [];
     for (const file of files) {
       const text = prose(read(file)).replace(/`[^`\n]*`/g, '');

@@ -11,7 +11,9 @@ const src = fileURLToPath(new URL('../../src', import.meta.url));
 
 /** Every .ts file under `dir`. */
 function files(dir: string): string[] {
-  return readdirSync(dir).flatMap((f) => (statSync(join(dir, f)).isDirectory() ? files(join(dir, f)) : f.endsWith('.ts') ? [join(dir, f)] : []));
+  return readdirSync(dir).flatMap((f) =>
+    statSync(join(dir, f)).isDirectory() ? files(join(dir, f)) : f.endsWith('.ts') ? [join(dir, f)] : [],
+  );
 }
 
 /** Every import of another top folder of src/: the importing file's folder, the folder, the module path in it. */
@@ -65,8 +67,11 @@ describe('the folders of src/', () => {
     assert.equal(cycle, undefined, `import cycle: ${cycle?.join(' → ')}`);
   });
 
-  it("import another folder only through its index.ts", () => {
+  it('import another folder only through its index.ts', () => {
     const deep = crossImports().filter((i) => i.module !== 'index.js');
-    assert.deepEqual(deep.map((i) => `${i.file} → ${i.folder}/${i.module}`), []);
+    assert.deepEqual(
+      deep.map((i) => `${i.file} → ${i.folder}/${i.module}`),
+      [],
+    );
   });
 });

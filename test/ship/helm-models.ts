@@ -10,9 +10,16 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ConfigMap, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
 import { PrometheusRule, ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 
-export interface K8sObject { apiVersion: string; kind: string; metadata: { name: string; [k: string]: unknown }; [k: string]: unknown }
+export interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; [k: string]: unknown };
+  [k: string]: unknown;
+}
 
-interface Model { validate(): void }
+interface Model {
+  validate(): void;
+}
 /** Per kind: its kubernetes-models class, and its client-node model name for the field check (CRDs: none). */
 const models: Record<string, [new (data: never) => Model, string?]> = {
   'apps/v1/Deployment': [Deployment, 'V1Deployment'],

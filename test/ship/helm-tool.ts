@@ -26,11 +26,20 @@ export function helmBinary(): string {
   return bin;
 }
 
-export interface HelmResult { code: number; stdout: string; stderr: string }
+export interface HelmResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
 
 /** Runs helm with a home of its own (no user config, cache or repositories leak in). */
 export function helm(args: string[], home: string): Promise<HelmResult> {
-  const env = { ...process.env, HELM_CACHE_HOME: join(home, 'cache'), HELM_CONFIG_HOME: join(home, 'config'), HELM_DATA_HOME: join(home, 'data') };
+  const env = {
+    ...process.env,
+    HELM_CACHE_HOME: join(home, 'cache'),
+    HELM_CONFIG_HOME: join(home, 'config'),
+    HELM_DATA_HOME: join(home, 'data'),
+  };
   return new Promise((resolve) => {
     execFile(helmBinary(), args, { env, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
       const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;

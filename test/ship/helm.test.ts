@@ -28,7 +28,12 @@ afterAll(() => rmSync(home, { recursive: true, force: true }));
 async function render(files: string[], set: string[] = []) {
   const args = ['template', 'sgw', chart, ...files.flatMap((f) => ['-f', f]), ...set.flatMap((s) => ['--set', s])];
   const r = await helm(args, home);
-  const objects = r.code === 0 ? parseAllDocuments(r.stdout).map((d) => d.toJS() as K8sObject).filter(Boolean) : [];
+  const objects =
+    r.code === 0
+      ? parseAllDocuments(r.stdout)
+          .map((d) => d.toJS() as K8sObject)
+          .filter(Boolean)
+      : [];
   return { ...r, objects };
 }
 
@@ -42,18 +47,27 @@ function one(objects: K8sObject[], kind: string): K8sObject & { spec: any; data:
 const existingSecretData = { UPSTREAM_CREDENTIALS: '{"*":{"clientId":"gateway","clientSecret":"s"}}' };
 
 /** What the downward API tells one pod about itself. */
-const podFields: Record<string, string> = { 'metadata.name': 'sgw-speech-gateway-6b7c9d5f4-x2v4q', 'status.podIP': '10.1.2.3' };
+const podFields: Record<string, string> = {
+  'metadata.name': 'sgw-speech-gateway-6b7c9d5f4-x2v4q',
+  'status.podIP': '10.1.2.3',
+};
 
 /** The environment a pod gets: its ConfigMap, plus the Secret it names (the chart's, decoded, or an
  * existing one), then its own `env` entries (downward API fields, `$(VAR)` expanded as the kubelet does). */
 function podEnv(objects: K8sObject[]): Record<string, string> {
   const container = one(objects, 'Deployment').spec.template.spec.containers[0];
   const ref = container.envFrom.find((e: any) => e.secretRef)?.secretRef.name;
-  const secret = objects.find((o) => o.kind === 'Secret' && o.metadata.name === ref) as { data?: Record<string, string> } | undefined;
+  const secret = objects.find((o) => o.kind === 'Secret' && o.metadata.name === ref) as
+    { data?: Record<string, string> } | undefined;
   const decoded = Object.entries(secret?.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]);
-  const env: Record<string, string> = { ...one(objects, 'ConfigMap').data, ...(ref && !secret ? existingSecretData : Object.fromEntries(decoded)) };
+  const env: Record<string, string> = {
+    ...one(objects, 'ConfigMap').data,
+    ...(ref && !secret ? existingSecretData : Object.fromEntries(decoded)),
+  };
   for (const e of container.env ?? []) {
-    env[e.name] = e.valueFrom ? podFields[e.valueFrom.fieldRef.fieldPath] : e.value.replace(/\$\((\w+)\)/g, (m: string, name: string) => env[name] ?? m);
+    env[e.name] = e.valueFrom
+      ? podFields[e.valueFrom.fieldRef.fieldPath]
+      : e.value.replace(/\$\((\w+)\)/g, (m: string, name: string) => env[name] ?? m);
   }
   return env;
 }
@@ -77,7 +91,10 @@ describe('helm chart', () => {
 
   it('has the API server refuse a field it does not know, as kubectl would', async () => {
     const { objects } = await render([], ['affinity.nodeAfinity.x=1']);
-    assert.throws(() => objects.forEach(validateObject), /Deployment sgw-speech-gateway: unknown fields \.spec\.template\.spec\.affinity\.nodeAfinity$/);
+    assert.throws(
+      () => objects.forEach(validateObject),
+      /Deployment sgw-speech-gateway: unknown fields \.spec\.template\.spec\.affinity\.nodeAfinity$/,
+    );
   });
 
   it('runs non-root on a read-only root filesystem, writing only the journal volume and /tmp', async () => {
@@ -138,7 +155,10 @@ describe('helm chart', () => {
   it('scales on CPU and on a metric the gateway exports', async () => {
     const { objects } = await render([join(chart, 'ci', 'production-values.yaml')]);
     const metrics = one(objects, 'HorizontalPodAutoscaler').spec.metrics;
-    assert.deepEqual(metrics.map((m: any) => m.type), ['Resource', 'Pods']);
+    assert.deepEqual(
+      metrics.map((m: any) => m.type),
+      ['Resource', 'Pods'],
+    );
     assert.ok(registry.getSingleMetric(metrics[1].pods.metric.name), `${metrics[1].pods.metric.name} is exported`);
     assert.equal(one(objects, 'Deployment').spec.replicas, undefined, 'the autoscaler owns the replica count');
   });
@@ -146,12 +166,15 @@ describe('helm chart', () => {
   it('puts credentials, the usage token, the Redis URL and the cluster secret in the Secret, never the ConfigMap', async () => {
     const { objects } = await render([join(chart, 'ci', 'production-values.yaml')]);
     const env = loadConfig(podEnv(objects));
-    assert.deepEqual(JSON.parse(env.UPSTREAM_CREDENTIALS ?? ''), { '*': { clientId: 'gateway', clientSecret: 'client-secret-value' } });
+    assert.deepEqual(JSON.parse(env.UPSTREAM_CREDENTIALS ?? ''), {
+      '*': { clientId: 'gateway', clientSecret: 'client-secret-value' },
+    });
     assert.equal(env.CLUSTER_SECRET, 'cluster-secret-value-0123456789abcdef');
     // YAML numbers reach templates as floats: written as integers, not 8.388608e+06.
     assert.equal(one(objects, 'ConfigMap').data.MAX_BUFFERED_AUDIO_BYTES, '8388608');
     const configMap = JSON.stringify(one(objects, 'ConfigMap'));
-    for (const secret of ['client-secret-value', 'usage-token-value', 'redis-password', 'cluster-secret-value']) assert.ok(!configMap.includes(secret), secret);
+    for (const secret of ['client-secret-value', 'usage-token-value', 'redis-password', 'cluster-secret-value'])
+      assert.ok(!configMap.includes(secret), secret);
   });
 
   it('reads an existing Secret by name and renders none of its own', async () => {
@@ -163,7 +186,11 @@ describe('helm chart', () => {
 
   it('renders the alert rules file the Prometheus tests check, as it is, into the PrometheusRule', async () => {
     const source = readFileSync(join(root, 'grafana/alerts.yaml'), 'utf8');
-    assert.equal(readFileSync(join(chart, 'files', 'alerts.yaml'), 'utf8'), source, 'the chart copy is stale: npm run helm:rules');
+    assert.equal(
+      readFileSync(join(chart, 'files', 'alerts.yaml'), 'utf8'),
+      source,
+      'the chart copy is stale: npm run helm:rules',
+    );
     const { objects } = await render([join(chart, 'ci', 'monitoring-values.yaml')]);
     assert.deepEqual(one(objects, 'PrometheusRule').spec.groups, parse(source).groups);
     assert.equal(one(objects, 'ServiceMonitor').spec.endpoints[0].path, '/metrics');

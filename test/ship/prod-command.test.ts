@@ -9,7 +9,9 @@ const root = new URL('../../', import.meta.url);
 
 describe('the production command', () => {
   it('the Dockerfile CMD runs exactly start:prod', () => {
-    const cmd = parseDockerfile(readFileSync(new URL('Dockerfile', root), 'utf8')).filter((i) => i.keyword === 'CMD').at(-1);
+    const cmd = parseDockerfile(readFileSync(new URL('Dockerfile', root), 'utf8'))
+      .filter((i) => i.keyword === 'CMD')
+      .at(-1);
     const startProd: string = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')).scripts['start:prod'];
     assert.equal(`exec ${execForm(cmd?.args, 'CMD').join(' ')}`, startProd);
   });

@@ -12,7 +12,10 @@ export const PROMETHEUS = '/usr/bin/prometheus';
 export const PROMTOOL = '/usr/bin/promtool';
 
 /** One sample of an instant vector: labels and [unix seconds, value as text]. */
-export interface Sample { metric: Record<string, string>; value: [number, string] }
+export interface Sample {
+  metric: Record<string, string>;
+  value: [number, string];
+}
 
 export interface TestPrometheus {
   url: string;
@@ -24,21 +27,35 @@ export interface TestPrometheus {
 }
 
 /** Starts Prometheus and waits for /-/ready. `ruleFiles` are loaded as its rule_files. */
-export async function startPrometheus(o: { job: string; targets: string[]; ruleFiles?: string[] }): Promise<TestPrometheus> {
+export async function startPrometheus(o: {
+  job: string;
+  targets: string[];
+  ruleFiles?: string[];
+}): Promise<TestPrometheus> {
   const dir = mkdtempSync(join(tmpdir(), 'sgw-prometheus-'));
   const config = join(dir, 'prometheus.yml');
   // JSON is YAML: no YAML writer needed.
-  writeFileSync(config, JSON.stringify({
-    global: { scrape_interval: '1s', evaluation_interval: '1s' },
-    rule_files: o.ruleFiles ?? [],
-    scrape_configs: [{ job_name: o.job, static_configs: [{ targets: o.targets }] }],
-  }));
+  writeFileSync(
+    config,
+    JSON.stringify({
+      global: { scrape_interval: '1s', evaluation_interval: '1s' },
+      rule_files: o.ruleFiles ?? [],
+      scrape_configs: [{ job_name: o.job, static_configs: [{ targets: o.targets }] }],
+    }),
+  );
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   let log = '';
-  const child: ChildProcess = spawn(PROMETHEUS, [
-    `--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn',
-  ], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child: ChildProcess = spawn(
+    PROMETHEUS,
+    [
+      `--config.file=${config}`,
+      `--storage.tsdb.path=${join(dir, 'data')}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+      '--log.level=warn',
+    ],
+    { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   child.stderr!.on('data', (b: Buffer) => (log = (log + b.toString()).slice(-4000)));
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   const kill = () => child.exitCode === null && child.signalCode === null && child.kill('SIGKILL');
@@ -51,7 +68,10 @@ export async function startPrometheus(o: { job: string; targets: string[]; ruleF
   };
   for (let i = 0; ; i++) {
     if (child.exitCode !== null) throw new Error(`prometheus exited (${child.exitCode}): ${log}`);
-    const ready = await fetch(`${url}/-/ready`).then((r) => r.ok, () => false);
+    const ready = await fetch(`${url}/-/ready`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (ready) break;
     if (i > 150) {
       await stop();
@@ -62,9 +82,14 @@ export async function startPrometheus(o: { job: string; targets: string[]; ruleF
 
   async function query(expr: string): Promise<Sample[]> {
     const res = await fetch(`${url}/api/v1/query`, { method: 'POST', body: new URLSearchParams({ query: expr }) });
-    const body = await res.json() as { status: string; error?: string; data?: { resultType: string; result: Sample[] } };
+    const body = (await res.json()) as {
+      status: string;
+      error?: string;
+      data?: { resultType: string; result: Sample[] };
+    };
     if (body.status !== 'success') throw new Error(`${expr}: ${body.error}`);
-    if (body.data!.resultType !== 'vector') throw new Error(`${expr}: a ${body.data!.resultType}, not an instant vector`);
+    if (body.data!.resultType !== 'vector')
+      throw new Error(`${expr}: a ${body.data!.resultType}, not an instant vector`);
     return body.data!.result;
   }
 
@@ -76,9 +101,11 @@ export async function startPrometheus(o: { job: string; targets: string[]; ruleF
       for (;;) {
         // timestamp() gives the scrape's time only applied to a selector (of an expression: now).
         const [at, up] = await Promise.all([query(`timestamp(up{job="${job}"})`), query(`up{job="${job}"}`)]);
-        const done = at.length > 0 && at.every((s) => Number(s.value[1]) * 1000 > sinceMs) && up.every((s) => s.value[1] === '1');
+        const done =
+          at.length > 0 && at.every((s) => Number(s.value[1]) * 1000 > sinceMs) && up.every((s) => s.value[1] === '1');
         if (done) return;
-        if (Date.now() > deadline) throw new Error(`no good scrape of ${job} after ${new Date(sinceMs).toISOString()}: ${JSON.stringify(up)}`);
+        if (Date.now() > deadline)
+          throw new Error(`no good scrape of ${job} after ${new Date(sinceMs).toISOString()}: ${JSON.stringify(up)}`);
         await delay(200);
       }
     },

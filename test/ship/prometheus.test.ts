@@ -20,12 +20,19 @@ const DASHBOARD = 'grafana/dashboards/speech-gateway.json';
 const ALERTS = 'grafana/alerts.yaml';
 const run = promisify(execFile);
 
-interface Panel { title: string; type: string; targets?: Array<{ expr: string }>; panels?: Panel[] }
+interface Panel {
+  title: string;
+  type: string;
+  targets?: Array<{ expr: string }>;
+  panels?: Panel[];
+}
 
 /** Every query target of the dashboard, rows' nested panels included. */
 function dashboardQueries(): Array<{ panel: string; expr: string }> {
   const panels: Panel[] = JSON.parse(readFileSync(DASHBOARD, 'utf8')).panels;
-  return panels.flatMap((p) => [p, ...(p.panels ?? [])]).flatMap((p) => (p.targets ?? []).map((t) => ({ panel: p.title, expr: t.expr })));
+  return panels
+    .flatMap((p) => [p, ...(p.panels ?? [])])
+    .flatMap((p) => (p.targets ?? []).map((t) => ({ panel: p.title, expr: t.expr })));
 }
 
 /** Grafana's variables as Grafana would fill them in for this gateway over the last few minutes. */
@@ -41,7 +48,10 @@ function fillVariables(expr: string, instance: string): string {
 
 async function dictation(stack: Stack, endpoint: 'transcribe' | 'streams', tenant: string): Promise<TestClient> {
   const c = await stack.connect(endpoint, { tenant });
-  await configured(c, englishConfiguration(endpoint, endpoint === 'transcribe' ? 'audio/ogg' : 'audio/webm;codecs=opus'));
+  await configured(
+    c,
+    englishConfiguration(endpoint, endpoint === 'transcribe' ? 'audio/ogg' : 'audio/webm;codecs=opus'),
+  );
   return c;
 }
 
@@ -61,7 +71,11 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
   beforeAll(async () => {
     redis = await startRedis();
     stack = await startStack({
-      REDIS_URL: redis.url, USAGE_API_TOKEN: 'test-usage-token', MAX_SESSIONS_PER_TENANT: '3', CONFIG_TIMEOUT_MS: '300', PACE: '4',
+      REDIS_URL: redis.url,
+      USAGE_API_TOKEN: 'test-usage-token',
+      MAX_SESSIONS_PER_TENANT: '3',
+      CONFIG_TIMEOUT_MS: '300',
+      PACE: '4',
     });
     instance = `127.0.0.1:${stack.gateway.server.port}`;
     prom = await startPrometheus({ job: JOB, targets: [instance], ruleFiles: [`${process.cwd()}/${ALERTS}`] });
@@ -71,12 +85,20 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
     // another, the upstream lost mid-stream (replaced), a flush, a fourth session refused at the
     // cap, a bad token, a wrong path, a client that never sends its config.
     const clients = await Promise.all([
-      dictation(stack, 'transcribe', 'base'), dictation(stack, 'transcribe', 'base'),
-      dictation(stack, 'streams', 'base'), dictation(stack, 'streams', 'clinic-b'),
+      dictation(stack, 'transcribe', 'base'),
+      dictation(stack, 'transcribe', 'base'),
+      dictation(stack, 'streams', 'base'),
+      dictation(stack, 'streams', 'clinic-b'),
     ]);
-    const atCap = await stack.connect('transcribe', { tenant: 'base' }).then(() => 0, (e: { status?: number }) => e.status);
+    const atCap = await stack.connect('transcribe', { tenant: 'base' }).then(
+      () => 0,
+      (e: { status?: number }) => e.status,
+    );
     assert.equal(atCap, 429, 'a fourth session for tenant base is refused at the cap');
-    const badToken = await stack.connect('transcribe', { token: 'not-a-jwt' }).then(() => 0, (e: { status?: number }) => e.status);
+    const badToken = await stack.connect('transcribe', { token: 'not-a-jwt' }).then(
+      () => 0,
+      (e: { status?: number }) => e.status,
+    );
     assert.equal(badToken, 401);
     assert.equal((await fetch(`http://${instance}/no-such-path`)).status, 404);
     const silent = await stack.connect('transcribe', { tenant: 'clinic-b' });
@@ -117,42 +139,72 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
     for (const { panel, expr } of queries) {
       const result = await prom.query(fillVariables(expr, instance));
       // A quantile over no observations is NaN: data means at least one real number.
-      if (!result.some((s) => Number.isFinite(Number(s.value[1])))) empty.push(`${panel}: ${expr} -> ${JSON.stringify(result)}`);
+      if (!result.some((s) => Number.isFinite(Number(s.value[1]))))
+        empty.push(`${panel}: ${expr} -> ${JSON.stringify(result)}`);
     }
     assert.deepEqual(empty, [], 'panels without data');
   });
 
   it('the panels show what happened: refusals by reason, upstream losses, credits per tenant, Redis up', async () => {
-    const labels = async (expr: string, label: string) => (await prom.query(expr)).filter((s) => Number(s.value[1]) > 0).map((s) => s.metric[label]).sort();
+    const labels = async (expr: string, label: string) =>
+      (await prom.query(expr))
+        .filter((s) => Number(s.value[1]) > 0)
+        .map((s) => s.metric[label])
+        .sort();
     const refused = await labels('sum by (reason) (speech_gateway_refusals_total)', 'reason');
     for (const reason of ['not_found', 'tenant_limit']) assert.ok(refused.includes(reason), `${reason} in ${refused}`);
     assert.equal(refused.length, 3, `a reason for the bad token too: ${refused}`);
-    assert.ok((await labels('sum by (cause) (speech_gateway_upstream_failures_total)', 'cause')).length > 0, 'upstream losses counted');
-    assert.deepEqual(await labels('sum by (result) (speech_gateway_upstream_reconnect_results_total)', 'result'), ['ok']);
+    assert.ok(
+      (await labels('sum by (cause) (speech_gateway_upstream_failures_total)', 'cause')).length > 0,
+      'upstream losses counted',
+    );
+    assert.deepEqual(await labels('sum by (result) (speech_gateway_upstream_reconnect_results_total)', 'result'), [
+      'ok',
+    ]);
     // The credits panel shows each tenant's credits in the range: all of them, first sessions included.
     const panel = dashboardQueries().find((q) => q.panel === 'Credits per tenant')!;
     // increase() extrapolates to the range's end, up to a scrape interval (1 s here) past the last
     // sample: over the few seconds these series have, that is up to 10%. A missed first session would be a third.
-    const shown = new Map((await prom.query(fillVariables(panel.expr, instance))).map((s) => [s.metric.tenant, Number(s.value[1])]));
+    const shown = new Map(
+      (await prom.query(fillVariables(panel.expr, instance))).map((s) => [s.metric.tenant, Number(s.value[1])]),
+    );
     const counted = new Map<string, number>();
-    for (const { labels: l, value } of (await metrics.credits.get()).values) counted.set(String(l.tenant), (counted.get(String(l.tenant)) ?? 0) + value);
+    for (const { labels: l, value } of (await metrics.credits.get()).values)
+      counted.set(String(l.tenant), (counted.get(String(l.tenant)) ?? 0) + value);
     assert.deepEqual([...shown.keys()].sort(), [...counted.keys()].sort());
     for (const [tenant, credits] of counted) {
-      assert.ok(Math.abs(shown.get(tenant)! - credits) <= 0.15 * credits, `${tenant}: panel ${shown.get(tenant)}, counted ${credits}`);
+      assert.ok(
+        Math.abs(shown.get(tenant)! - credits) <= 0.15 * credits,
+        `${tenant}: panel ${shown.get(tenant)}, counted ${credits}`,
+      );
     }
     assert.deepEqual([...counted.keys()].sort(), ['base', 'clinic-b']);
-    assert.deepEqual(await labels('sum by (outcome) (speech_gateway_sessions_total)', 'outcome'), ['config_timeout', 'ended']);
-    assert.deepEqual((await prom.query('speech_gateway_redis_up')).map((s) => s.value[1]), ['1']);
-    assert.deepEqual((await prom.query('speech_gateway_tenant_session_cap')).map((s) => s.value[1]), ['3']);
+    assert.deepEqual(await labels('sum by (outcome) (speech_gateway_sessions_total)', 'outcome'), [
+      'config_timeout',
+      'ended',
+    ]);
+    assert.deepEqual(
+      (await prom.query('speech_gateway_redis_up')).map((s) => s.value[1]),
+      ['1'],
+    );
+    assert.deepEqual(
+      (await prom.query('speech_gateway_tenant_session_cap')).map((s) => s.value[1]),
+      ['3'],
+    );
   });
 
   it('the alert rules load into Prometheus, use only scraped metrics, and only the tenant cap refusal fires', async () => {
-    const rules = await (await fetch(`${prom.url}/api/v1/rules`)).json() as { data: { groups: Array<{ rules: Array<{ name: string; health: string; state: string; lastError?: string }> }> } };
+    const rules = (await (await fetch(`${prom.url}/api/v1/rules`)).json()) as {
+      data: { groups: Array<{ rules: Array<{ name: string; health: string; state: string; lastError?: string }> }> };
+    };
     const loaded = rules.data.groups.flatMap((g) => g.rules);
     assert.ok(loaded.length >= 5, `rules loaded: ${loaded.length}`);
     for (const r of loaded) assert.equal(r.health, 'ok', `${r.name}: ${r.lastError}`);
     // The traffic hit tenant base's cap (refused at once); the rest wait out their `for`, if anything.
-    assert.deepEqual(loaded.filter((r) => r.state === 'firing').map((r) => r.name), ['SpeechGatewayTenantSessionsRefused']);
+    assert.deepEqual(
+      loaded.filter((r) => r.state === 'firing').map((r) => r.name),
+      ['SpeechGatewayTenantSessionsRefused'],
+    );
     const names = new Set(readFileSync(ALERTS, 'utf8').match(/\b(speech_gateway|nodejs)_[a-z0-9_]+/g));
     for (const name of names) assert.ok((await prom.query(`group(${name})`)).length, `${name} is scraped`);
   });
@@ -163,19 +215,32 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
     // gw-0 counts 10 credits over 20 minutes and is replaced at 30m; gw-1 starts at 31m and counts 5.
     const dir = mkdtempSync(join(tmpdir(), 'sgw-promtool-'));
     const file = join(dir, 'credits-panel.test.yaml');
-    writeFileSync(file, JSON.stringify({
-      rule_files: [],
-      evaluation_interval: '1m',
-      tests: [{
-        interval: '1m',
-        input_series: [
-          { series: 'speech_gateway_credits_total{tenant="acme",endpoint="transcribe",instance="gw-0",job="gw"}', values: '0+0.5x20 10x10' },
-          { series: 'speech_gateway_credits_total{tenant="acme",endpoint="transcribe",instance="gw-1",job="gw"}', values: '_x31 0+0.25x20 5x8' },
+    writeFileSync(
+      file,
+      JSON.stringify({
+        rule_files: [],
+        evaluation_interval: '1m',
+        tests: [
+          {
+            interval: '1m',
+            input_series: [
+              {
+                series: 'speech_gateway_credits_total{tenant="acme",endpoint="transcribe",instance="gw-0",job="gw"}',
+                values: '0+0.5x20 10x10',
+              },
+              {
+                series: 'speech_gateway_credits_total{tenant="acme",endpoint="transcribe",instance="gw-1",job="gw"}',
+                values: '_x31 0+0.25x20 5x8',
+              },
+            ],
+            // increase() extrapolates a little past gw-0's last sample: the figure is 15.2, shown rounded.
+            promql_expr_test: [
+              { expr: `round(${expr})`, eval_time: '60m', exp_samples: [{ labels: '{tenant="acme"}', value: 15 }] },
+            ],
+          },
         ],
-        // increase() extrapolates a little past gw-0's last sample: the figure is 15.2, shown rounded.
-        promql_expr_test: [{ expr: `round(${expr})`, eval_time: '60m', exp_samples: [{ labels: '{tenant="acme"}', value: 15 }] }],
-      }],
-    }));
+      }),
+    );
     try {
       const unit = await run(PROMTOOL, ['test', 'rules', file]).catch((err: { stdout?: string; stderr?: string }) => {
         throw new Error(`${err.stdout ?? ''}${err.stderr ?? ''}`);

@@ -18,7 +18,8 @@ describe('the runtime the tests run on', () => {
   it('is the Node LTS line engines names (Node 24), on glibc 2.38 or newer', () => {
     assert.equal(pkg.engines.node, '^24.0.0');
     assert.equal(process.versions.node.split('.')[0], '24', `tests run on ${process.version}`);
-    const glibc = (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime ?? '';
+    const glibc =
+      (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime ?? '';
     const [major, minor] = glibc.split('.').map(Number);
     assert.ok(major > 2 || (major === 2 && minor >= 38), `glibc ${glibc || 'unknown'}`);
   });
@@ -32,12 +33,21 @@ describe('the runtime the tests run on', () => {
     assert.deepEqual([installed.name, installed.version], ['@btc-vision/uwebsockets.js', '20.57.0']);
     require('uWebSockets.js');
     const binary = `/node_modules/uWebSockets.js/uws_linux_x64_${process.versions.modules}.node`;
-    assert.ok(loaded().some((p) => p.endsWith(binary)), `${binary} not loaded; loaded: ${loaded().filter((p) => p.includes('uws')).join(', ') || 'none'}`);
+    assert.ok(
+      loaded().some((p) => p.endsWith(binary)),
+      `${binary} not loaded; loaded: ${
+        loaded()
+          .filter((p) => p.includes('uws'))
+          .join(', ') || 'none'
+      }`,
+    );
     assert.equal(isNativeUws(), true);
   });
 
   it('loads the Opus addon built for this Node', () => {
-    const { OpusEncoder } = require('@discordjs/opus') as { OpusEncoder: new (rate: number, channels: number) => { encode(pcm: Buffer): Buffer } };
+    const { OpusEncoder } = require('@discordjs/opus') as {
+      OpusEncoder: new (rate: number, channels: number) => { encode(pcm: Buffer): Buffer };
+    };
     assert.ok(new OpusEncoder(16_000, 1).encode(Buffer.alloc(640)).length > 0);
     const addon = loaded().find((p) => p.includes('/@discordjs/opus/'));
     assert.match(addon ?? '', new RegExp(`/node-v${process.versions.modules}-`), `Opus addon: ${addon}`);

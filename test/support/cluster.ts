@@ -46,16 +46,30 @@ export interface Cluster {
 
 /** `env` is added to every replica's environment (REDIS_URL, UPSTREAM_URL and AUTH_URL are set here),
  * then `own(i)` to replica i's. */
-export async function startCluster(n: number, env: Record<string, string> = {}, own: (i: number) => Record<string, string> = () => ({})): Promise<Cluster> {
+export async function startCluster(
+  n: number,
+  env: Record<string, string> = {},
+  own: (i: number) => Record<string, string> = () => ({}),
+): Promise<Cluster> {
   const redis = await startRedis();
   const emulator = await startEmulator();
-  const base = { UPSTREAM_URL: emulator.wsBase, AUTH_URL: emulator.authBase, REDIS_URL: redis.url, HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env };
+  const base = {
+    UPSTREAM_URL: emulator.wsBase,
+    AUTH_URL: emulator.authBase,
+    REDIS_URL: redis.url,
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'info',
+    ...env,
+  };
   const replicas: Array<Replica & { out: string; starts: number }> = [];
   for (let index = 0; index < n; index++) {
     const r = { index, port: await freePort(), id: '', child: null, out: '', starts: 0, output: () => r.out };
     replicas.push(r);
   }
-  const exited = (c: ChildProcess) => (c.exitCode !== null || c.signalCode !== null ? Promise.resolve() : new Promise<void>((res) => c.once('exit', () => res())));
+  const exited = (c: ChildProcess) =>
+    c.exitCode !== null || c.signalCode !== null
+      ? Promise.resolve()
+      : new Promise<void>((res) => c.once('exit', () => res()));
 
   async function start(i: number, o: { sameId?: boolean } = {}): Promise<void> {
     const r = replicas[i];
@@ -64,7 +78,14 @@ export async function startCluster(n: number, env: Record<string, string> = {}, 
     r.out = '';
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: root,
-      env: { ...process.env, ...base, ...own(i), PORT: String(r.port), REPLICA_ID: r.id, USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-j-')) },
+      env: {
+        ...process.env,
+        ...base,
+        ...own(i),
+        PORT: String(r.port),
+        REPLICA_ID: r.id,
+        USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-j-')),
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     r.child = child;
@@ -74,7 +95,10 @@ export async function startCluster(n: number, env: Record<string, string> = {}, 
     child.once('exit', () => r.child === child && (r.child = null));
     for (let t = 0; t < 600; t++) {
       if (child.exitCode !== null) break;
-      const ready = await fetch(`http://127.0.0.1:${r.port}/readyz`).then((res) => res.status === 200, () => false);
+      const ready = await fetch(`http://127.0.0.1:${r.port}/readyz`).then(
+        (res) => res.status === 200,
+        () => false,
+      );
       if (ready) return;
       await delay(50);
     }
@@ -99,11 +123,20 @@ export async function startCluster(n: number, env: Record<string, string> = {}, 
     kill: async (i) => void (await signal(i, 'SIGKILL')),
     stop: (i) => signal(i, 'SIGTERM'),
     async allUp() {
-      await Promise.all(replicas.map(async (r, i) => {
-        if (r.child && (await fetch(`http://127.0.0.1:${r.port}/readyz`).then((res) => res.status === 200, () => false))) return;
-        if (r.child) await signal(i, 'SIGKILL');
-        await start(i);
-      }));
+      await Promise.all(
+        replicas.map(async (r, i) => {
+          if (
+            r.child &&
+            (await fetch(`http://127.0.0.1:${r.port}/readyz`).then(
+              (res) => res.status === 200,
+              () => false,
+            ))
+          )
+            return;
+          if (r.child) await signal(i, 'SIGKILL');
+          await start(i);
+        }),
+      );
     },
     async close() {
       await Promise.all(replicas.map((r) => r.child && signal(r.index, 'SIGKILL')));

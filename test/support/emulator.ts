@@ -2,7 +2,8 @@
 import { createMediaClock, type Emulator } from '../../src/emulator/index.js';
 
 /** The emulator's violations but pacing: tests run the gateway faster than real time (PACE > 1). */
-export const protocolViolations = (emulator: Emulator): string[] => emulator.violations.filter((v) => !/real[- ]time|pac/i.test(v));
+export const protocolViolations = (emulator: Emulator): string[] =>
+  emulator.violations.filter((v) => !/real[- ]time|pac/i.test(v));
 
 /** What the upstream reported for `tenant`: each of its sessions' final usage, or its deltas without one. */
 export function upstreamCredits(emulator: Emulator, tenant: string): number {

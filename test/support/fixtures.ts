@@ -13,7 +13,10 @@ export function fixture(name: string): Buffer {
 /** A chrome/ folder's chunks in order: exactly what a browser's MediaRecorder sent. */
 export function chromeChunks(folder: string): Buffer[] {
   const dir = join(FIXTURES, 'chrome', folder);
-  return readdirSync(dir).filter((f) => f.endsWith('.bin')).sort().map((f) => readFileSync(join(dir, f)));
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.bin'))
+    .sort()
+    .map((f) => readFileSync(join(dir, f)));
 }
 
 /** Mulberry32: the same "random" chunking on every run. */
@@ -39,7 +42,7 @@ export function evenChunks(data: Buffer, size: number): Buffer[] {
 export function randomChunks(data: Buffer, seed: number, maxChunk = 200_000): Buffer[] {
   const r = prng(seed);
   const out: Buffer[] = [];
-  for (let off = 0; off < data.length; ) {
+  for (let off = 0; off < data.length;) {
     const n = Math.max(1, Math.floor(Math.pow(r(), 3) * maxChunk));
     out.push(data.subarray(off, off + n));
     off += n;

@@ -32,9 +32,16 @@ function leftovers(runDir: string): Array<{ pid: number; cmd: string }> {
     if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid) continue;
     const fields = stat(pid);
     if (!fields.length || Number(fields[1]) === process.pid) continue;
-    const ours = read(`/proc/${pid}/environ`, (p) => readFileSync(p, 'latin1')).includes(marker)
-      || read(`/proc/${pid}/cwd`, readlinkSync).startsWith(runDir + '/');
-    if (ours) found.push({ pid, cmd: read(`/proc/${pid}/cmdline`, (p) => readFileSync(p, 'latin1')).replaceAll('\0', ' ').trim() });
+    const ours =
+      read(`/proc/${pid}/environ`, (p) => readFileSync(p, 'latin1')).includes(marker) ||
+      read(`/proc/${pid}/cwd`, readlinkSync).startsWith(runDir + '/');
+    if (ours)
+      found.push({
+        pid,
+        cmd: read(`/proc/${pid}/cmdline`, (p) => readFileSync(p, 'latin1'))
+          .replaceAll('\0', ' ')
+          .trim(),
+      });
   }
   return found;
 }
@@ -56,7 +63,9 @@ export function setup(): (() => Promise<void>) | undefined {
       }
     }
     if (left.length) {
-      process.stderr.write(`test teardown: killed ${left.length} process(es) the run left alive:\n${left.map((p) => `  ${p.pid} ${p.cmd.slice(0, 120)}`).join('\n')}\n`);
+      process.stderr.write(
+        `test teardown: killed ${left.length} process(es) the run left alive:\n${left.map((p) => `  ${p.pid} ${p.cmd.slice(0, 120)}`).join('\n')}\n`,
+      );
     }
     for (let i = 0; i < 40 && left.some((p) => alive(p.pid)); i++) await new Promise((r) => setTimeout(r, 50));
     rmSync(runDir, { recursive: true, force: true });

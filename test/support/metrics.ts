@@ -5,7 +5,8 @@
  *  (`speech_gateway_hops_total{result="opened"}`), or a name alone: the sum over its label sets. */
 export async function metric(port: number, series: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return text.split('\n')
+  return text
+    .split('\n')
     .filter((l) => l.startsWith(`${series} `) || (!series.includes('{') && l.startsWith(`${series}{`)))
     .reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
 }

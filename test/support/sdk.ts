@@ -71,8 +71,28 @@ export interface SdkRun {
 const CONFIG_STATUS = ['CONFIG_ACCEPTED', 'CONFIG_DENIED', 'CONFIG_ALREADY_RECEIVED', 'CONFIG_MISSING'];
 /** The message types the SDK's API declares per endpoint (its warning alone misses most unknown ones on /streams). */
 export const SDK_MESSAGE_TYPES: Record<Endpoint, readonly string[]> = {
-  transcribe: ['usage', 'flushed', 'delta_usage', 'ended', 'error', 'transcript', 'command', 'CONFIG_TIMEOUT', ...CONFIG_STATUS],
-  streams: ['transcript', 'facts', 'flushed', 'delta_usage', 'ENDED', 'usage', 'error', 'CONFIG_NOT_PROVIDED', ...CONFIG_STATUS],
+  transcribe: [
+    'usage',
+    'flushed',
+    'delta_usage',
+    'ended',
+    'error',
+    'transcript',
+    'command',
+    'CONFIG_TIMEOUT',
+    ...CONFIG_STATUS,
+  ],
+  streams: [
+    'transcript',
+    'facts',
+    'flushed',
+    'delta_usage',
+    'ENDED',
+    'usage',
+    'error',
+    'CONFIG_NOT_PROVIDED',
+    ...CONFIG_STATUS,
+  ],
 };
 
 /** A key as the resume protocol asks: 128 random bits, base64url (22 characters). */
@@ -83,7 +103,8 @@ export async function streamWithSdk(o: SdkStreamOptions): Promise<SdkRun> {
   const run: SdkRun = { messages: [], errors: [], closeCodes: [], reopens: 0, warnings: [] };
   const stopWarnings = captureWarnings(run.warnings);
   try {
-    const client = o.endpoint === 'transcribe' ? CortiWebSocketProxyClient.transcribe : CortiWebSocketProxyClient.stream;
+    const client =
+      o.endpoint === 'transcribe' ? CortiWebSocketProxyClient.transcribe : CortiWebSocketProxyClient.stream;
     const proxy: { url: string; protocols: Record<string, string>; queryParameters: Record<string, string> } = {
       url: `${o.base}${endpointPath(o.endpoint, o.interactionId)}`,
       protocols: { Authorization: `Bearer ${o.token}`, 'Tenant-Name': o.tenant },
@@ -129,7 +150,11 @@ async function play(socket: SdkSocket, o: SdkStreamOptions, run: SdkRun): Promis
   }
   await socket.waitForOpen();
   socket.sendEnd({ type: 'end' });
-  await within(ended, o.endTimeoutMs ?? 30_000, () => `no "${endType}" from the SDK; saw ${JSON.stringify(run).slice(0, 2000)}`);
+  await within(
+    ended,
+    o.endTimeoutMs ?? 30_000,
+    () => `no "${endType}" from the SDK; saw ${JSON.stringify(run).slice(0, 2000)}`,
+  );
 }
 
 function within<T>(p: Promise<T>, ms: number, why: () => string): Promise<T> {

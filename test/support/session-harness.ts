@@ -22,7 +22,12 @@ export interface Harness {
 
 export async function startHarness(): Promise<Harness> {
   const emulator = await startEmulator();
-  const usage = await createUsage({ journalDir: mkdtempSync(join(tmpdir(), 'sgw-harness-')), retentionDays: 1, maxSessionsPerTenant: 0, apiToken: 'x' });
+  const usage = await createUsage({
+    journalDir: mkdtempSync(join(tmpdir(), 'sgw-harness-')),
+    retentionDays: 1,
+    maxSessionsPerTenant: 0,
+    apiToken: 'x',
+  });
   return {
     emulator,
     usage,
@@ -31,8 +36,15 @@ export async function startHarness(): Promise<Harness> {
       const session = new Session(
         {
           settings: {
-            upstreamWsBase: emulator.wsBase, configTimeoutMs: 5000, streamMaxSeconds: 60, chunkMs: 250, pace: 20,
-            maxBufferedAudioBytes: 1 << 20, endTimeoutMs: 5000, reconnect: { attempts: 0, maxSeconds: 1, replayBytes: 1 << 20 }, resumeGraceSeconds: 0,
+            upstreamWsBase: emulator.wsBase,
+            configTimeoutMs: 5000,
+            streamMaxSeconds: 60,
+            chunkMs: 250,
+            pace: 20,
+            maxBufferedAudioBytes: 1 << 20,
+            endTimeoutMs: 5000,
+            reconnect: { attempts: 0, maxSeconds: 1, replayBytes: 1 << 20 },
+            resumeGraceSeconds: 0,
           },
           credentials: createUpstreamCredentials({ mode: 'passthrough', authUrl: emulator.authBase }),
           ledger: usage.ledger,
@@ -50,8 +62,14 @@ export async function startHarness(): Promise<Harness> {
       return { session, finished, text };
     },
     async ledger() {
-      const answer = await usage.api.handle({ method: 'GET', path: '/v1/usage/sessions', query: new URLSearchParams({ tenant: 'base' }), authorization: 'Bearer x' });
-      return (answer?.body as { sessions: Array<{ outcome: string; end: string | null; estimated: boolean }> }).sessions;
+      const answer = await usage.api.handle({
+        method: 'GET',
+        path: '/v1/usage/sessions',
+        query: new URLSearchParams({ tenant: 'base' }),
+        authorization: 'Bearer x',
+      });
+      return (answer?.body as { sessions: Array<{ outcome: string; end: string | null; estimated: boolean }> })
+        .sessions;
     },
     async close() {
       await usage.close();

@@ -15,7 +15,10 @@ export interface Stack {
   base: string;
   token(scope?: string, tenant?: string): Promise<string>;
   /** Opens a socket with the token in the query (as browsers do). */
-  connect(endpoint: 'transcribe' | 'streams', o?: { token?: string; tenant?: string; interactionId?: string }): Promise<TestClient>;
+  connect(
+    endpoint: 'transcribe' | 'streams',
+    o?: { token?: string; tenant?: string; interactionId?: string },
+  ): Promise<TestClient>;
   close(): Promise<void>;
 }
 
@@ -40,7 +43,8 @@ export async function startStack(env: Record<string, string> = {}, o: { emulator
     base,
     token: (scope = 'openid transcribe streams', tenant = 'base') => emulator.issueToken({ tenant, scope }),
     async connect(endpoint, o = {}) {
-      const token = o.token ?? (await stack.token(endpoint === 'transcribe' ? 'openid transcribe' : 'openid streams', o.tenant));
+      const token =
+        o.token ?? (await stack.token(endpoint === 'transcribe' ? 'openid transcribe' : 'openid streams', o.tenant));
       const q = new URLSearchParams({ 'tenant-name': o.tenant ?? 'base', token: `Bearer ${token}` });
       return openClient(`${base}${endpointPath(endpoint, o.interactionId)}?${q}`);
     },
@@ -53,8 +57,13 @@ export async function startStack(env: Record<string, string> = {}, o: { emulator
 }
 
 /** The gateway's path for an endpoint (/streams under an interaction). */
-export function endpointPath(endpoint: 'transcribe' | 'streams', interactionId = '0b0c5f3e-7a7e-4a7a-9d3c-2f6f1f0c9a11'): string {
-  return endpoint === 'transcribe' ? '/audio-bridge/v2/transcribe' : `/audio-bridge/v2/interactions/${interactionId}/streams`;
+export function endpointPath(
+  endpoint: 'transcribe' | 'streams',
+  interactionId = '0b0c5f3e-7a7e-4a7a-9d3c-2f6f1f0c9a11',
+): string {
+  return endpoint === 'transcribe'
+    ? '/audio-bridge/v2/transcribe'
+    : `/audio-bridge/v2/interactions/${interactionId}/streams`;
 }
 
 /** The /transcribe URL on `base` (ws://host:port) of a resumable session, as browsers open it: the
@@ -100,7 +109,10 @@ export function openClient(url: string, protocols?: string[], headers?: Record<s
     types: () => messages.map((m) => m.type),
     next(type, timeoutMs = 10_000) {
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no "${type}" message within ${timeoutMs} ms; got ${JSON.stringify(client.types())}`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`no "${type}" message within ${timeoutMs} ms; got ${JSON.stringify(client.types())}`)),
+          timeoutMs,
+        );
         const check = () => {
           const i = messages.findIndex((m, k) => m.type === type && !taken.has(k));
           if (i >= 0) {
@@ -110,7 +122,9 @@ export function openClient(url: string, protocols?: string[], headers?: Record<s
           }
           if (ws.readyState === WebSocket.CLOSED) {
             clearTimeout(timer);
-            return reject(new Error(`socket closed${closeSeen} before "${type}"; got ${JSON.stringify(client.types())}`));
+            return reject(
+              new Error(`socket closed${closeSeen} before "${type}"; got ${JSON.stringify(client.types())}`),
+            );
           }
           waiters.push(check);
         };
@@ -123,7 +137,11 @@ export function openClient(url: string, protocols?: string[], headers?: Record<s
     ws.once('unexpected-response', (_req, res) => {
       let body = '';
       res.on('data', (c: Buffer) => (body += c));
-      res.on('end', () => reject(Object.assign(new Error(`HTTP ${res.statusCode} ${body.slice(0, 300)}`), { status: res.statusCode, body })));
+      res.on('end', () =>
+        reject(
+          Object.assign(new Error(`HTTP ${res.statusCode} ${body.slice(0, 300)}`), { status: res.statusCode, body }),
+        ),
+      );
     });
     ws.once('error', reject);
   });
@@ -131,8 +149,14 @@ export function openClient(url: string, protocols?: string[], headers?: Record<s
 
 /** The configuration with the least in it that `endpoint` accepts: English, transcription only; with
  *  `audioFormat` when one is given. */
-export function englishConfiguration(endpoint: 'transcribe' | 'streams', audioFormat?: string): Record<string, unknown> {
-  const c = endpoint === 'transcribe' ? { primaryLanguage: 'en' } : { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' } };
+export function englishConfiguration(
+  endpoint: 'transcribe' | 'streams',
+  audioFormat?: string,
+): Record<string, unknown> {
+  const c =
+    endpoint === 'transcribe'
+      ? { primaryLanguage: 'en' }
+      : { transcription: { primaryLanguage: 'en' }, mode: { type: 'transcription' } };
   return audioFormat === undefined ? c : { ...c, audioFormat };
 }
 
@@ -143,13 +167,20 @@ export async function configured(c: TestClient, configuration: object): Promise<
 }
 
 /** A client on `url` that sent `configuration`, and the CONFIG_ACCEPTED it got. */
-export async function openConfigured(url: string, configuration: object): Promise<{ client: TestClient; accepted: Record<string, any> }> {
+export async function openConfigured(
+  url: string,
+  configuration: object,
+): Promise<{ client: TestClient; accepted: Record<string, any> }> {
   const client = await openClient(url);
   return { client, accepted: await configured(client, configuration) };
 }
 
 /** The HTTP answer to an upgrade the gateway refuses. */
-export async function refusal(url: string, protocols?: string[], headers?: Record<string, string>): Promise<{ status: number; body: any }> {
+export async function refusal(
+  url: string,
+  protocols?: string[],
+  headers?: Record<string, string>,
+): Promise<{ status: number; body: any }> {
   try {
     const c = await openClient(url, protocols, headers);
     c.ws.close();

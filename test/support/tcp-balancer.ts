@@ -51,7 +51,10 @@ export async function startTcpBalancer(backendPorts: number[]): Promise<TcpBalan
       open.add(backend);
       backend.on('close', () => open.delete(backend));
       // One side gone: the other goes too, as it would behind a real network path.
-      for (const [a, b] of [[client, backend], [backend, client]]) {
+      for (const [a, b] of [
+        [client, backend],
+        [backend, client],
+      ]) {
         a.on('error', () => b.destroy());
         a.on('close', () => b.end());
         a.pipe(b, { end: false });

@@ -49,7 +49,8 @@ export async function startTcpProxy(targetPort: number | (() => number)): Promis
         d = end < 0 ? Buffer.alloc(0) : pending.subarray(end + 4);
         pending = null;
       }
-      if (record.sent.length < CAPTURE_BYTES) record.sent = Buffer.concat([record.sent, d.subarray(0, CAPTURE_BYTES - record.sent.length)]);
+      if (record.sent.length < CAPTURE_BYTES)
+        record.sent = Buffer.concat([record.sent, d.subarray(0, CAPTURE_BYTES - record.sent.length)]);
     });
     client.pipe(upstream);
     upstream.on('data', (d: Buffer) => {
@@ -101,7 +102,7 @@ export interface ClientFrame {
  *  it, the 4-byte mask key, the masked payload); a cut-off last frame is left out. */
 export function clientFrames(sent: Buffer): ClientFrame[] {
   const frames: ClientFrame[] = [];
-  for (let off = 0; off + 2 <= sent.length; ) {
+  for (let off = 0; off + 2 <= sent.length;) {
     const opcode = sent[off] & 0x0f;
     const short = sent[off + 1] & 0x7f;
     const ext = short === 126 ? 2 : short === 127 ? 8 : 0;

@@ -7,7 +7,14 @@ export type Final = { start: number; end: number; text: string };
 export function finals(messages: Array<Record<string, any>>): Final[] {
   return messages.flatMap((m): Final[] => {
     if (m.type !== 'transcript') return [];
-    if (!Array.isArray(m.data)) return m.data.isFinal ? [{ start: m.data.start, end: m.data.end, text: m.data.text }] : [];
-    return m.data.filter((d: { final: boolean }) => d.final).map((d: { time: { start: number; end: number }; transcript: string }) => ({ start: d.time.start, end: d.time.end, text: d.transcript }));
+    if (!Array.isArray(m.data))
+      return m.data.isFinal ? [{ start: m.data.start, end: m.data.end, text: m.data.text }] : [];
+    return m.data
+      .filter((d: { final: boolean }) => d.final)
+      .map((d: { time: { start: number; end: number }; transcript: string }) => ({
+        start: d.time.start,
+        end: d.time.end,
+        text: d.transcript,
+      }));
   });
 }

@@ -23,7 +23,9 @@ export async function ledgerSessionsAt(port: number, apiToken: string, tenant: s
   const out: LedgerSession[] = [];
   let cursor: string | null = null;
   do {
-    const res = await fetch(cursor ? `${base}&cursor=${encodeURIComponent(cursor)}` : base, { headers: { authorization: `Bearer ${apiToken}` } });
+    const res = await fetch(cursor ? `${base}&cursor=${encodeURIComponent(cursor)}` : base, {
+      headers: { authorization: `Bearer ${apiToken}` },
+    });
     if (res.status !== 200) throw new Error(`usage API answered ${res.status}: ${await res.text()}`);
     const body = (await res.json()) as { sessions: LedgerSession[]; next: string | null };
     out.push(...body.sessions);
@@ -34,7 +36,11 @@ export async function ledgerSessionsAt(port: number, apiToken: string, tenant: s
 
 /** ledgerSessions() once it holds at least `count` sessions and every one has ended (the journal and
  *  the queue flushed): read every 50 ms, 100 times at the most, then as it is. */
-export async function endedLedgerSessions(stack: Stack, apiToken: string, o: { count?: number; tenant?: string } = {}): Promise<LedgerSession[]> {
+export async function endedLedgerSessions(
+  stack: Stack,
+  apiToken: string,
+  o: { count?: number; tenant?: string } = {},
+): Promise<LedgerSession[]> {
   const { count = 0, tenant = 'base' } = o;
   let rows = await ledgerSessions(stack, apiToken, tenant);
   for (let i = 0; i < 100 && (rows.length < count || rows.some((r) => r.end === null)); i++) {

@@ -26,7 +26,10 @@ export const TOKEN = 'ops-secret-token';
 export async function get(api: UsageApi, pathAndQuery: string, token: string | null = TOKEN) {
   const url = new URL(pathAndQuery, 'http://gateway');
   const res = await api.handle({
-    method: 'GET', path: url.pathname, query: url.searchParams, authorization: token === null ? undefined : `Bearer ${token}`,
+    method: 'GET',
+    path: url.pathname,
+    query: url.searchParams,
+    authorization: token === null ? undefined : `Bearer ${token}`,
   });
   if (!res) throw new Error(`api did not handle ${pathAndQuery}`);
   return res as { status: number; body: any };
@@ -35,5 +38,10 @@ export async function get(api: UsageApi, pathAndQuery: string, token: string | n
 /** Options for createUsage(): a temp journal dir, 30 days kept, no session cap, TOKEN for the API,
  *  a 500 ms Redis connect timeout; `extra` on top (redisUrl and keyPrefix for the Redis ledger). */
 export const usageOptions = (extra: Partial<UsageOptions> = {}): UsageOptions => ({
-  journalDir: extra.journalDir ?? tempDir(), retentionDays: 30, maxSessionsPerTenant: 0, apiToken: TOKEN, connectTimeoutMs: 500, ...extra,
+  journalDir: extra.journalDir ?? tempDir(),
+  retentionDays: 30,
+  maxSessionsPerTenant: 0,
+  apiToken: TOKEN,
+  connectTimeoutMs: 500,
+  ...extra,
 });

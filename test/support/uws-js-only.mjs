@@ -7,6 +7,8 @@ const standIn = new URL('./uws-js-only.cjs', import.meta.url).href;
 
 registerHooks({
   resolve(specifier, context, next) {
-    return specifier === 'uWebSockets.js' ? { url: standIn, format: 'commonjs', shortCircuit: true } : next(specifier, context);
+    return specifier === 'uWebSockets.js'
+      ? { url: standIn, format: 'commonjs', shortCircuit: true }
+      : next(specifier, context);
   },
 });

@@ -15,25 +15,39 @@ describe('counters a fresh gateway exposes at 0', () => {
   });
   afterAll(() => stack?.close());
 
-  const expect0 = (series: string) => assert.match(text, new RegExp(`^${series.replace(/[{}]/g, '\\$&')} 0$`, 'm'), `${series} 0`);
+  const expect0 = (series: string) =>
+    assert.match(text, new RegExp(`^${series.replace(/[{}]/g, '\\$&')} 0$`, 'm'), `${series} 0`);
 
   it('refusals, for every reason the gateway refuses with', () => {
     const reasons = [
-      ...REFUSAL_REASONS, 'not_found', 'draining', 'tenant_limit', 'unconfigured_limit', 'bad_interaction_id', 'bad_resume_key',
-      'resume_refused', 'resume_unavailable', 'resume_key_in_use', 'hop_forbidden', 'hop_not_owner',
+      ...REFUSAL_REASONS,
+      'not_found',
+      'draining',
+      'tenant_limit',
+      'unconfigured_limit',
+      'bad_interaction_id',
+      'bad_resume_key',
+      'resume_refused',
+      'resume_unavailable',
+      'resume_key_in_use',
+      'hop_forbidden',
+      'hop_not_owner',
     ];
     for (const reason of reasons) expect0(`speech_gateway_refusals_total{reason="${reason}"}`);
   });
 
   it('upstream failures, reconnects and their results', () => {
-    for (const cause of ['closed', 'error', 'timeout', 'dead']) expect0(`speech_gateway_upstream_failures_total{cause="${cause}"}`);
+    for (const cause of ['closed', 'error', 'timeout', 'dead'])
+      expect0(`speech_gateway_upstream_failures_total{cause="${cause}"}`);
     for (const cause of ['upstream_closed', 'upstream_unavailable', 'upstream_timeout']) {
       expect0(`speech_gateway_upstream_reconnects_total{cause="${cause}"}`);
     }
-    for (const result of ['ok', 'failed']) expect0(`speech_gateway_upstream_reconnect_results_total{result="${result}"}`);
+    for (const result of ['ok', 'failed'])
+      expect0(`speech_gateway_upstream_reconnect_results_total{result="${result}"}`);
   });
 
   it('refused credit figures', () => {
-    for (const reason of ['out_of_range', 'unreadable', 'overflow']) expect0(`speech_gateway_usage_refused_total{reason="${reason}"}`);
+    for (const reason of ['out_of_range', 'unreadable', 'overflow'])
+      expect0(`speech_gateway_usage_refused_total{reason="${reason}"}`);
   });
 });

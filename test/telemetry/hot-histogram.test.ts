@@ -13,8 +13,21 @@ describe('HotHistogram', () => {
   it('prints the same /metrics lines as a prom-client histogram fed the same values', async () => {
     const ours = new Registry();
     const theirs = new Registry();
-    const hot = new HotHistogram({ name: 'x_seconds', help: 'h', labelName: 'direction', values: ['a', 'b'], buckets, registers: [ours] });
-    const ref = new Histogram({ name: 'x_seconds', help: 'h', labelNames: ['direction'], buckets, registers: [theirs] });
+    const hot = new HotHistogram({
+      name: 'x_seconds',
+      help: 'h',
+      labelName: 'direction',
+      values: ['a', 'b'],
+      buckets,
+      registers: [ours],
+    });
+    const ref = new Histogram({
+      name: 'x_seconds',
+      help: 'h',
+      labelNames: ['direction'],
+      buckets,
+      registers: [theirs],
+    });
     for (const v of seen) {
       hot.labels('a').observe(v);
       ref.observe({ direction: 'a' }, v);
@@ -26,7 +39,14 @@ describe('HotHistogram', () => {
 
   it('ignores a value that is not a number, refuses an unknown label value, and resets', async () => {
     const r = new Registry();
-    const hot = new HotHistogram({ name: 'y_seconds', help: 'h', labelName: 'direction', values: ['a'], buckets, registers: [r] });
+    const hot = new HotHistogram({
+      name: 'y_seconds',
+      help: 'h',
+      labelName: 'direction',
+      values: ['a'],
+      buckets,
+      registers: [r],
+    });
     hot.labels('a').observe(Number.NaN);
     hot.labels('a').observe(0.2);
     assert.match(await r.metrics(), /^y_seconds_count\{direction="a"\} 1$/m);
@@ -39,10 +59,16 @@ describe('HotHistogram', () => {
     const text = await registry.metrics();
     assert.match(text, /^# TYPE speech_gateway_added_latency_seconds histogram$/m);
     for (const d of ['client_to_upstream', 'upstream_to_client']) {
-      assert.match(text, new RegExp(`^speech_gateway_added_latency_seconds_bucket\\{le="0.0001",direction="${d}"\\} \\d+$`, 'm'));
+      assert.match(
+        text,
+        new RegExp(`^speech_gateway_added_latency_seconds_bucket\\{le="0.0001",direction="${d}"\\} \\d+$`, 'm'),
+      );
       assert.match(text, new RegExp(`^speech_gateway_added_latency_seconds_count\\{direction="${d}"\\} \\d+$`, 'm'));
     }
     metrics.forwardLatency.labels('upstream_to_client').observe(0.003);
-    assert.match(await registry.metrics(), /^speech_gateway_added_latency_seconds_bucket\{le="0.005",direction="upstream_to_client"\} [1-9]\d*$/m);
+    assert.match(
+      await registry.metrics(),
+      /^speech_gateway_added_latency_seconds_bucket\{le="0.005",direction="upstream_to_client"\} [1-9]\d*$/m,
+    );
   });
 });

@@ -37,18 +37,22 @@ function connect(port: number, o: Partial<UpstreamOptions> = {}): Seen {
     opened: new Promise<void>((r) => (opened = r)),
     ended: new Promise((r) => (ended = r)),
   } as unknown as Seen;
-  seen.conn = connectUpstream({ wsBase: `ws://127.0.0.1:${port}`, endpoint: 'transcribe', tenant: 't', token: TOKEN }, {
-    onOpen: () => opened(),
-    onMessage: (data, isBinary) => seen.messages.push({ data: Buffer.from(data), isBinary }),
-    onClose: (code, reason) => {
-      seen.endings++;
-      ended({ close: { code, reason } });
+  seen.conn = connectUpstream(
+    { wsBase: `ws://127.0.0.1:${port}`, endpoint: 'transcribe', tenant: 't', token: TOKEN },
+    {
+      onOpen: () => opened(),
+      onMessage: (data, isBinary) => seen.messages.push({ data: Buffer.from(data), isBinary }),
+      onClose: (code, reason) => {
+        seen.endings++;
+        ended({ close: { code, reason } });
+      },
+      onError: (err) => {
+        seen.endings++;
+        ended({ error: err.message });
+      },
     },
-    onError: (err) => {
-      seen.endings++;
-      ended({ error: err.message });
-    },
-  }, { connectTimeoutMs: 2000, ...o });
+    { connectTimeoutMs: 2000, ...o },
+  );
   return seen;
 }
 
@@ -83,11 +87,21 @@ describe('against a ws server', () => {
     c.conn.sendJson({ type: 'flush', note: 'grüße' });
     c.conn.send(Buffer.alloc(0));
     await delay(100);
-    assert.deepEqual(got.map(([d, b]) => [d.length, b]), [[70_000, true], [300, true], [33, false], [0, true]]);
+    assert.deepEqual(
+      got.map(([d, b]) => [d.length, b]),
+      [
+        [70_000, true],
+        [300, true],
+        [33, false],
+        [0, true],
+      ],
+    );
     assert.ok(got[0][0].equals(audio));
     assert.deepEqual(JSON.parse(got[2][0].toString()), { type: 'flush', note: 'grüße' });
     c.conn.close(1000, 'session over');
-    const closed = await new Promise<[number, string]>((r) => server.once('close', (code, reason) => r([code, reason.toString()])));
+    const closed = await new Promise<[number, string]>((r) =>
+      server.once('close', (code, reason) => r([code, reason.toString()])),
+    );
     assert.deepEqual(closed, [1000, 'session over']);
     assert.deepEqual(await c.ended, { close: { code: 1000, reason: 'session over' } });
     assert.equal(c.conn.isOpen, false);
@@ -108,7 +122,11 @@ describe('against a ws server', () => {
     (a.server as unknown as { _socket: Socket })._socket.resume();
     for (let i = 0; i < 200 && gotA.length < frames.length; i++) await delay(50);
     assert.equal(gotA.length, frames.length);
-    assert.equal(gotA.findIndex((d, i) => !d.equals(frames[i])), -1, 'every frame of A arrives as it was sent');
+    assert.equal(
+      gotA.findIndex((d, i) => !d.equals(frames[i])),
+      -1,
+      'every frame of A arrives as it was sent',
+    );
     assert.ok(gotB.length === 20 && gotB.every((d) => d.equals(Buffer.alloc(8000, 0xfe))));
     a.c.conn.close();
     b.c.conn.close();
@@ -127,11 +145,14 @@ describe('against a ws server', () => {
     server.send('whole');
     assert.equal((await pong).toString(), 'are you there');
     await delay(50);
-    assert.deepEqual(c.messages.map((m) => [m.data.toString('hex'), m.isBinary]), [
-      [Buffer.from('{"type":"transcript","data":{}}').toString('hex'), false],
-      ['0102030405', true],
-      [Buffer.from('whole').toString('hex'), false],
-    ]);
+    assert.deepEqual(
+      c.messages.map((m) => [m.data.toString('hex'), m.isBinary]),
+      [
+        [Buffer.from('{"type":"transcript","data":{}}').toString('hex'), false],
+        ['0102030405', true],
+        [Buffer.from('whole').toString('hex'), false],
+      ],
+    );
     c.conn.close();
     await c.ended;
   });
@@ -142,7 +163,10 @@ describe('against a ws server', () => {
     server.send(Buffer.alloc(MAX / 2, 1), { fin: false });
     server.send(Buffer.alloc(MAX / 2, 2), { fin: true });
     await delay(200);
-    assert.deepEqual(c.messages.map((m) => m.data.length), [MAX, MAX]);
+    assert.deepEqual(
+      c.messages.map((m) => m.data.length),
+      [MAX, MAX],
+    );
     assert.equal(c.messages[1].data[MAX - 1], 2);
     const closed = new Promise<number>((r) => server.once('close', r));
     server.send(Buffer.alloc(MAX / 2), { fin: false });
@@ -163,7 +187,10 @@ describe('against a ws server', () => {
     server.send('y', { fin: true });
     assert.equal(await closed, 1009);
     assert.deepEqual(await c.ended, { error: 'upstream connection failed: a message in over 4096 fragments' });
-    assert.deepEqual(c.messages.map((m) => m.data.toString()), ['ab']);
+    assert.deepEqual(
+      c.messages.map((m) => m.data.toString()),
+      ['ab'],
+    );
   });
 
   it("a server's close: its code and reason reach the session, and the server gets its close frame back", async () => {
@@ -211,8 +238,12 @@ async function rawServer(onSocket: (s: Socket, key: string) => void): Promise<{ 
   return { port: (server.address() as { port: number }).port, server };
 }
 
-const acceptOf = (key: string) => createHash('sha1').update(key + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64');
-const upgraded = (accept: string) => `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`;
+const acceptOf = (key: string) =>
+  createHash('sha1')
+    .update(key + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11')
+    .digest('base64');
+const upgraded = (accept: string) =>
+  `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`;
 
 /** The close code in the first close frame (opcode 8, masked: the client's) in `bytes`, if any. */
 function clientCloseCode(bytes: Buffer): number | undefined {
@@ -252,7 +283,10 @@ describe('against a broken server', () => {
       const c = connect(port);
       const end = await c.ended;
       assert.match(end.error ?? '', message);
-      assert.deepEqual(c.messages.map((m) => m.data.toString()), ['ok']);
+      assert.deepEqual(
+        c.messages.map((m) => m.data.toString()),
+        ['ok'],
+      );
       assert.equal(clientCloseCode(await received), 1002);
       assert.equal(c.endings, 1);
     });
@@ -276,7 +310,11 @@ describe('against a broken server', () => {
   it('a frame split across many reads, down to single bytes, arrives whole', async () => {
     const message = Buffer.from(`{"type":"transcript","text":"${'x'.repeat(300)}"}`);
     const port = await serve(async (s, key) => {
-      const bytes = Buffer.concat([Buffer.from(upgraded(acceptOf(key))), Buffer.from([0x81, 126, message.length >> 8, message.length & 0xff]), message]);
+      const bytes = Buffer.concat([
+        Buffer.from(upgraded(acceptOf(key))),
+        Buffer.from([0x81, 126, message.length >> 8, message.length & 0xff]),
+        message,
+      ]);
       for (let i = 0; i < bytes.length; i += 1 + (i % 7)) {
         s.write(bytes.subarray(i, i + 1 + (i % 7)));
         await delay(1);
@@ -285,7 +323,10 @@ describe('against a broken server', () => {
     const c = connect(port);
     await c.opened;
     for (let i = 0; i < 100 && c.messages.length === 0; i++) await delay(10);
-    assert.deepEqual(c.messages.map((m) => m.data.toString()), [message.toString()]);
+    assert.deepEqual(
+      c.messages.map((m) => m.data.toString()),
+      [message.toString()],
+    );
     c.conn.close();
   });
 
@@ -353,8 +394,27 @@ describe('wss, as production upstreams are', () => {
   let port: number;
 
   beforeAll(async () => {
-    const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
-      '-addext', 'subjectAltName=DNS:localhost', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+    const made = spawnSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=DNS:localhost',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+      ],
+      { stdio: 'ignore' },
+    );
     assert.equal(made.status, 0, 'openssl made the test certificate');
     https = createHttpsServer({ cert: readFileSync(cert), key: readFileSync(key) });
     https.on('secureConnection', (s: TLSSocket) => servernames.push(s.servername));

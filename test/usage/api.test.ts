@@ -37,7 +37,10 @@ async function allPages(api: UsageApi, tenant: string): Promise<{ pages: number[
   const keys: string[] = [];
   let cursor: string | null = null;
   do {
-    const res = await get(api, `/v1/usage/sessions?tenant=${tenant}&from=${FROM}&to=${TO}${cursor ? `&cursor=${cursor}` : ''}`);
+    const res = await get(
+      api,
+      `/v1/usage/sessions?tenant=${tenant}&from=${FROM}&to=${TO}${cursor ? `&cursor=${cursor}` : ''}`,
+    );
     assert.equal(res.status, 200);
     pages.push(res.body.sessions.length);
     keys.push(...res.body.sessions.map((s: { sessionKey: string }) => s.sessionKey));
@@ -47,8 +50,17 @@ async function allPages(api: UsageApi, tenant: string): Promise<{ pages: number[
 }
 
 const modes = {
-  redis: () => createUsage({ redisUrl: redis.url, keyPrefix: uniquePrefix(), journalDir: tempDir(), retentionDays: 30, maxSessionsPerTenant: 0, apiToken: TOKEN }),
-  'in-process': () => createUsage({ journalDir: tempDir(), retentionDays: 30, maxSessionsPerTenant: 0, apiToken: TOKEN }),
+  redis: () =>
+    createUsage({
+      redisUrl: redis.url,
+      keyPrefix: uniquePrefix(),
+      journalDir: tempDir(),
+      retentionDays: 30,
+      maxSessionsPerTenant: 0,
+      apiToken: TOKEN,
+    }),
+  'in-process': () =>
+    createUsage({ journalDir: tempDir(), retentionDays: 30, maxSessionsPerTenant: 0, apiToken: TOKEN }),
 };
 
 for (const [mode, make] of Object.entries(modes)) {
@@ -79,13 +91,19 @@ for (const [mode, make] of Object.entries(modes)) {
       const res = await get(u.api, `/v1/usage?tenant=acme&from=${FROM}&to=${TO}&granularity=day`);
       // 200 sessions with a final 0.002, 50 estimated at 0.001: exactly 0.45.
       assert.deepEqual(res.body, {
-        tenant: 'acme', from: FROM, to: TO, granularity: 'day',
+        tenant: 'acme',
+        from: FROM,
+        to: TO,
+        granularity: 'day',
         total: { credits: 0.45, sessions: 250, mediaSeconds: 125 },
         buckets: [{ start: FROM, credits: 0.45, sessions: 250, mediaSeconds: 125 }],
       });
       const streams = await get(u.api, `/v1/usage?tenant=acme&from=${FROM}&to=${TO}&granularity=hour&endpoint=streams`);
       assert.deepEqual(streams.body.total, { credits: 0.225, sessions: 125, mediaSeconds: 62.5 });
-      assert.deepEqual(streams.body.buckets.map((b: { start: string }) => b.start), [new Date(D + 3_600_000).toISOString()]);
+      assert.deepEqual(
+        streams.body.buckets.map((b: { start: string }) => b.start),
+        [new Date(D + 3_600_000).toISOString()],
+      );
       const none = await get(u.api, `/v1/usage?tenant=nobody&from=${FROM}&to=${TO}&granularity=hour`);
       assert.deepEqual(none.body.total, { credits: 0, sessions: 0, mediaSeconds: 0 });
       assert.deepEqual(none.body.buckets, []);
@@ -94,10 +112,24 @@ for (const [mode, make] of Object.entries(modes)) {
     test('sessions come in pages of 100 sorted by start, each exactly once', async () => {
       const { pages, keys } = await allPages(u.api, 'acme');
       assert.deepEqual(pages, [100, 100, 50]);
-      assert.deepEqual(keys, Array.from({ length: 250 }, (_, i) => `s${String(i).padStart(3, '0')}`));
+      assert.deepEqual(
+        keys,
+        Array.from({ length: 250 }, (_, i) => `s${String(i).padStart(3, '0')}`),
+      );
       const first = (await get(u.api, '/v1/usage/sessions?tenant=acme')).body.sessions[0];
       assert.deepEqual(Object.keys(first).sort(), [
-        'credits', 'end', 'endpoint', 'estimated', 'interactionId', 'mediaSeconds', 'outcome', 'segments', 'sessionKey', 'start', 'tenant', 'upstreamSessionId',
+        'credits',
+        'end',
+        'endpoint',
+        'estimated',
+        'interactionId',
+        'mediaSeconds',
+        'outcome',
+        'segments',
+        'sessionKey',
+        'start',
+        'tenant',
+        'upstreamSessionId',
       ]);
       assert.equal(first.estimated, true); // s000: no final
       assert.equal(first.credits, 0.001);
@@ -126,7 +158,12 @@ for (const [mode, make] of Object.entries(modes)) {
     test('other paths are not the API’s; other methods are refused', async () => {
       assert.equal(await u.api.handle({ method: 'GET', path: '/v1/other', query: new URLSearchParams() }), null);
       assert.equal(await u.api.handle({ method: 'GET', path: '/metrics', query: new URLSearchParams() }), null);
-      const post = await u.api.handle({ method: 'POST', path: '/v1/tenants', query: new URLSearchParams(), authorization: `Bearer ${TOKEN}` });
+      const post = await u.api.handle({
+        method: 'POST',
+        path: '/v1/tenants',
+        query: new URLSearchParams(),
+        authorization: `Bearer ${TOKEN}`,
+      });
       assert.equal(post?.status, 405);
     });
   });

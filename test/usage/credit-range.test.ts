@@ -8,7 +8,12 @@ import { afterAll, beforeAll, describe, test } from 'vitest';
 import { metrics } from '../../src/telemetry/index.js';
 import { createUsage, type Usage } from '../../src/usage/index.js';
 import { MemoryUsageStore } from '../../src/usage/memory-store.js';
-import { MAX_CREDITS_PER_MESSAGE, MAX_MICRO_PER_MESSAGE, type LedgerEvent, type UsageStore } from '../../src/usage/model.js';
+import {
+  MAX_CREDITS_PER_MESSAGE,
+  MAX_MICRO_PER_MESSAGE,
+  type LedgerEvent,
+  type UsageStore,
+} from '../../src/usage/model.js';
 import { RedisUsageStore, createRedisClient, type ScriptedRedis } from '../../src/usage/redis-store.js';
 import { get, uniquePrefix, usageOptions } from '../support/usage.js';
 import { startRedis, type TestRedis } from './redis.js';
@@ -34,7 +39,8 @@ const sessions = async (u: Usage) => (await get(u.api, '/v1/usage/sessions?tenan
 
 for (const mode of ['redis', 'in-process'] as const) {
   describe(`credits out of range (${mode})`, () => {
-    const make = () => createUsage(usageOptions(mode === 'redis' ? { redisUrl: redis.url, keyPrefix: uniquePrefix() } : {}));
+    const make = () =>
+      createUsage(usageOptions(mode === 'redis' ? { redisUrl: redis.url, keyPrefix: uniquePrefix() } : {}));
 
     test('-1000, 1e13, 1e300 never reach a total; the session is estimated and its end recorded', async () => {
       const u = await make();
@@ -44,17 +50,27 @@ for (const mode of ['redis', 'in-process'] as const) {
       let seq = 1;
       for (const credits of BAD) {
         for (const kind of ['delta', 'final'] as const) {
-          assert.equal(u.ledger.recordUsage({ sessionKey: 'r1', seq: ++seq, kind, credits, at: T0 }), false, `${kind} ${credits}`);
+          assert.equal(
+            u.ledger.recordUsage({ sessionKey: 'r1', seq: ++seq, kind, credits, at: T0 }),
+            false,
+            `${kind} ${credits}`,
+          );
         }
       }
       // The bound itself is a figure like any other.
-      assert.equal(u.ledger.recordUsage({ sessionKey: 'r2', seq: 1, kind: 'final', credits: MAX_CREDITS_PER_MESSAGE, at: T0 }), true);
+      assert.equal(
+        u.ledger.recordUsage({ sessionKey: 'r2', seq: 1, kind: 'final', credits: MAX_CREDITS_PER_MESSAGE, at: T0 }),
+        true,
+      );
       u.ledger.sessionEnded({ sessionKey: 'r1', outcome: 'ended', mediaSeconds: 5, endedAt: T0 + 5000 });
       await u.ledger.flush();
       assert.deepEqual([await refused('out_of_range'), await refused('unreadable')], [before[0] + 8, before[1] + 2]);
       assert.deepEqual(await totals(u), { credits: 0.5, sessions: 1, mediaSeconds: 5 });
       const [row] = await sessions(u);
-      assert.deepEqual([row.sessionKey, row.credits, row.estimated, row.outcome, row.end !== null], ['r1', 0.5, true, 'ended', true]);
+      assert.deepEqual(
+        [row.sessionKey, row.credits, row.estimated, row.outcome, row.end !== null],
+        ['r1', 0.5, true, 'ended', true],
+      );
       await u.close();
     });
 
@@ -63,7 +79,8 @@ for (const mode of ['redis', 'in-process'] as const) {
       const before = await refused('overflow');
       u.ledger.sessionStarted({ sessionKey: 'big', tenant: 'acme', endpoint: 'streams', startedAt: T0 });
       // 9008 deltas of 1e6 credits are 9.008e15 micro-credits: over 2^53 - 1 at the last one.
-      for (let seq = 1; seq <= 9008; seq++) u.ledger.recordUsage({ sessionKey: 'big', seq, kind: 'delta', credits: MAX_CREDITS_PER_MESSAGE, at: T0 });
+      for (let seq = 1; seq <= 9008; seq++)
+        u.ledger.recordUsage({ sessionKey: 'big', seq, kind: 'delta', credits: MAX_CREDITS_PER_MESSAGE, at: T0 });
       u.ledger.sessionEnded({ sessionKey: 'big', outcome: 'ended', mediaSeconds: 1, endedAt: T0 + 1000 });
       await u.ledger.flush();
       const [row] = await sessions(u);
@@ -101,14 +118,29 @@ describe('the stores check every event whole before writing (Lua scripts and in 
   const end: LedgerEvent = { t: 'end', k: 'w1', outcome: 'ended', mediaMs: 4000, at: T0 + 4000 };
 
   async function state(store: UsageStore) {
-    const { rows } = await store.sessions({ tenant: 'acme', from: 0, to: Number.MAX_SAFE_INTEGER, after: null, limit: 10 });
-    const buckets = await store.buckets({ tenant: 'acme', endpoints: ['transcribe'], granularity: 'day', from: 0, to: Number.MAX_SAFE_INTEGER });
+    const { rows } = await store.sessions({
+      tenant: 'acme',
+      from: 0,
+      to: Number.MAX_SAFE_INTEGER,
+      after: null,
+      limit: 10,
+    });
+    const buckets = await store.buckets({
+      tenant: 'acme',
+      endpoints: ['transcribe'],
+      granularity: 'day',
+      from: 0,
+      to: Number.MAX_SAFE_INTEGER,
+    });
     return { rows, buckets };
   }
 
   test('a negative or overflowing figure, a bad kind or seq, a huge end: nothing written, the real end still lands', async () => {
     const prefix = uniquePrefix();
-    const stores: UsageStore[] = [new RedisUsageStore(client, prefix, retention, Date.now), new MemoryUsageStore(retention, Date.now)];
+    const stores: UsageStore[] = [
+      new RedisUsageStore(client, prefix, retention, Date.now),
+      new MemoryUsageStore(retention, Date.now),
+    ];
     const answers = [];
     for (const store of stores) {
       await store.apply(good);
@@ -132,7 +164,10 @@ describe('the stores check every event whole before writing (Lua scripts and in 
     assert.deepEqual(fromRedis, inProcess);
     const [row] = fromRedis.rows;
     assert.deepEqual([row.micro, row.end, row.mediaMs, row.estimated], [250_000, T0 + 4000, 4000, true]);
-    assert.deepEqual(fromRedis.buckets.map((b) => [b.micro, b.sessions, b.mediaMs]), [[250_000, 1, 4000]]);
+    assert.deepEqual(
+      fromRedis.buckets.map((b) => [b.micro, b.sessions, b.mediaMs]),
+      [[250_000, 1, 4000]],
+    );
   });
 
   test('a day bucket filled to 2^53 - 1 by many sessions refuses the figure that would pass it, in both stores', async () => {
@@ -145,19 +180,40 @@ describe('the stores check every event whole before writing (Lua scripts and in 
     // 9007 sessions of the largest figure leave room for 199 254 740 991 micro-credits.
     const fill = Array.from({ length: 9007 }, (_, i) => events(`a${i}`, MAX_MICRO_PER_MESSAGE)).flat();
     const room = Number.MAX_SAFE_INTEGER - 9007 * MAX_MICRO_PER_MESSAGE;
-    const stores: UsageStore[] = [new RedisUsageStore(client, prefix, retention, Date.now), new MemoryUsageStore(retention, Date.now)];
+    const stores: UsageStore[] = [
+      new RedisUsageStore(client, prefix, retention, Date.now),
+      new MemoryUsageStore(retention, Date.now),
+    ];
     const answers = [];
     for (const store of stores) {
       for (let i = 0; i < fill.length; i += 3000) await store.apply(fill.slice(i, i + 3000));
       await store.apply(events('z1', room + 1)); // would make the bucket 2^53
       await store.apply(events('z2', room)); // fits exactly
-      const { rows } = await store.sessions({ tenant: 'acme', from: 0, to: Number.MAX_SAFE_INTEGER, after: { start: T0, key: 'y' }, limit: 10 });
-      const buckets = await store.buckets({ tenant: 'acme', endpoints: ['streams'], granularity: 'day', from: 0, to: Number.MAX_SAFE_INTEGER });
+      const { rows } = await store.sessions({
+        tenant: 'acme',
+        from: 0,
+        to: Number.MAX_SAFE_INTEGER,
+        after: { start: T0, key: 'y' },
+        limit: 10,
+      });
+      const buckets = await store.buckets({
+        tenant: 'acme',
+        endpoints: ['streams'],
+        granularity: 'day',
+        from: 0,
+        to: Number.MAX_SAFE_INTEGER,
+      });
       answers.push({ rows: rows.map((r) => [r.sessionKey, r.micro, r.estimated, r.end]), buckets });
     }
     const [fromRedis, inProcess] = answers;
     assert.deepEqual(fromRedis, inProcess);
-    assert.deepEqual(fromRedis.rows, [['z1', 0, true, T0 + 10], ['z2', room, false, T0 + 10]]);
-    assert.deepEqual(fromRedis.buckets.map((b) => [b.micro, b.sessions, b.mediaMs]), [[Number.MAX_SAFE_INTEGER, 9009, 9009 * 10]]);
+    assert.deepEqual(fromRedis.rows, [
+      ['z1', 0, true, T0 + 10],
+      ['z2', room, false, T0 + 10],
+    ]);
+    assert.deepEqual(
+      fromRedis.buckets.map((b) => [b.micro, b.sessions, b.mediaMs]),
+      [[Number.MAX_SAFE_INTEGER, 9009, 9009 * 10]],
+    );
   });
 });

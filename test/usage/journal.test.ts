@@ -50,10 +50,13 @@ test('events recorded while Redis is down are journaled and replayed exactly whe
   const usage = await get(u.api, `/v1/usage?tenant=acme&${RANGE}`);
   assert.deepEqual(usage.body.total, { credits: 3.6, sessions: 2, mediaSeconds: 32 });
   const sessions = (await get(u.api, '/v1/usage/sessions?tenant=acme')).body.sessions;
-  assert.deepEqual(sessions.map((s: any) => [s.sessionKey, s.credits, s.estimated, s.outcome]), [
-    ['j1', 3.5, false, 'ended'],
-    ['j2', 0.1, true, 'upstream_lost'],
-  ]);
+  assert.deepEqual(
+    sessions.map((s: any) => [s.sessionKey, s.credits, s.estimated, s.outcome]),
+    [
+      ['j1', 3.5, false, 'ended'],
+      ['j2', 0.1, true, 'upstream_lost'],
+    ],
+  );
   await u.close();
 });
 
@@ -103,7 +106,10 @@ test('a full journal refuses the newest events and keeps the oldest', async () =
   await u.ledger.flush();
   assert.equal(u.ledger.journalDepth, 3);
   // Each line is the event's JSON, a tab and its checksum.
-  const seqs = readFileSync(join(dir, 'usage-journal.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l.split('\t')[0]).seq);
+  const seqs = readFileSync(join(dir, 'usage-journal.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l.split('\t')[0]).seq);
   assert.deepEqual(seqs, [1, 2, 3]);
   await u.close();
   await redis.restart();

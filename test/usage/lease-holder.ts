@@ -3,8 +3,13 @@
 import { createUsage } from '../../src/usage/index.js';
 
 const u = await createUsage({
-  redisUrl: process.env.REDIS_URL, keyPrefix: process.env.PREFIX, journalDir: process.env.JOURNAL_DIR!,
-  retentionDays: 1, maxSessionsPerTenant: 1, leaseTtlMs: 1500, leaseRenewMs: 200,
+  redisUrl: process.env.REDIS_URL,
+  keyPrefix: process.env.PREFIX,
+  journalDir: process.env.JOURNAL_DIR!,
+  retentionDays: 1,
+  maxSessionsPerTenant: 1,
+  leaseTtlMs: 1500,
+  leaseRenewMs: 200,
 });
 const ok = await u.limiter.acquire('acme', 'held-by-child');
 process.stdout.write(ok ? 'held\n' : 'refused\n');

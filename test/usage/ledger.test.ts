@@ -27,8 +27,14 @@ for (const mode of ['redis', 'in-process'] as const) {
 
     const make = (extra: Partial<UsageOptions> = {}, prefix = uniquePrefix()) =>
       createUsage({
-        redisUrl: redis?.url, journalDir: tempDir(), retentionDays: 30, maxSessionsPerTenant: 0, apiToken: TOKEN,
-        keyPrefix: prefix, now: () => T0, ...extra,
+        redisUrl: redis?.url,
+        journalDir: tempDir(),
+        retentionDays: 30,
+        maxSessionsPerTenant: 0,
+        apiToken: TOKEN,
+        keyPrefix: prefix,
+        now: () => T0,
+        ...extra,
       });
 
     test('the final figure replaces the provisional deltas', async () => {
@@ -46,11 +52,22 @@ for (const mode of ['redis', 'in-process'] as const) {
       assert.deepEqual(usage.body.total, { credits: 0.25, sessions: 1, mediaSeconds: 12.5 });
       const sessions = await get(u.api, '/v1/usage/sessions?tenant=acme');
       assert.deepEqual(sessions.body, {
-        sessions: [{
-          sessionKey: 's1', upstreamSessionId: 'up-1', tenant: 'acme', endpoint: 'transcribe', interactionId: null,
-          start: iso(1, '10:15:00'), end: iso(1, '10:15:04'), credits: 0.25, estimated: false,
-          outcome: 'ended', mediaSeconds: 12.5, segments: [{ upstreamSessionId: 'up-1', credits: 0.25, estimated: false }],
-        }],
+        sessions: [
+          {
+            sessionKey: 's1',
+            upstreamSessionId: 'up-1',
+            tenant: 'acme',
+            endpoint: 'transcribe',
+            interactionId: null,
+            start: iso(1, '10:15:00'),
+            end: iso(1, '10:15:04'),
+            credits: 0.25,
+            estimated: false,
+            outcome: 'ended',
+            mediaSeconds: 12.5,
+            segments: [{ upstreamSessionId: 'up-1', credits: 0.25, estimated: false }],
+          },
+        ],
         next: null,
       });
       await u.close();
@@ -59,7 +76,13 @@ for (const mode of ['redis', 'in-process'] as const) {
     test('a session that ends without a final figure keeps its deltas, exactly, marked estimated', async () => {
       const u = await make();
       const iid = '0b6c1e2a-4f7d-4f3e-9a51-2d4c5e6f7a8b';
-      u.ledger.sessionStarted({ sessionKey: 's2', tenant: 'acme', endpoint: 'streams', interactionId: iid, startedAt: T0 });
+      u.ledger.sessionStarted({
+        sessionKey: 's2',
+        tenant: 'acme',
+        endpoint: 'streams',
+        interactionId: iid,
+        startedAt: T0,
+      });
       u.ledger.recordUsage({ sessionKey: 's2', seq: 1, kind: 'delta', credits: 0.1, at: T0 });
       u.ledger.recordUsage({ sessionKey: 's2', seq: 2, kind: 'delta', credits: 0.2, at: T0 });
       u.ledger.sessionEnded({ sessionKey: 's2', outcome: 'upstream_lost', mediaSeconds: 3, endedAt: T0 + 5000 });
@@ -111,7 +134,10 @@ for (const mode of ['redis', 'in-process'] as const) {
 
       const hours = await get(u.api, `/v1/usage?tenant=clinic&${RANGE}&granularity=hour`);
       assert.deepEqual(hours.body, {
-        tenant: 'clinic', from: iso(1, '00:00:00'), to: iso(3, '00:00:00'), granularity: 'hour',
+        tenant: 'clinic',
+        from: iso(1, '00:00:00'),
+        to: iso(3, '00:00:00'),
+        granularity: 'hour',
         total: { credits: 15, sessions: 4, mediaSeconds: 240 },
         buckets: [
           { start: iso(1, '10:00:00'), credits: 3, sessions: 2, mediaSeconds: 120 },
@@ -129,43 +155,54 @@ for (const mode of ['redis', 'in-process'] as const) {
     });
 
     // Redis only: an in-process store is one per process, and key expiry is Redis's.
-    if (mode === 'redis') test('two replicas on one store add up', async () => {
-      const prefix = uniquePrefix();
-      const a = await make({}, prefix);
-      const b = await make({}, prefix);
-      for (const [u, k, credits] of [[a, 'ra', 1.1], [b, 'rb', 2.2], [a, 'rc', 3.3]] as const) {
-        u.ledger.sessionStarted({ sessionKey: k, tenant: k === 'rb' ? 'beta' : 'acme', endpoint: 'transcribe', startedAt: T0 });
-        u.ledger.recordUsage({ sessionKey: k, seq: 1, kind: 'final', credits, at: T0 });
-        u.ledger.sessionEnded({ sessionKey: k, outcome: 'ended', mediaSeconds: 1, endedAt: T0 + 1 });
-      }
-      // b also records a's session's final again (a resumed session seen by two replicas).
-      b.ledger.recordUsage({ sessionKey: 'ra', seq: 1, kind: 'final', credits: 1.1, at: T0 });
-      await Promise.all([a.ledger.flush(), b.ledger.flush()]);
-      const fromB = await get(b.api, `/v1/usage?tenant=acme&${RANGE}&granularity=day`);
-      assert.deepEqual(fromB.body.total, { credits: 4.4, sessions: 2, mediaSeconds: 2 });
-      assert.deepEqual((await get(a.api, '/v1/tenants')).body, { tenants: ['acme', 'beta'] });
-      await Promise.all([a.close(), b.close()]);
-    });
+    if (mode === 'redis')
+      test('two replicas on one store add up', async () => {
+        const prefix = uniquePrefix();
+        const a = await make({}, prefix);
+        const b = await make({}, prefix);
+        for (const [u, k, credits] of [
+          [a, 'ra', 1.1],
+          [b, 'rb', 2.2],
+          [a, 'rc', 3.3],
+        ] as const) {
+          u.ledger.sessionStarted({
+            sessionKey: k,
+            tenant: k === 'rb' ? 'beta' : 'acme',
+            endpoint: 'transcribe',
+            startedAt: T0,
+          });
+          u.ledger.recordUsage({ sessionKey: k, seq: 1, kind: 'final', credits, at: T0 });
+          u.ledger.sessionEnded({ sessionKey: k, outcome: 'ended', mediaSeconds: 1, endedAt: T0 + 1 });
+        }
+        // b also records a's session's final again (a resumed session seen by two replicas).
+        b.ledger.recordUsage({ sessionKey: 'ra', seq: 1, kind: 'final', credits: 1.1, at: T0 });
+        await Promise.all([a.ledger.flush(), b.ledger.flush()]);
+        const fromB = await get(b.api, `/v1/usage?tenant=acme&${RANGE}&granularity=day`);
+        assert.deepEqual(fromB.body.total, { credits: 4.4, sessions: 2, mediaSeconds: 2 });
+        assert.deepEqual((await get(a.api, '/v1/tenants')).body, { tenants: ['acme', 'beta'] });
+        await Promise.all([a.close(), b.close()]);
+      });
 
-    if (mode === 'redis') test('bucket keys expire after the retention period', async () => {
-      const prefix = uniquePrefix();
-      const now = Date.now();
-      const u = await make({ retentionDays: 7, now: () => now }, prefix);
-      u.ledger.sessionStarted({ sessionKey: 'r1', tenant: 'acme', endpoint: 'transcribe', startedAt: now });
-      u.ledger.recordUsage({ sessionKey: 'r1', seq: 1, kind: 'delta', credits: 1, at: now });
-      await u.ledger.flush();
-      const raw = new Redis(redis!.url);
-      const keys = await raw.keys(`${prefix}b:*`);
-      assert.equal(keys.length, 2); // one hour and one day bucket
-      for (const k of keys) {
-        const ttl = await raw.pttl(k);
-        assert.ok(ttl > 0 && ttl <= 7 * 86_400_000, `${k} ttl ${ttl}`);
-      }
-      const sessionTtl = await raw.pttl(`${prefix}s:r1`);
-      assert.ok(sessionTtl > 0 && sessionTtl <= 7 * 86_400_000);
-      raw.disconnect();
-      await u.close();
-    });
+    if (mode === 'redis')
+      test('bucket keys expire after the retention period', async () => {
+        const prefix = uniquePrefix();
+        const now = Date.now();
+        const u = await make({ retentionDays: 7, now: () => now }, prefix);
+        u.ledger.sessionStarted({ sessionKey: 'r1', tenant: 'acme', endpoint: 'transcribe', startedAt: now });
+        u.ledger.recordUsage({ sessionKey: 'r1', seq: 1, kind: 'delta', credits: 1, at: now });
+        await u.ledger.flush();
+        const raw = new Redis(redis!.url);
+        const keys = await raw.keys(`${prefix}b:*`);
+        assert.equal(keys.length, 2); // one hour and one day bucket
+        for (const k of keys) {
+          const ttl = await raw.pttl(k);
+          assert.ok(ttl > 0 && ttl <= 7 * 86_400_000, `${k} ttl ${ttl}`);
+        }
+        const sessionTtl = await raw.pttl(`${prefix}s:r1`);
+        assert.ok(sessionTtl > 0 && sessionTtl <= 7 * 86_400_000);
+        raw.disconnect();
+        await u.close();
+      });
 
     test('data older than the retention period is not reported', async () => {
       let now = T0;
@@ -178,7 +215,10 @@ for (const mode of ['redis', 'in-process'] as const) {
       u.ledger.sessionStarted({ sessionKey: 'new', tenant: 'acme', endpoint: 'transcribe', startedAt: now });
       await u.ledger.flush();
       const all = await get(u.api, '/v1/usage/sessions?tenant=acme');
-      assert.deepEqual(all.body.sessions.map((s: { sessionKey: string }) => s.sessionKey), ['new']);
+      assert.deepEqual(
+        all.body.sessions.map((s: { sessionKey: string }) => s.sessionKey),
+        ['new'],
+      );
       await u.close();
     });
   });

@@ -19,7 +19,13 @@ describe('session limiter across replicas (redis)', () => {
     await redis.stop();
   });
   const make = (prefix: string, max: number) =>
-    createUsage({ redisUrl: redis.url, keyPrefix: prefix, journalDir: tempDir(), retentionDays: 1, maxSessionsPerTenant: max });
+    createUsage({
+      redisUrl: redis.url,
+      keyPrefix: prefix,
+      journalDir: tempDir(),
+      retentionDays: 1,
+      maxSessionsPerTenant: max,
+    });
 
   test('the cap holds across two instances, per tenant, and release frees a slot', async () => {
     const prefix = uniquePrefix();
@@ -62,10 +68,14 @@ describe('session limiter across replicas (redis)', () => {
 
   test('a replica that dies without releasing leaks its slot only until the lease expires', async () => {
     const prefix = uniquePrefix();
-    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./lease-holder.ts', import.meta.url))], {
-      env: { ...process.env, REDIS_URL: redis.url, PREFIX: prefix, JOURNAL_DIR: tempDir(), LOG_LEVEL: 'silent' },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', fileURLToPath(new URL('./lease-holder.ts', import.meta.url))],
+      {
+        env: { ...process.env, REDIS_URL: redis.url, PREFIX: prefix, JOURNAL_DIR: tempDir(), LOG_LEVEL: 'silent' },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     const [line] = (await once(child.stdout!, 'data')) as [Buffer];
     assert.equal(line.toString().trim(), 'held');
     const b = await make(prefix, 1);

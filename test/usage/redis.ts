@@ -7,7 +7,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../support/ports.js';
 
-export interface TestRedis { url: string; port: number; stop(): Promise<void>; restart(): Promise<void> }
+export interface TestRedis {
+  url: string;
+  port: number;
+  stop(): Promise<void>;
+  restart(): Promise<void>;
+}
 
 function launch(args: string[]): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
@@ -30,8 +35,17 @@ function launch(args: string[]): Promise<ChildProcess> {
 
 export async function startRedis(opts: { persist?: boolean } = {}): Promise<TestRedis> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-redis-'));
-  const argsFor = (port: number) => ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--dir', dir,
-    ...(opts.persist ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no'])];
+  const argsFor = (port: number) => [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--dir',
+    dir,
+    ...(opts.persist ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no']),
+  ];
   // Test files run in parallel: another may take the free port before redis binds it; try another.
   let port = 0;
   let child: ChildProcess | null = null;

@@ -28,11 +28,14 @@ afterAll(async () => {
 
 const total = async (u: Usage) => (await get(u.api, `/v1/usage?tenant=acme&${RANGE}`)).body.total.credits;
 const session = async (u: Usage, key: string) =>
-  (await get(u.api, '/v1/usage/sessions?tenant=acme')).body.sessions.find((s: { sessionKey: string }) => s.sessionKey === key);
+  (await get(u.api, '/v1/usage/sessions?tenant=acme')).body.sessions.find(
+    (s: { sessionKey: string }) => s.sessionKey === key,
+  );
 
 for (const mode of ['redis', 'in-process'] as const) {
   describe(`segments (${mode})`, () => {
-    const make = () => createUsage(usageOptions(mode === 'redis' ? { redisUrl: redis.url, keyPrefix: uniquePrefix() } : {}));
+    const make = () =>
+      createUsage(usageOptions(mode === 'redis' ? { redisUrl: redis.url, keyPrefix: uniquePrefix() } : {}));
 
     test('two upstream sessions with their finals: the credits are the sum, not estimated', async () => {
       const u = await make();
@@ -57,7 +60,11 @@ for (const mode of ['redis', 'in-process'] as const) {
         { upstreamSessionId: 'up-a', credits: 0.25, estimated: false },
         { upstreamSessionId: 'up-b', credits: 0.125, estimated: false },
       ]);
-      assert.deepEqual((await get(u.api, `/v1/usage?tenant=acme&${RANGE}`)).body.total, { credits: 0.375, sessions: 1, mediaSeconds: 20 });
+      assert.deepEqual((await get(u.api, `/v1/usage?tenant=acme&${RANGE}`)).body.total, {
+        credits: 0.375,
+        sessions: 1,
+        mediaSeconds: 20,
+      });
       await u.close();
     });
 
@@ -92,12 +99,16 @@ for (const mode of ['redis', 'in-process'] as const) {
       await u.ledger.flush();
       events();
       u.ledger.recordUsage({ sessionKey: 'm3', seq: 2, seg: 2, kind: 'delta', credits: 0.5, at: T0 });
-      for (const seg of [-1, 1.5, 256, Number.NaN]) u.ledger.recordUsage({ sessionKey: 'm3', seq: 9, seg, kind: 'final', credits: 7, at: T0 });
+      for (const seg of [-1, 1.5, 256, Number.NaN])
+        u.ledger.recordUsage({ sessionKey: 'm3', seq: 9, seg, kind: 'final', credits: 7, at: T0 });
       u.ledger.setUpstreamSessionId('m3', 'up-x', 1e9);
       await u.ledger.flush();
       const s = await session(u, 'm3');
       assert.deepEqual([s.credits, s.estimated, s.upstreamSessionId], [2.5, true, null]);
-      assert.deepEqual(s.segments.map((g: { credits: number }) => g.credits), [2, 0.5]);
+      assert.deepEqual(
+        s.segments.map((g: { credits: number }) => g.credits),
+        [2, 0.5],
+      );
       assert.equal(await total(u), 2.5);
       await u.close();
     });
@@ -108,7 +119,10 @@ test('old events without seg are segment 0 in both stores, and a corrupt segment
   const retention = 30 * DAY;
   const client = createRedisClient(redis.url);
   await client.connect();
-  const stores: UsageStore[] = [new RedisUsageStore(client, uniquePrefix(), retention, Date.now), new MemoryUsageStore(retention, Date.now)];
+  const stores: UsageStore[] = [
+    new RedisUsageStore(client, uniquePrefix(), retention, Date.now),
+    new MemoryUsageStore(retention, Date.now),
+  ];
   // As the version before segments wrote them, then the new version's next segment.
   const events = [
     { t: 'start', k: 'o1', tenant: 'acme', endpoint: 'transcribe', at: T0 },
@@ -123,8 +137,20 @@ test('old events without seg are segment 0 in both stores, and a corrupt segment
   const answers = [];
   for (const store of stores) {
     await store.apply(events);
-    const { rows } = await store.sessions({ tenant: 'acme', from: 0, to: Number.MAX_SAFE_INTEGER, after: null, limit: 10 });
-    const buckets = await store.buckets({ tenant: 'acme', endpoints: ['transcribe'], granularity: 'day', from: 0, to: Number.MAX_SAFE_INTEGER });
+    const { rows } = await store.sessions({
+      tenant: 'acme',
+      from: 0,
+      to: Number.MAX_SAFE_INTEGER,
+      after: null,
+      limit: 10,
+    });
+    const buckets = await store.buckets({
+      tenant: 'acme',
+      endpoints: ['transcribe'],
+      granularity: 'day',
+      from: 0,
+      to: Number.MAX_SAFE_INTEGER,
+    });
     answers.push({ rows, buckets });
   }
   const [fromRedis, inProcess] = answers;
@@ -157,7 +183,13 @@ test('a journal replayed over events Redis already has (and old lines without se
     { t: 'upstream', k: 'j1', usid: 'up-b', seg: 1 },
     { t: 'usage', k: 'j1', seq: 3, seg: 1, kind: 'delta', micro: 400_000, at: T0 },
   ];
-  writeFileSync(join(dir, 'usage-journal.jsonl'), lines.map((l) => JSON.stringify(l) + '\n').join('').repeat(2));
+  writeFileSync(
+    join(dir, 'usage-journal.jsonl'),
+    lines
+      .map((l) => JSON.stringify(l) + '\n')
+      .join('')
+      .repeat(2),
+  );
   const second = await createUsage(usageOptions({ redisUrl: redis.url, keyPrefix: prefix, journalDir: dir }));
   await until(() => second.ledger.journalDepth === 0, 'journal replay');
   const s = await session(second, 'j1');
@@ -166,6 +198,10 @@ test('a journal replayed over events Redis already has (and old lines without se
     { upstreamSessionId: 'up-a', credits: 1.5, estimated: false },
     { upstreamSessionId: 'up-b', credits: 0.4, estimated: true },
   ]);
-  assert.deepEqual((await get(second.api, `/v1/usage?tenant=acme&${RANGE}`)).body.total, { credits: 1.9, sessions: 1, mediaSeconds: 0 });
+  assert.deepEqual((await get(second.api, `/v1/usage?tenant=acme&${RANGE}`)).body.total, {
+    credits: 1.9,
+    sessions: 1,
+    mediaSeconds: 0,
+  });
   await second.close();
 });

@@ -6,14 +6,37 @@ import { treeCpu, treeRss } from './proc.js';
 
 const worker = fileURLToPath(new URL('./worker.mjs', import.meta.url));
 
-export interface Audio { config: object; pieces: Array<{ file: string; start: number; end: number }>; mediaEnds: number[]; tolerance: number }
-export interface Load { sessions: number; workers: number; rampS: number; holdS: number }
+export interface Audio {
+  config: object;
+  pieces: Array<{ file: string; start: number; end: number }>;
+  mediaEnds: number[];
+  tolerance: number;
+}
+export interface Load {
+  sessions: number;
+  workers: number;
+  rampS: number;
+  holdS: number;
+}
 export interface WorkerResult {
-  started: number; accepted: number; completed: number; errors: Record<string, number>;
-  latencies: number[]; lost: number; repeated: number; finals: number; notes: string[];
+  started: number;
+  accepted: number;
+  completed: number;
+  errors: Record<string, number>;
+  latencies: number[];
+  lost: number;
+  repeated: number;
+  finals: number;
+  notes: string[];
 }
 
-export async function drive(url: string, audio: Audio, load: Load, proxyPid: number | null, during?: (holdFrom: number, stopAt: number) => Promise<unknown>) {
+export async function drive(
+  url: string,
+  audio: Audio,
+  load: Load,
+  proxyPid: number | null,
+  during?: (holdFrom: number, stopAt: number) => Promise<unknown>,
+) {
   const startAt = Date.now() + 500;
   const holdFrom = startAt + load.rampS * 1000;
   const stopAt = holdFrom + load.holdS * 1000;
@@ -21,19 +44,36 @@ export async function drive(url: string, audio: Audio, load: Load, proxyPid: num
   // every session is open (ramp and teardown would measure connects and closes, not sessions).
   const baselineRss = proxyPid ? treeRss(proxyPid) : 0;
   let peakRss = baselineRss;
-  const sample = () => { if (proxyPid && Date.now() >= holdFrom) peakRss = Math.max(peakRss, treeRss(proxyPid)); };
+  const sample = () => {
+    if (proxyPid && Date.now() >= holdFrom) peakRss = Math.max(peakRss, treeRss(proxyPid));
+  };
   const sampler = setInterval(sample, 200);
   let cpuAtHold = { user: 0, system: 0 };
   let cpuAtStop = { user: 0, system: 0 };
   const marks = [
-    setTimeout(() => { if (proxyPid) cpuAtHold = treeCpu(proxyPid); }, holdFrom - Date.now()),
-    setTimeout(() => { if (proxyPid) cpuAtStop = treeCpu(proxyPid); sample(); clearInterval(sampler); }, stopAt - Date.now()),
+    setTimeout(() => {
+      if (proxyPid) cpuAtHold = treeCpu(proxyPid);
+    }, holdFrom - Date.now()),
+    setTimeout(() => {
+      if (proxyPid) cpuAtStop = treeCpu(proxyPid);
+      sample();
+      clearInterval(sampler);
+    }, stopAt - Date.now()),
   ];
   const per = Math.ceil(load.sessions / load.workers);
   const results = await Promise.all([
-    ...Array.from({ length: load.workers }, (_, w) => runWorker({
-      url, ...audio, sessions: Math.min(per, load.sessions - w * per), offset: w * per, total: load.sessions, startAt, holdFrom, stopAt,
-    })),
+    ...Array.from({ length: load.workers }, (_, w) =>
+      runWorker({
+        url,
+        ...audio,
+        sessions: Math.min(per, load.sessions - w * per),
+        offset: w * per,
+        total: load.sessions,
+        startAt,
+        holdFrom,
+        stopAt,
+      }),
+    ),
     during?.(holdFrom, stopAt),
   ]);
   clearInterval(sampler);
@@ -57,13 +97,25 @@ function runWorker(job: object): Promise<WorkerResult> {
   return new Promise((resolve, reject) => {
     const child = fork(worker, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
     child.once('message', (m) => resolve(m as WorkerResult));
-    child.once('exit', (code) => { if (code !== 0) reject(new Error(`load worker exited ${code}`)); });
+    child.once('exit', (code) => {
+      if (code !== 0) reject(new Error(`load worker exited ${code}`));
+    });
     child.send(job);
   });
 }
 
 function merge(rs: WorkerResult[]): WorkerResult {
-  const out: WorkerResult = { started: 0, accepted: 0, completed: 0, errors: {}, latencies: [], lost: 0, repeated: 0, finals: 0, notes: [] };
+  const out: WorkerResult = {
+    started: 0,
+    accepted: 0,
+    completed: 0,
+    errors: {},
+    latencies: [],
+    lost: 0,
+    repeated: 0,
+    finals: 0,
+    notes: [],
+  };
   for (const r of rs) {
     for (const k of ['started', 'accepted', 'completed', 'lost', 'repeated', 'finals'] as const) out[k] += r[k];
     for (const [k, n] of Object.entries(r.errors)) out.errors[k] = (out.errors[k] ?? 0) + n;

@@ -10,16 +10,30 @@ import { fileURLToPath } from 'node:url';
 const repo = fileURLToPath(new URL('../../../', import.meta.url));
 const lib = fileURLToPath(new URL('.', import.meta.url));
 
-export interface Peer { name: string; pid: number; port: number; stop(): Promise<void> }
+export interface Peer {
+  name: string;
+  pid: number;
+  port: number;
+  stop(): Promise<void>;
+}
 
 /** nginx and openssl from Debian: installed when root (as npm test does), else the exact command. */
 export function ensureTools(): void {
-  const missing = [['nginx', '/usr/sbin/nginx'], ['openssl', '/usr/bin/openssl']].filter(([, p]) => spawnSync(p, ['-v']).error).map(([n]) => n);
+  const missing = [
+    ['nginx', '/usr/sbin/nginx'],
+    ['openssl', '/usr/bin/openssl'],
+  ]
+    .filter(([, p]) => spawnSync(p, ['-v']).error)
+    .map(([n]) => n);
   if (!missing.length) return;
   const cmd = `apt-get update && apt-get install -y ${missing.join(' ')}`;
-  if (process.getuid?.() !== 0) throw new Error(`missing ${missing.join(', ')}. Run: sudo ${cmd.replace('&& apt-get', '&& sudo apt-get')}`);
+  if (process.getuid?.() !== 0)
+    throw new Error(`missing ${missing.join(', ')}. Run: sudo ${cmd.replace('&& apt-get', '&& sudo apt-get')}`);
   console.log(`bench: installing ${missing.join(' ')} (apt-get)`);
-  const r = spawnSync('sh', ['-c', cmd], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  const r = spawnSync('sh', ['-c', cmd], {
+    stdio: 'inherit',
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
   if (r.status !== 0) throw new Error(`${cmd} failed`);
 }
 
@@ -27,8 +41,27 @@ export function ensureTools(): void {
 export function makeCert(dir: string): { cert: string; key: string } {
   const cert = join(dir, 'upstream.crt');
   const key = join(dir, 'upstream.key');
-  const r = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost',
-    '-addext', 'subjectAltName=DNS:localhost,IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' });
+  const r = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=DNS:localhost,IP:127.0.0.1',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+    ],
+    { stdio: 'ignore' },
+  );
   if (r.status !== 0) throw new Error('openssl could not make the test certificate');
   return { cert, key };
 }
@@ -57,17 +90,23 @@ function firstJsonLine<T>(child: ChildProcess, what: string): Promise<T> {
 }
 
 function stopper(child: ChildProcess): () => Promise<void> {
-  return () => new Promise((resolve) => {
-    if (child.exitCode !== null) return resolve();
-    const kill = setTimeout(() => child.kill('SIGKILL'), 5000);
-    child.once('exit', () => { clearTimeout(kill); resolve(); });
-    child.kill('SIGTERM');
-  });
+  return () =>
+    new Promise((resolve) => {
+      if (child.exitCode !== null) return resolve();
+      const kill = setTimeout(() => child.kill('SIGKILL'), 5000);
+      child.once('exit', () => {
+        clearTimeout(kill);
+        resolve();
+      });
+      child.kill('SIGTERM');
+    });
 }
 
 export async function startUpstream(tls: { cert: string; key: string }) {
   const child = spawn(process.execPath, ['--import', 'tsx', join(lib, 'upstream.ts')], {
-    cwd: repo, env: { ...process.env, TLS_CERT: tls.cert, TLS_KEY: tls.key }, stdio: ['ignore', 'pipe', 'inherit'],
+    cwd: repo,
+    env: { ...process.env, TLS_CERT: tls.cert, TLS_KEY: tls.key },
+    stdio: ['ignore', 'pipe', 'inherit'],
   });
   const info = await firstJsonLine(child, 'upstream');
   return { ...(info as { port: number; tlsPort: number; token: string }), pid: child.pid!, stop: stopper(child) };
@@ -75,7 +114,9 @@ export async function startUpstream(tls: { cert: string; key: string }) {
 
 export async function startNaive(upstreamPort: number): Promise<Peer> {
   const child = spawn(process.execPath, [join(lib, 'naive-proxy.mjs')], {
-    cwd: repo, env: { ...process.env, UPSTREAM: `ws://127.0.0.1:${upstreamPort}` }, stdio: ['ignore', 'pipe', 'inherit'],
+    cwd: repo,
+    env: { ...process.env, UPSTREAM: `ws://127.0.0.1:${upstreamPort}` },
+    stdio: ['ignore', 'pipe', 'inherit'],
   });
   const { port } = await firstJsonLine<{ port: number }>(child, 'naive proxy');
   return { name: 'naive', pid: child.pid!, port, stop: stopper(child) };
@@ -90,7 +131,9 @@ export async function startNginx(dir: string, upstream: { port: number; tls?: { 
     ? `proxy_pass https://127.0.0.1:${upstream.port};\n      proxy_ssl_verify on; proxy_ssl_trusted_certificate ${upstream.tls.cert};\n` +
       '      proxy_ssl_name localhost; proxy_ssl_server_name on; proxy_ssl_session_reuse on;'
     : `proxy_pass http://127.0.0.1:${upstream.port};`;
-  writeFileSync(join(prefix, 'nginx.conf'), `worker_processes 1;
+  writeFileSync(
+    join(prefix, 'nginx.conf'),
+    `worker_processes 1;
 worker_rlimit_nofile 16384;
 pid ${prefix}/nginx.pid;
 error_log ${prefix}/error.log warn;
@@ -110,10 +153,15 @@ http {
     }
   }
 }
-`);
-  const child = spawn('/usr/sbin/nginx', ['-p', prefix, '-e', join(prefix, 'error.log'), '-c', join(prefix, 'nginx.conf'), '-g', 'daemon off;'], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+`,
+  );
+  const child = spawn(
+    '/usr/sbin/nginx',
+    ['-p', prefix, '-e', join(prefix, 'error.log'), '-c', join(prefix, 'nginx.conf'), '-g', 'daemon off;'],
+    {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    },
+  );
   await waitHttp(port, '/', child, 'nginx');
   return { name: 'nginx', pid: child.pid!, port, stop: stopper(child) };
 }
@@ -125,8 +173,11 @@ http {
 export function buildGateway(): void {
   const r = spawnSync('npm', ['run', '--silent', 'build'], { cwd: repo, encoding: 'utf8' });
   if (r.status === 0) return;
-  if (r.error || !existsSync(join(repo, 'dist/src/main.js'))) throw new Error(`npm run build failed:\n${r.stdout}${r.stderr}`);
-  console.log(`bench: npm run build reported type errors (the output was emitted and is measured):\n${r.stdout}`.trimEnd());
+  if (r.error || !existsSync(join(repo, 'dist/src/main.js')))
+    throw new Error(`npm run build failed:\n${r.stdout}${r.stderr}`);
+  console.log(
+    `bench: npm run build reported type errors (the output was emitted and is measured):\n${r.stdout}`.trimEnd(),
+  );
 }
 
 /** package.json's start:prod ("exec node [flags] dist/src/main.js"), so node flags set there apply here too. */
@@ -143,7 +194,16 @@ export async function startGateway(dir: string, env: Record<string, string>): Pr
   const profiling = process.env.BENCH_GATEWAY_ARGS?.split(' ').filter(Boolean) ?? [];
   const child = spawn(process.execPath, [...profiling, ...prodCommand()], {
     cwd: repo,
-    env: { ...inherited, PORT: String(port), HOST: '127.0.0.1', PACE: '1', LOG_LEVEL: 'warn', USAGE_JOURNAL_DIR: join(dir, `journal-${port}`), DRAIN_SECONDS: '1', ...env },
+    env: {
+      ...inherited,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      PACE: '1',
+      LOG_LEVEL: 'warn',
+      USAGE_JOURNAL_DIR: join(dir, `journal-${port}`),
+      DRAIN_SECONDS: '1',
+      ...env,
+    },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const stop = stopper(child);
@@ -161,13 +221,18 @@ function quietStderr(child: ChildProcess): () => void {
     rest = parts.pop()!.slice(0, 1000);
     for (const l of parts) if (lines.size < 50 || lines.has(l)) lines.set(l, (lines.get(l) ?? 0) + 1);
   });
-  return () => { for (const [l, n] of lines) console.log(`    gateway stderr (${n}×): ${l.slice(0, 200)}`); };
+  return () => {
+    for (const [l, n] of lines) console.log(`    gateway stderr (${n}×): ${l.slice(0, 200)}`);
+  };
 }
 
 async function waitHttp(port: number, path: string, child: ChildProcess, what: string): Promise<void> {
   for (let i = 0; i < 200; i++) {
     if (child.exitCode !== null) throw new Error(`${what} exited (${child.exitCode})`);
-    const ok = await fetch(`http://127.0.0.1:${port}${path}`).then((r) => r.status < 500, () => false);
+    const ok = await fetch(`http://127.0.0.1:${port}${path}`).then(
+      (r) => r.status < 500,
+      () => false,
+    );
     if (ok) return;
     await new Promise((r) => setTimeout(r, 100));
   }

@@ -6,14 +6,22 @@ const TICK_S = 0.01; // CLK_TCK is 100 on Linux
 const PAGE = 4096;
 
 const read = (path: string) => {
-  try { return readFileSync(path, 'utf8'); } catch { return ''; }
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return '';
+  }
 };
 
 export function treePids(root: number): number[] {
   const out = [root];
   for (let i = 0; i < out.length; i++) {
     let tasks: string[];
-    try { tasks = readdirSync(`/proc/${out[i]}/task`); } catch { continue; }
+    try {
+      tasks = readdirSync(`/proc/${out[i]}/task`);
+    } catch {
+      continue;
+    }
     for (const t of tasks) {
       for (const c of read(`/proc/${out[i]}/task/${t}/children`).split(' ')) if (c.trim()) out.push(Number(c));
     }
@@ -23,11 +31,15 @@ export function treePids(root: number): number[] {
 
 /** User and system (kernel) CPU seconds of the whole tree. */
 export function treeCpu(root: number): { user: number; system: number } {
-  let user = 0, system = 0;
+  let user = 0,
+    system = 0;
   for (const pid of treePids(root)) {
     const stat = read(`/proc/${pid}/stat`);
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // fields from 3 on; utime is 14, stime 15
-    if (f.length > 13) { user += Number(f[11]); system += Number(f[12]); }
+    if (f.length > 13) {
+      user += Number(f[11]);
+      system += Number(f[12]);
+    }
   }
   return { user: user * TICK_S, system: system * TICK_S };
 }

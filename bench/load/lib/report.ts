@@ -6,8 +6,16 @@ import type { Load, WorkerResult } from './drive.js';
 import type { HttpResult } from './http.js';
 
 export interface Leg extends Omit<WorkerResult, 'latencies'> {
-  name: string; latencies: number[]; idleRssBytes: number; baselineRssBytes: number; peakRssBytes: number; cpuHoldSeconds: number; kernelShare: number | null;
-  cpuSecondsPerSessionHour: number | null; bytesPerSession: number | null; during?: unknown;
+  name: string;
+  latencies: number[];
+  idleRssBytes: number;
+  baselineRssBytes: number;
+  peakRssBytes: number;
+  cpuHoldSeconds: number;
+  kernelShare: number | null;
+  cpuSecondsPerSessionHour: number | null;
+  bytesPerSession: number | null;
+  during?: unknown;
 }
 
 const results = new URL('../../results/', import.meta.url);
@@ -21,7 +29,10 @@ function pct(sorted: number[], p: number): number {
 const perCore = (cpu: number | null, p99Added: number) => (cpu && p99Added < 5 ? 3600 / cpu : null);
 
 function summarize(legs: Leg[]) {
-  const lat = (l: Leg) => { const s = [...l.latencies].sort((a, b) => a - b); return PCTS.map((p) => pct(s, p)); };
+  const lat = (l: Leg) => {
+    const s = [...l.latencies].sort((a, b) => a - b);
+    return PCTS.map((p) => pct(s, p));
+  };
   // The floor pools every direct leg (first and last in the run), so drift over the run hits it too.
   const floor = { latencies: legs.filter(isDirect).flatMap((l) => l.latencies) } as Leg;
   const direct = lat(floor);
@@ -35,7 +46,10 @@ function summarize(legs: Leg[]) {
       chunksMeasured: l.latencies.length,
       latencyMs: Object.fromEntries(PCTS.map((p, i) => [`p${p}`, own[i]])),
       addedLatencyMs: Object.fromEntries(PCTS.map((p, i) => [`p${p}`, added[i]])),
-      cpuVsNginx: l.cpuSecondsPerSessionHour && nginx?.cpuSecondsPerSessionHour ? l.cpuSecondsPerSessionHour / nginx.cpuSecondsPerSessionHour : null,
+      cpuVsNginx:
+        l.cpuSecondsPerSessionHour && nginx?.cpuSecondsPerSessionHour
+          ? l.cpuSecondsPerSessionHour / nginx.cpuSecondsPerSessionHour
+          : null,
       memoryVsNginx: l.bytesPerSession && nginx?.bytesPerSession ? l.bytesPerSession / nginx.bytesPerSession : null,
       sessionsPerCoreP99Under5ms: perCore(l.cpuSecondsPerSessionHour, added[1]),
       http: during as HttpResult[] | undefined,
@@ -44,56 +58,98 @@ function summarize(legs: Leg[]) {
 }
 
 /** What the targets read of bench/results/transcode.json (bench/transcode/pcm-to-opus.ts). */
-interface TranscodeResults { flat: Array<{ variant: string; streamsPerCore: number }> }
+interface TranscodeResults {
+  flat: Array<{ variant: string; streamsPerCore: number }>;
+}
 
 function targets(rows: ReturnType<typeof summarize>) {
   const by = (n: string) => rows.find((r) => r.name === n);
   const gw = by('gateway');
   if (!gw) return []; // a partial run (BENCH_ONLY) without the gateway leg
   const naive = by('naive ws proxy');
-  const tc = existsSync(new URL('transcode.json', results)) ? (JSON.parse(readFileSync(new URL('transcode.json', results), 'utf8')) as TranscodeResults) : null;
+  const tc = existsSync(new URL('transcode.json', results))
+    ? (JSON.parse(readFileSync(new URL('transcode.json', results), 'utf8')) as TranscodeResults)
+    : null;
   const ours = tc ? Math.max(...tc.flat.filter((v) => v.variant.startsWith('ours')).map((v) => v.streamsPerCore)) : NaN;
   const ffmpeg = tc ? tc.flat.find((v) => v.variant.startsWith('ffmpeg'))!.streamsPerCore : NaN;
-  const perCoreRatio = gw.sessionsPerCoreP99Under5ms && naive?.sessionsPerCoreP99Under5ms ? gw.sessionsPerCoreP99Under5ms / naive.sessionsPerCoreP99Under5ms : NaN;
+  const perCoreRatio =
+    gw.sessionsPerCoreP99Under5ms && naive?.sessionsPerCoreP99Under5ms
+      ? gw.sessionsPerCoreP99Under5ms / naive.sessionsPerCoreP99Under5ms
+      : NaN;
   const lostRepeated = rows.reduce((a, r) => a + r.lost + r.repeated, 0);
   return [
-    { target: 'CPU per session-hour ≤ 1.5× nginx (passthrough)', measured: `${fx(gw.cpuVsNginx)}×`, met: (gw.cpuVsNginx ?? Infinity) <= 1.5 },
-    { target: 'memory per session ≤ 1.5× nginx', measured: `${fx(gw.memoryVsNginx)}×`, met: (gw.memoryVsNginx ?? Infinity) <= 1.5 },
+    {
+      target: 'CPU per session-hour ≤ 1.5× nginx (passthrough)',
+      measured: `${fx(gw.cpuVsNginx)}×`,
+      met: (gw.cpuVsNginx ?? Infinity) <= 1.5,
+    },
+    {
+      target: 'memory per session ≤ 1.5× nginx',
+      measured: `${fx(gw.memoryVsNginx)}×`,
+      met: (gw.memoryVsNginx ?? Infinity) <= 1.5,
+    },
     { target: 'gateway idle RSS < 80 MB', measured: `${mb(gw.idleRssBytes)} MB`, met: gw.idleRssBytes < 80e6 },
-    { target: 'sessions/core with p99 added < 5 ms ≥ 3× naive', measured: `${fx(perCoreRatio)}×`, met: perCoreRatio >= 3 },
-    { target: 'PCM→Opus ≥ 3× one ffmpeg per stream (transcode.json)', measured: `${fx(ours / ffmpeg)}×`, met: ours / ffmpeg >= 3 },
-    { target: 'PCM→Opus ≥ 300 real-time streams/core (transcode.json)', measured: `${Math.round(ours)}`, met: ours >= 300 },
-    { target: 'final transcripts lost or repeated = 0 (all peers)', measured: String(lostRepeated), met: lostRepeated === 0 },
+    {
+      target: 'sessions/core with p99 added < 5 ms ≥ 3× naive',
+      measured: `${fx(perCoreRatio)}×`,
+      met: perCoreRatio >= 3,
+    },
+    {
+      target: 'PCM→Opus ≥ 3× one ffmpeg per stream (transcode.json)',
+      measured: `${fx(ours / ffmpeg)}×`,
+      met: ours / ffmpeg >= 3,
+    },
+    {
+      target: 'PCM→Opus ≥ 300 real-time streams/core (transcode.json)',
+      measured: `${Math.round(ours)}`,
+      met: ours >= 300,
+    },
+    {
+      target: 'final transcripts lost or repeated = 0 (all peers)',
+      measured: String(lostRepeated),
+      met: lostRepeated === 0,
+    },
   ];
 }
 
 const isDirect = (l: { name: string }) => l.name.startsWith('direct');
-const fx = (x: number | null | undefined, d = 2) => (x === null || x === undefined || !Number.isFinite(x) ? '–' : x.toFixed(d));
+const fx = (x: number | null | undefined, d = 2) =>
+  x === null || x === undefined || !Number.isFinite(x) ? '–' : x.toFixed(d);
 const mb = (b: number) => (b / 1e6).toFixed(0);
 const errs = (e: Record<string, number>) => Object.values(e).reduce((a, b) => a + b, 0);
 
-function markdown(rows: ReturnType<typeof summarize>, t: ReturnType<typeof targets>, load: Load, full: boolean): string {
+function markdown(
+  rows: ReturnType<typeof summarize>,
+  t: ReturnType<typeof targets>,
+  load: Load,
+  full: boolean,
+): string {
   const lines = [
     `${load.sessions} real-time sessions (${full ? 'full' : 'quick'}), ramp ${load.rampS} s, hold ${load.holdS} s, ${availableParallelism()} cores shared by everything; ` +
-      'CPU (over the hold; kernel % = its system-time share) and memory of the proxy\'s whole process tree from /proc; idle RSS before any session, KB per session = peak RSS over the hold above the RSS after a short warm-up, divided by the sessions; ' +
+      "CPU (over the hold; kernel % = its system-time share) and memory of the proxy's whole process tree from /proc; idle RSS before any session, KB per session = peak RSS over the hold above the RSS after a short warm-up, divided by the sessions; " +
       'added latency = piece sent → first upstream transcript whose end reaches into it, minus the same percentile of the direct legs pooled; ' +
       'sessions/core = 3600 / CPU s per session-hour, shown only when p99 added latency stayed under 5 ms at this load.',
     '',
     '| peer | accepted / started | errors | CPU s per session-h | × nginx | kernel % | KB per session | × nginx | idle RSS MB | added p50 / p99 / p99.9 ms | sessions/core (p99 < 5 ms) | finals lost / repeated |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.name} | ${r.accepted} / ${r.started} | ${errs(r.errors)} | ${fx(r.cpuSecondsPerSessionHour)} | ${fx(r.cpuVsNginx)} | ${r.kernelShare === null ? '–' : (r.kernelShare * 100).toFixed(0)} | ` +
-      `${r.bytesPerSession === null ? '–' : (r.bytesPerSession / 1024).toFixed(0)} | ${fx(r.memoryVsNginx)} | ${isDirect(r) ? '–' : mb(r.idleRssBytes)} | ` +
-      `${isDirect(r) ? `(${fx(r.latencyMs.p50, 1)} / ${fx(r.latencyMs.p99, 1)} / ${fx(r.latencyMs['p99.9'], 1)} absolute)` : PCTS.map((p) => fx(r.addedLatencyMs[`p${p}`], 1)).join(' / ')} | ` +
-      `${r.sessionsPerCoreP99Under5ms === null ? '–' : Math.round(r.sessionsPerCoreP99Under5ms)} | ${r.lost} / ${r.repeated} |`),
+    ...rows.map(
+      (r) =>
+        `| ${r.name} | ${r.accepted} / ${r.started} | ${errs(r.errors)} | ${fx(r.cpuSecondsPerSessionHour)} | ${fx(r.cpuVsNginx)} | ${r.kernelShare === null ? '–' : (r.kernelShare * 100).toFixed(0)} | ` +
+        `${r.bytesPerSession === null ? '–' : (r.bytesPerSession / 1024).toFixed(0)} | ${fx(r.memoryVsNginx)} | ${isDirect(r) ? '–' : mb(r.idleRssBytes)} | ` +
+        `${isDirect(r) ? `(${fx(r.latencyMs.p50, 1)} / ${fx(r.latencyMs.p99, 1)} / ${fx(r.latencyMs['p99.9'], 1)} absolute)` : PCTS.map((p) => fx(r.addedLatencyMs[`p${p}`], 1)).join(' / ')} | ` +
+        `${r.sessionsPerCoreP99Under5ms === null ? '–' : Math.round(r.sessionsPerCoreP99Under5ms)} | ${r.lost} / ${r.repeated} |`,
+    ),
     '',
-    ...rows.filter((r) => r.http).flatMap((r) => [
-      `HTTP surfaces under autocannon (10 connections) during "${r.name}":`,
-      '',
-      '| path | requests/s | p99 ms | non-2xx | errors |',
-      '|---|---|---|---|---|',
-      ...r.http!.map((h) => `| ${h.path} | ${h.requestsPerS.toFixed(0)} | ${h.p99Ms} | ${h.non2xx} | ${h.errors} |`),
-      '',
-    ]),
+    ...rows
+      .filter((r) => r.http)
+      .flatMap((r) => [
+        `HTTP surfaces under autocannon (10 connections) during "${r.name}":`,
+        '',
+        '| path | requests/s | p99 ms | non-2xx | errors |',
+        '|---|---|---|---|---|',
+        ...r.http!.map((h) => `| ${h.path} | ${h.requestsPerS.toFixed(0)} | ${h.p99Ms} | ${h.non2xx} | ${h.errors} |`),
+        '',
+      ]),
     '| target | measured | |',
     '|---|---|---|',
     ...t.map((x) => `| ${x.target} | ${x.measured} | ${x.met ? 'met' : '**missed**'} |`),
@@ -107,9 +163,23 @@ export function report(legs: Leg[], load: Load, full: boolean, runSeconds: numbe
   const md = markdown(rows, t, load, full);
   mkdirSync(results, { recursive: true });
   const name = full ? 'load-full' : 'load'; // the quick and the full run each keep their latest
-  writeFileSync(new URL(`${name}.json`, results), JSON.stringify({
-    bench: 'load/load', date: new Date().toISOString(), cores: availableParallelism(), mode: full ? 'full' : 'quick', load, runSeconds, peers: rows, targets: t,
-  }, null, 2) + '\n');
+  writeFileSync(
+    new URL(`${name}.json`, results),
+    JSON.stringify(
+      {
+        bench: 'load/load',
+        date: new Date().toISOString(),
+        cores: availableParallelism(),
+        mode: full ? 'full' : 'quick',
+        load,
+        runSeconds,
+        peers: rows,
+        targets: t,
+      },
+      null,
+      2,
+    ) + '\n',
+  );
   writeFileSync(new URL(`${name}.md`, results), md);
   console.log(md + `(run took ${runSeconds.toFixed(0)} s)`);
 }

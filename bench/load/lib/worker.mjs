@@ -19,18 +19,32 @@ async function run(job) {
   const files = new Map();
   const read = (f) => files.get(f) ?? files.set(f, readFileSync(f)).get(f);
   const pieces = job.pieces.map((p) => read(p.file).subarray(p.start, p.end));
-  const r = { started: 0, accepted: 0, completed: 0, errors: {}, latencies: [], lost: 0, repeated: 0, finals: 0, notes: [] };
-  const fail = (kind) => { r.errors[kind] = (r.errors[kind] ?? 0) + 1; };
+  const r = {
+    started: 0,
+    accepted: 0,
+    completed: 0,
+    errors: {},
+    latencies: [],
+    lost: 0,
+    repeated: 0,
+    finals: 0,
+    notes: [],
+  };
+  const fail = (kind) => {
+    r.errors[kind] = (r.errors[kind] ?? 0) + 1;
+  };
   const loops = [];
   for (let i = 0; i < job.sessions; i++) {
     const at = job.startAt + ((job.offset + i) / job.total) * (job.holdFrom - job.startAt);
-    loops.push(sleepUntil(at).then(async () => {
-      while (Date.now() < job.stopAt) {
-        r.started++;
-        const ok = await session(job, pieces, r, fail).catch((e) => fail(String(e.message).slice(0, 60)));
-        if (!ok) await sleepUntil(Date.now() + 250); // a refusing peer is not hammered
-      }
-    }));
+    loops.push(
+      sleepUntil(at).then(async () => {
+        while (Date.now() < job.stopAt) {
+          r.started++;
+          const ok = await session(job, pieces, r, fail).catch((e) => fail(String(e.message).slice(0, 60)));
+          if (!ok) await sleepUntil(Date.now() + 250); // a refusing peer is not hammered
+        }
+      }),
+    );
   }
   await Promise.all(loops);
   return r;
@@ -47,7 +61,13 @@ function session(job, pieces, r, fail) {
     let timer;
     let began = 0;
     let ended = false;
-    const deadline = setTimeout(() => { fail('timeout'); ws.terminate(); }, job.mediaEnds.at(-1) * 1000 + 30_000);
+    const deadline = setTimeout(
+      () => {
+        fail('timeout');
+        ws.terminate();
+      },
+      job.mediaEnds.at(-1) * 1000 + 30_000,
+    );
     ws.on('error', () => undefined);
     ws.on('open', () => ws.send(JSON.stringify({ type: 'config', configuration: job.config })));
     ws.on('message', (data, isBinary) => {
@@ -69,7 +89,10 @@ function session(job, pieces, r, fail) {
     ws.on('close', (code) => {
       clearTimeout(timer);
       clearTimeout(deadline);
-      if (!ended || code !== 1000) { fail(`close ${code}${ended ? '' : ' before ended'}`); return resolve(false); }
+      if (!ended || code !== 1000) {
+        fail(`close ${code}${ended ? '' : ' before ended'}`);
+        return resolve(false);
+      }
       r.completed++;
       checkFinals(finals, sent ? job.mediaEnds[sent - 1] : 0);
       resolve(true);
@@ -106,13 +129,23 @@ function session(job, pieces, r, fail) {
     // Finals must tile [0, media sent] in order: a gap is a lost final, an overlap a repeated one.
     function checkFinals(list, media) {
       let at = 0;
-      const note = (what) => { if (r.notes.length < 5) r.notes.push(`${what} at ${at} of ${media}: ${JSON.stringify(list.slice(-4))}`); };
+      const note = (what) => {
+        if (r.notes.length < 5) r.notes.push(`${what} at ${at} of ${media}: ${JSON.stringify(list.slice(-4))}`);
+      };
       for (const [start, end] of list) {
-        if (start > at + EPS) { r.lost++; note('gap'); }
-        else if (start < at - EPS) { r.repeated++; note('overlap'); }
+        if (start > at + EPS) {
+          r.lost++;
+          note('gap');
+        } else if (start < at - EPS) {
+          r.repeated++;
+          note('overlap');
+        }
         at = Math.max(at, end);
       }
-      if (at < media - job.tolerance - EPS) { r.lost++; note('tail missing'); }
+      if (at < media - job.tolerance - EPS) {
+        r.lost++;
+        note('tail missing');
+      }
       r.finals += list.length;
     }
   });

@@ -17,7 +17,9 @@ export class ByteQueue {
   }
 
   /** Where the queue's first byte sits in the buffer contiguous() returns. */
-  get start(): number { return this.pos; }
+  get start(): number {
+    return this.pos;
+  }
 
   /** A buffer that holds the first n bytes (n ≤ length) in one piece from `start`, followed by
    * nothing that is not queued: read them in place. */
@@ -49,10 +51,12 @@ export class ByteQueue {
 
   /** Up to n bytes from `at` as one buffer: a view within a chunk, a small copy across two. */
   window(at: number, n: number): Buffer {
-    let base = -this.pos, i = 0;
+    let base = -this.pos,
+      i = 0;
     while (i < this.chunks.length && at >= base + this.chunks[i].length) base += this.chunks[i++].length;
     const end = Math.min(this.length, at + n);
-    if (i === this.chunks.length || end <= base + this.chunks[i].length) return (this.chunks[i] ?? Buffer.alloc(0)).subarray(at - base, end - base);
+    if (i === this.chunks.length || end <= base + this.chunks[i].length)
+      return (this.chunks[i] ?? Buffer.alloc(0)).subarray(at - base, end - base);
     const out = Buffer.allocUnsafe(end - at);
     for (let got = 0; got < out.length; i++, base += this.chunks[i - 1].length) {
       got += this.chunks[i].copy(out, got, Math.max(0, at - base));
@@ -85,8 +89,12 @@ export class ByteQueue {
    * unit would pin an 8 KiB pool slab. */
   private join(n: number): void {
     const parts = [this.chunks[0].subarray(this.pos)];
-    let have = parts[0].length, i = 1;
-    while (have < n) { parts.push(this.chunks[i]); have += this.chunks[i++].length; }
+    let have = parts[0].length,
+      i = 1;
+    while (have < n) {
+      parts.push(this.chunks[i]);
+      have += this.chunks[i++].length;
+    }
     const joined = Buffer.allocUnsafeSlow(have);
     let at = 0;
     for (const p of parts) at += p.copy(joined, at);

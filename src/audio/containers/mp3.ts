@@ -15,7 +15,12 @@ const BITRATES: Record<string, number[]> = {
 };
 const RATES: Record<number, number[]> = { 3: [44100, 48000, 32000], 2: [22050, 24000, 16000], 0: [11025, 12000, 8000] };
 
-export interface MpegFrame { length: number; samples: number; sampleRate: number; channels: number }
+export interface MpegFrame {
+  length: number;
+  samples: number;
+  sampleRate: number;
+  channels: number;
+}
 
 export function mpegFrame(h: Buffer): MpegFrame {
   const version = (h[1] >> 3) & 3; // 3: MPEG-1, 2: MPEG-2, 0: MPEG-2.5
@@ -25,7 +30,8 @@ export function mpegFrame(h: Buffer): MpegFrame {
   const sampleRate = RATES[version][(h[2] >> 2) & 3];
   const pad = (h[2] >> 1) & 1;
   const channels = h[3] >> 6 === 3 ? 1 : 2;
-  if (layer === 1) return { length: (Math.floor((12 * bitrate) / sampleRate) + pad) * 4, samples: 384, sampleRate, channels };
+  if (layer === 1)
+    return { length: (Math.floor((12 * bitrate) / sampleRate) + pad) * 4, samples: 384, sampleRate, channels };
   const samples = layer === 3 && !v1 ? 576 : 1152;
   return { length: Math.floor(((samples / 8) * bitrate) / sampleRate) + pad, samples, sampleRate, channels };
 }
@@ -37,8 +43,12 @@ export class Mp3Parser implements ContainerParser {
   private time = 0;
   private resync = new Resync({ head: (b) => this.confirmedFrame(b, 0), at: (b, off) => this.confirmedFrame(b, off) });
 
-  get bufferedBytes(): number { return this.q.length; }
-  get gapBytes(): number { return this.resync.skipped; }
+  get bufferedBytes(): number {
+    return this.q.length;
+  }
+  get gapBytes(): number {
+    return this.resync.skipped;
+  }
 
   gap(): Unit[] {
     this.resync.gap(this.q);
@@ -54,8 +64,14 @@ export class Mp3Parser implements ContainerParser {
   /** A frame header at `off` (at the stream's sample rate) and another right after that frame. */
   private confirmedFrame(b: Buffer, off: number): Verdict {
     const header = (at: number): Verdict => {
-      if (b.length - at < 4) return at >= b.length || (b[at] === 0xff && (at + 1 >= b.length || (b[at + 1] & 0xe0) === 0xe0)) ? 'more' : 'no';
-      return isMpegHeader(b, at) && (!this.info || mpegFrame(b.subarray(at, at + 4)).sampleRate === this.info.sampleRate) ? 'yes' : 'no';
+      if (b.length - at < 4)
+        return at >= b.length || (b[at] === 0xff && (at + 1 >= b.length || (b[at + 1] & 0xe0) === 0xe0))
+          ? 'more'
+          : 'no';
+      return isMpegHeader(b, at) &&
+        (!this.info || mpegFrame(b.subarray(at, at + 4)).sampleRate === this.info.sampleRate)
+        ? 'yes'
+        : 'no';
     };
     const first = header(off);
     if (first !== 'yes') return first;

@@ -21,12 +21,16 @@ function* boxes(b: Buffer, parent: string, from = 0): Generator<[string, Buffer,
     let size = b.readUInt32BE(off);
     let head = 8;
     if (size === 1) {
-      if (off + 16 > b.length) throw new MalformedAudio(`${box(type)} has a 64-bit size but its parent ${echo(parent)} ends before it`);
+      if (off + 16 > b.length)
+        throw new MalformedAudio(`${box(type)} has a 64-bit size but its parent ${echo(parent)} ends before it`);
       size = Number(b.readBigUInt64BE(off + 8));
       head = 16;
     } else if (size === 0) size = b.length - off;
     if (size < head) throw new MalformedAudio(`${box(type)} declares ${size} bytes, less than its own header`);
-    if (off + size > b.length) throw new MalformedAudio(`${box(type)} declares ${size} bytes but its parent ${echo(parent)} has ${b.length - off} left`);
+    if (off + size > b.length)
+      throw new MalformedAudio(
+        `${box(type)} declares ${size} bytes but its parent ${echo(parent)} has ${b.length - off} left`,
+      );
     yield [type, b.subarray(off + head, off + size), off];
     off += size;
   }
@@ -34,10 +38,15 @@ function* boxes(b: Buffer, parent: string, from = 0): Generator<[string, Buffer,
 
 /** The body of the box at `path` under the body `b` of box `parent`. */
 function find(b: Buffer, parent: string, path: string[]): Buffer | undefined {
-  let cur = b, name = parent;
+  let cur = b,
+    name = parent;
   for (const t of path) {
     let next: Buffer | undefined;
-    for (const [type, body] of boxes(cur, name)) if (type === t) { next = body; break; }
+    for (const [type, body] of boxes(cur, name))
+      if (type === t) {
+        next = body;
+        break;
+      }
     if (!next) return undefined;
     cur = next;
     name = t;
@@ -53,10 +62,13 @@ const MAX_RESYNC_BOX = 1 << 24;
 function fragmentBox(b: Buffer, off: number): { verdict: Verdict; end: number } {
   if (b.length - off < 16) {
     // Too short to tell, unless the type bytes already there fit no fragment box.
-    const fits = b.length - off <= 4 || [...FRAGMENT_BOXES].some((t) => prefixVerdict(b, off + 4, Buffer.from(t, 'latin1')) === 'more');
+    const fits =
+      b.length - off <= 4 ||
+      [...FRAGMENT_BOXES].some((t) => prefixVerdict(b, off + 4, Buffer.from(t, 'latin1')) === 'more');
     return { verdict: fits ? 'more' : 'no', end: off };
   }
-  const size = b.readUInt32BE(off), type = b.toString('latin1', off + 4, off + 8);
+  const size = b.readUInt32BE(off),
+    type = b.toString('latin1', off + 4, off + 8);
   if (!FRAGMENT_BOXES.has(type) || size < 8 || size > MAX_RESYNC_BOX) return { verdict: 'no', end: off };
   if (type === 'moof' && b.toString('latin1', off + 12, off + 16) !== 'mfhd') return { verdict: 'no', end: off };
   return { verdict: 'yes', end: off + size };
@@ -66,13 +78,17 @@ function fragmentBox(b: Buffer, off: number): { verdict: Verdict; end: number } 
 function descriptor(b: Buffer, off: number): { tag: number; body: Buffer; next: number } | undefined {
   if (off + 2 > b.length) return undefined;
   const tag = b[off];
-  let size = 0, p = off + 1;
+  let size = 0,
+    p = off + 1;
   for (let i = 0; i < 4 && p < b.length; i++) {
     const x = b[p++];
     size = (size << 7) | (x & 0x7f);
     if (!(x & 0x80)) break;
   }
-  if (p + size > b.length) throw new MalformedAudio(`MP4 esds descriptor 0x${tag.toString(16)} declares ${size} bytes but has ${b.length - p}`);
+  if (p + size > b.length)
+    throw new MalformedAudio(
+      `MP4 esds descriptor 0x${tag.toString(16)} declares ${size} bytes but has ${b.length - p}`,
+    );
   return { tag, body: b.subarray(p, p + size), next: p + size };
 }
 
@@ -95,10 +111,20 @@ function esdsObjectType(esds: Buffer): number | undefined {
   return undefined;
 }
 
-interface Track { id: number; timescale: number; duration: number; defDuration: number; defSize: number }
+interface Track {
+  id: number;
+  timescale: number;
+  duration: number;
+  defDuration: number;
+  defSize: number;
+}
 
 /** `count` samples alike (a trun without per-sample fields is one run, however many it declares). */
-interface Samples { size: number; duration: number; count: number }
+interface Samples {
+  size: number;
+  duration: number;
+  count: number;
+}
 
 export class Mp4Parser implements ContainerParser {
   info: TrackInfo | undefined;
@@ -115,7 +141,7 @@ export class Mp4Parser implements ContainerParser {
   private resync = new Resync({
     // Boxes from the head up to one that starts after the gap: each a fragment box.
     head: (b, gapAt) => {
-      for (let off = 0; ; ) {
+      for (let off = 0; ;) {
         const box = fragmentBox(b, off);
         if (box.verdict !== 'yes' || off >= gapAt) return box.verdict;
         off = box.end;
@@ -127,8 +153,12 @@ export class Mp4Parser implements ContainerParser {
     },
   });
 
-  get bufferedBytes(): number { return this.q.length + this.deferredBytes; }
-  get gapBytes(): number { return this.resync.skipped; }
+  get bufferedBytes(): number {
+    return this.q.length + this.deferredBytes;
+  }
+  get gapBytes(): number {
+    return this.resync.skipped;
+  }
 
   /** A live mdat without a size has no boundary after it: its bytes go on as they come. */
   gap(): Unit[] {
@@ -145,38 +175,67 @@ export class Mp4Parser implements ContainerParser {
   }
 
   private step(): Unit[] | undefined {
-    if (this.liveMdat) { this.need = 1; return [{ bytes: this.q.takeAll(), header: false }]; }
+    if (this.liveMdat) {
+      this.need = 1;
+      return [{ bytes: this.q.takeAll(), header: false }];
+    }
     const h = this.q.peek(Math.min(16, this.q.length));
     let size = h.readUInt32BE(0);
     const type = h.toString('latin1', 4, 8);
     if (!/^[\x20-\x7e]{4}$/.test(type)) throw new MalformedAudio('invalid MP4 box type');
     if (size === 1) {
-      if (h.length < 16) { this.need = 16; return undefined; }
+      if (h.length < 16) {
+        this.need = 16;
+        return undefined;
+      }
       size = Number(h.readBigUInt64BE(8));
     } else if (size === 0) size = Infinity; // to the end of the stream
-    if (size < 8) throw new MalformedAudio(`${box(type)} at byte ${this.q.offset} declares ${size} bytes, less than its own header`);
-    if (!Number.isFinite(size) && type !== 'mdat') throw new MalformedAudio(`${box(type)} at byte ${this.q.offset} has size 0 (to the end of the stream): only an mdat may`);
+    if (size < 8)
+      throw new MalformedAudio(
+        `${box(type)} at byte ${this.q.offset} declares ${size} bytes, less than its own header`,
+      );
+    if (!Number.isFinite(size) && type !== 'mdat')
+      throw new MalformedAudio(
+        `${box(type)} at byte ${this.q.offset} has size 0 (to the end of the stream): only an mdat may`,
+      );
     if (!Number.isFinite(size)) {
       // Live mdat without a size: it runs to the end of the stream; its bytes go out as they come.
       this.liveMdat = true;
       this.need = 1;
       return [{ bytes: this.q.takeAll(), header: false }];
     }
-    if (this.q.length < size) { this.need = size; return undefined; }
+    if (this.q.length < size) {
+      this.need = size;
+      return undefined;
+    }
     if (type === 'moof') {
       const whole = this.withMdat(size);
-      if (this.q.length < whole) { this.need = whole; return undefined; }
+      if (this.q.length < whole) {
+        this.need = whole;
+        return undefined;
+      }
     }
     this.need = 8;
     const bytes = this.q.take(size);
     switch (type) {
-      case 'moov': return this.moov(bytes);
-      case 'moof': this.moof(bytes); return [{ bytes, header: false }];
+      case 'moov':
+        return this.moov(bytes);
+      case 'moof':
+        this.moof(bytes);
+        return [{ bytes, header: false }];
       case 'mdat':
-        if (!this.info) { this.deferred.push(bytes); this.deferredBytes += bytes.length; return []; }
+        if (!this.info) {
+          this.deferred.push(bytes);
+          this.deferredBytes += bytes.length;
+          return [];
+        }
         return this.mediaUnits(bytes);
       default:
-        if (this.deferred.length) { this.deferred.push(bytes); this.deferredBytes += bytes.length; return []; }
+        if (this.deferred.length) {
+          this.deferred.push(bytes);
+          this.deferredBytes += bytes.length;
+          return [];
+        }
         return [{ bytes, header: !this.info }];
     }
   }
@@ -232,17 +291,29 @@ export class Mp4Parser implements ContainerParser {
     if (first.done) throw new MalformedAudio(`${box('stsd')} has no sample entry`);
     const [format, entry] = first.value;
     needBytes(entry, 28, `MP4 sample entry ${echo(format)}`);
-    const channels = entry.readUInt16BE(16), sampleRate = entry.readUInt32BE(24) >>> 16;
+    const channels = entry.readUInt16BE(16),
+      sampleRate = entry.readUInt32BE(24) >>> 16;
     const ext = entry.subarray(28);
     if (format === 'Opus') {
       const dOps = find(ext, format, ['dOps']);
       if (!dOps) throw new MalformedAudio('MP4 Opus sample entry without dOps');
       needBytes(dOps, 11, box('dOps'));
-      this.info = { codec: 'opus', channels: dOps[1], preSkip: dOps.readUInt16BE(2), inputSampleRate: dOps.readUInt32BE(4), sampleRate: 48000 };
+      this.info = {
+        codec: 'opus',
+        channels: dOps[1],
+        preSkip: dOps.readUInt16BE(2),
+        inputSampleRate: dOps.readUInt32BE(4),
+        sampleRate: 48000,
+      };
     } else if (format === 'mp4a') {
       const esds = find(ext, format, ['esds']);
       const ot = esds && esdsObjectType(esds);
-      const codec = ot === 0x40 || ot === 0x66 || ot === 0x67 || ot === 0x68 ? 'aac' : ot === 0x69 || ot === 0x6b ? 'mp3' : `mp4a-0x${(ot ?? 0).toString(16)}`;
+      const codec =
+        ot === 0x40 || ot === 0x66 || ot === 0x67 || ot === 0x68
+          ? 'aac'
+          : ot === 0x69 || ot === 0x6b
+            ? 'mp3'
+            : `mp4a-0x${(ot ?? 0).toString(16)}`;
       this.info = { codec, channels, sampleRate };
     } else if (format === '.mp3') this.info = { codec: 'mp3', channels, sampleRate };
     else this.info = { codec: format.trim(), channels, sampleRate };
@@ -262,12 +333,18 @@ export class Mp4Parser implements ContainerParser {
       if (ff & 0x1) p += 8;
       if (ff & 0x2) p += 4;
       needBytes(tfhd, p + (ff & 0x8 ? 4 : 0) + (ff & 0x10 ? 4 : 0), box('tfhd'));
-      let defDuration = t.defDuration, defSize = t.defSize;
-      if (ff & 0x8) { defDuration = tfhd.readUInt32BE(p); p += 4; }
+      let defDuration = t.defDuration,
+        defSize = t.defSize;
+      if (ff & 0x8) {
+        defDuration = tfhd.readUInt32BE(p);
+        p += 4;
+      }
       if (ff & 0x10) defSize = tfhd.readUInt32BE(p);
       const tfdt = find(traf, 'traf', ['tfdt']);
       if (tfdt) needBytes(tfdt, tfdt[0] === 1 ? 12 : 8, box('tfdt'));
-      const start = tfdt ? (tfdt[0] === 1 ? Number(tfdt.readBigUInt64BE(4)) : tfdt.readUInt32BE(4)) / t.timescale : this.time;
+      const start = tfdt
+        ? (tfdt[0] === 1 ? Number(tfdt.readBigUInt64BE(4)) : tfdt.readUInt32BE(4)) / t.timescale
+        : this.time;
       const samples: Samples[] = [];
       let dataOffset: number | undefined;
       for (const [rt, trun] of boxes(traf, 'traf')) {
@@ -304,15 +381,22 @@ export class Mp4Parser implements ContainerParser {
       return spread(bytes, start, this.time);
     }
     const ticks = f.samples.reduce((s, x) => s + x.duration * x.count, 0);
-    const start = f.start, end = start + ticks / this.track.timescale;
+    const start = f.start,
+      end = start + ticks / this.track.timescale;
     this.time = end;
     // Data offsets count from the moof's first byte; the mdat's payload starts after its 8-byte head.
     let off = f.dataOffset !== undefined ? f.dataOffset - f.moofSize : 8;
-    if (off < 8) throw new MalformedAudio(`MP4 trun data offset ${f.dataOffset} points before the payload of the mdat after its moof`);
+    if (off < 8)
+      throw new MalformedAudio(
+        `MP4 trun data offset ${f.dataOffset} points before the payload of the mdat after its moof`,
+      );
     const payload: Buffer[] = [];
     for (const s of f.samples) {
       if (s.size === 0) continue; // nothing to carry, however many
-      if (off + s.size * s.count > bytes.length) throw new MalformedAudio(`MP4 trun samples end at byte ${off + s.size * s.count} of an mdat of ${bytes.length} bytes`);
+      if (off + s.size * s.count > bytes.length)
+        throw new MalformedAudio(
+          `MP4 trun samples end at byte ${off + s.size * s.count} of an mdat of ${bytes.length} bytes`,
+        );
       for (let i = 0; i < s.count; i++, off += s.size) payload.push(bytes.subarray(off, off + s.size));
     }
     return [{ bytes, header: false, start, end, payload }];
@@ -332,11 +416,21 @@ function trunSamples(trun: Buffer, defDuration: number, defSize: number, out: Sa
     out.push({ size: defSize, duration: defDuration, count });
     return dataOffset;
   }
-  if (q + count * per > trun.length) throw new MalformedAudio(`${box('trun')} declares ${count} samples of ${per} bytes but has ${trun.length - q} bytes for them`);
+  if (q + count * per > trun.length)
+    throw new MalformedAudio(
+      `${box('trun')} declares ${count} samples of ${per} bytes but has ${trun.length - q} bytes for them`,
+    );
   for (let i = 0; i < count; i++) {
-    let duration = defDuration, size = defSize;
-    if (tf & 0x100) { duration = trun.readUInt32BE(q); q += 4; }
-    if (tf & 0x200) { size = trun.readUInt32BE(q); q += 4; }
+    let duration = defDuration,
+      size = defSize;
+    if (tf & 0x100) {
+      duration = trun.readUInt32BE(q);
+      q += 4;
+    }
+    if (tf & 0x200) {
+      size = trun.readUInt32BE(q);
+      q += 4;
+    }
     if (tf & 0x400) q += 4;
     if (tf & 0x800) q += 4;
     out.push({ size, duration, count: 1 });
@@ -350,8 +444,14 @@ function spread(bytes: Buffer, start: number, end: number): Unit[] {
   const n = Math.max(1, Math.min(Math.ceil((end - start) / 0.05), Math.ceil(bytes.length / 64)));
   const out: Unit[] = [];
   for (let i = 0; i < n; i++) {
-    const a = Math.floor((bytes.length * i) / n), b = Math.floor((bytes.length * (i + 1)) / n);
-    out.push({ bytes: bytes.subarray(a, b), header: false, start: start + ((end - start) * i) / n, end: start + ((end - start) * (i + 1)) / n });
+    const a = Math.floor((bytes.length * i) / n),
+      b = Math.floor((bytes.length * (i + 1)) / n);
+    out.push({
+      bytes: bytes.subarray(a, b),
+      header: false,
+      start: start + ((end - start) * i) / n,
+      end: start + ((end - start) * (i + 1)) / n,
+    });
   }
   return out;
 }
@@ -365,10 +465,16 @@ function shiftChunkOffsets(moov: Buffer, delta: number): void {
         const width = type === 'stco' ? 4 : 8;
         needBytes(body, 8, box(type));
         const n = body.readUInt32BE(4);
-        if (8 + n * width > body.length) throw new MalformedAudio(`${box(type)} declares ${n} chunk offsets but has room for ${Math.floor((body.length - 8) / width)}`);
+        if (8 + n * width > body.length)
+          throw new MalformedAudio(
+            `${box(type)} declares ${n} chunk offsets but has room for ${Math.floor((body.length - 8) / width)}`,
+          );
         for (let p = 8; p < 8 + n * width; p += width) {
           const v = (width === 4 ? BigInt(body.readUInt32BE(p)) : body.readBigUInt64BE(p)) + BigInt(delta);
-          if (v >= 1n << BigInt(8 * width)) throw new MalformedAudio(`${box(type)} chunk offset ${v - BigInt(delta)} overflows once the moov moves ahead of the mdat`);
+          if (v >= 1n << BigInt(8 * width))
+            throw new MalformedAudio(
+              `${box(type)} chunk offset ${v - BigInt(delta)} overflows once the moov moves ahead of the mdat`,
+            );
           if (width === 4) body.writeUInt32BE(Number(v), p);
           else body.writeBigUInt64BE(v, p);
         }

@@ -16,8 +16,12 @@ export class OggParser implements ContainerParser {
 
   private resync = new Resync({ head: (b) => verifiedPage(b, 0), at: verifiedPage });
 
-  get bufferedBytes(): number { return this.q.length; }
-  get gapBytes(): number { return this.resync.skipped; }
+  get bufferedBytes(): number {
+    return this.q.length;
+  }
+  get gapBytes(): number {
+    return this.resync.skipped;
+  }
 
   gap(): Unit[] {
     this.resync.gap(this.q);
@@ -33,7 +37,8 @@ export class OggParser implements ContainerParser {
   private page(): Unit | undefined {
     if (this.q.length < 27) return undefined;
     const h = this.q.peek(27);
-    if (h.toString('latin1', 0, 4) !== 'OggS' || h[4] !== 0) throw new MalformedAudio(`no Ogg page (capture pattern OggS, version 0) at byte ${this.q.offset}`);
+    if (h.toString('latin1', 0, 4) !== 'OggS' || h[4] !== 0)
+      throw new MalformedAudio(`no Ogg page (capture pattern OggS, version 0) at byte ${this.q.offset}`);
     const nseg = h[26];
     if (this.q.length < 27 + nseg) return undefined;
     const lacing = this.q.peek(27 + nseg).subarray(27);
@@ -43,7 +48,7 @@ export class OggParser implements ContainerParser {
     const at = this.q.offset;
     const bytes = this.q.take(27 + nseg + bodyLen);
     const serial = bytes.readUInt32LE(14);
-    if ((bytes[5] & 0x02) && this.serial !== undefined && this.headerPackets <= 0) {
+    if (bytes[5] & 0x02 && this.serial !== undefined && this.headerPackets <= 0) {
       // A chained stream (BOS after the first one's headers): its time follows on.
       this.serial = serial;
       this.base = this.lastEnd;
@@ -55,10 +60,15 @@ export class OggParser implements ContainerParser {
     const wasHeader = this.headerPackets > 0;
     if (wasHeader) {
       // Packets completed on this page (a lacing value < 255 ends one); the first identifies the codec.
-      let first = -1, count = 0, off = 0;
+      let first = -1,
+        count = 0,
+        off = 0;
       for (const l of lacing) {
         off += l;
-        if (l < 255) { count++; if (first < 0) first = off; }
+        if (l < 255) {
+          count++;
+          if (first < 0) first = off;
+        }
       }
       if (this.info === undefined) this.identify(bytes.subarray(27 + nseg, 27 + nseg + (first < 0 ? bodyLen : first)));
       this.headerPackets -= count;
@@ -77,13 +87,24 @@ export class OggParser implements ContainerParser {
 
   private identify(p: Buffer): void {
     if (p.length >= 19 && p.toString('latin1', 0, 8) === 'OpusHead') {
-      this.info = { codec: 'opus', channels: p[9], preSkip: p.readUInt16LE(10), inputSampleRate: p.readUInt32LE(12), sampleRate: 48000 };
+      this.info = {
+        codec: 'opus',
+        channels: p[9],
+        preSkip: p.readUInt16LE(10),
+        inputSampleRate: p.readUInt32LE(12),
+        sampleRate: 48000,
+      };
       this.headerPackets = 2;
     } else if (p.length >= 16 && p[0] === 1 && p.toString('latin1', 1, 7) === 'vorbis') {
       this.info = { codec: 'vorbis', channels: p[11], sampleRate: p.readUInt32LE(12) };
       this.headerPackets = 3;
     } else {
-      this.info = { codec: p.subarray(0, 8).toString('latin1').replace(/[^\x20-\x7e]/g, '?') };
+      this.info = {
+        codec: p
+          .subarray(0, 8)
+          .toString('latin1')
+          .replace(/[^\x20-\x7e]/g, '?'),
+      };
       this.headerPackets = 1;
     }
   }

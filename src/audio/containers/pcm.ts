@@ -12,12 +12,18 @@ export class PcmParser implements ContainerParser {
   private partial = Buffer.alloc(0);
 
   constructor(p: PcmDeclaration) {
-    this.info = { codec: p.encoding === 'f32le' ? 'pcm-f32' : 'pcm-s16', sampleRate: p.sampleRate, channels: p.channels };
+    this.info = {
+      codec: p.encoding === 'f32le' ? 'pcm-f32' : 'pcm-s16',
+      sampleRate: p.sampleRate,
+      channels: p.channels,
+    };
     this.frameBytes = p.channels * (p.encoding === 'f32le' ? 4 : 2);
     this.bytesPerSecond = p.sampleRate * this.frameBytes;
   }
 
-  get bufferedBytes(): number { return this.partial.length; }
+  get bufferedBytes(): number {
+    return this.partial.length;
+  }
 
   /** Raw samples carry no boundary to verify: a client sends whole sample frames in each message,
    * so after a lost message the next starts on a frame; only a partial frame held is dropped. */

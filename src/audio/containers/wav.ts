@@ -15,7 +15,9 @@ export class WavParser implements ContainerParser {
   private frameBytes = 1;
   gapBytes = 0;
 
-  get bufferedBytes(): number { return this.q.length; }
+  get bufferedBytes(): number {
+    return this.q.length;
+  }
 
   /** In the data chunk, as for raw PCM: the partial sample frame held is dropped, the next bytes
    * start a frame. In the headers nothing can be verified; bytes lost there fail the parse. */
@@ -35,7 +37,8 @@ export class WavParser implements ContainerParser {
     if (!this.started) {
       if (this.q.length < 12) return undefined;
       const h = this.q.peek(12);
-      if (h.toString('latin1', 0, 4) !== 'RIFF' || h.toString('latin1', 8, 12) !== 'WAVE') throw new MalformedAudio('the stream does not start with a RIFF/WAVE header');
+      if (h.toString('latin1', 0, 4) !== 'RIFF' || h.toString('latin1', 8, 12) !== 'WAVE')
+        throw new MalformedAudio('the stream does not start with a RIFF/WAVE header');
       this.started = true;
       return { bytes: this.q.take(12), header: true };
     }
@@ -75,10 +78,18 @@ export class WavParser implements ContainerParser {
   private fmt(f: Buffer): void {
     needBytes(f, 16, 'WAV fmt chunk');
     let format = f.readUInt16LE(0);
-    const channels = f.readUInt16LE(2), sampleRate = f.readUInt32LE(4), bits = f.readUInt16LE(14);
+    const channels = f.readUInt16LE(2),
+      sampleRate = f.readUInt32LE(4),
+      bits = f.readUInt16LE(14);
     if (format === 0xfffe && f.length >= 26) format = f.readUInt16LE(24); // WAVE_FORMAT_EXTENSIBLE sub-format
-    const codec = format === 1 && bits === 16 ? 'pcm-s16' : format === 3 && bits === 32 ? 'pcm-f32' : `wav-format-${format}-${bits}bit`;
-    if (channels < 1 || sampleRate < 1 || bits < 1) throw new MalformedAudio(`WAV fmt chunk gives ${channels} channels of ${bits}-bit samples at ${sampleRate} Hz`);
+    const codec =
+      format === 1 && bits === 16
+        ? 'pcm-s16'
+        : format === 3 && bits === 32
+          ? 'pcm-f32'
+          : `wav-format-${format}-${bits}bit`;
+    if (channels < 1 || sampleRate < 1 || bits < 1)
+      throw new MalformedAudio(`WAV fmt chunk gives ${channels} channels of ${bits}-bit samples at ${sampleRate} Hz`);
     this.info = { codec, channels, sampleRate };
     this.frameBytes = channels * Math.ceil(bits / 8);
     this.bytesPerSecond = sampleRate * channels * (bits / 8);

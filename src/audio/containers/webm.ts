@@ -4,15 +4,37 @@
 import { echo } from '../../protocol/index.js';
 import { ByteQueue } from './byte-queue.js';
 import { Resync, type Verdict } from './resync.js';
-import { collectUnits, MalformedAudio, type ContainerParser, type Continuation, type TrackInfo, type Unit } from './unit.js';
+import {
+  collectUnits,
+  MalformedAudio,
+  type ContainerParser,
+  type Continuation,
+  type TrackInfo,
+  type Unit,
+} from './unit.js';
 
 export const ID = {
-  EBML: 0x1a45dfa3, DocType: 0x4282,
-  Segment: 0x18538067, Cluster: 0x1f43b675,
-  Info: 0x1549a966, TimecodeScale: 0x2ad7b1,
-  Tracks: 0x1654ae6b, TrackEntry: 0xae, TrackNumber: 0xd7, TrackType: 0x83, CodecID: 0x86, CodecPrivate: 0x63a2,
-  Audio: 0xe1, SamplingFrequency: 0xb5, Channels: 0x9f, BitDepth: 0x6264,
-  Timecode: 0xe7, SimpleBlock: 0xa3, BlockGroup: 0xa0, Block: 0xa1, BlockDuration: 0x9b,
+  EBML: 0x1a45dfa3,
+  DocType: 0x4282,
+  Segment: 0x18538067,
+  Cluster: 0x1f43b675,
+  Info: 0x1549a966,
+  TimecodeScale: 0x2ad7b1,
+  Tracks: 0x1654ae6b,
+  TrackEntry: 0xae,
+  TrackNumber: 0xd7,
+  TrackType: 0x83,
+  CodecID: 0x86,
+  CodecPrivate: 0x63a2,
+  Audio: 0xe1,
+  SamplingFrequency: 0xb5,
+  Channels: 0x9f,
+  BitDepth: 0x6264,
+  Timecode: 0xe7,
+  SimpleBlock: 0xa3,
+  BlockGroup: 0xa0,
+  Block: 0xa1,
+  BlockDuration: 0x9b,
 };
 
 /** Top-level elements a stream may carry between Clusters (Cues, Tags, SeekHead); not Void, whose
@@ -32,7 +54,11 @@ function vintLength(first: number): number {
   return 0;
 }
 
-export interface Vint { value: number; length: number; unknown: boolean }
+export interface Vint {
+  value: number;
+  length: number;
+  unknown: boolean;
+}
 
 /** An EBML variable-size integer; `keepMarker` for element ids. undefined: need more bytes. `out`:
  * an object of the caller's to write it into (the parsers read several per audio block: reusing
@@ -66,9 +92,15 @@ export function* children(body: Buffer): Generator<[number, Buffer]> {
   while (off < body.length) {
     const id = readVint(body, off, true);
     const size = id && readVint(body, off + id.length, false);
-    if (!id || !size || size.unknown) throw new MalformedAudio(`EBML element at byte ${off} of its parent's ${body.length} has no complete id and size`);
+    if (!id || !size || size.unknown)
+      throw new MalformedAudio(
+        `EBML element at byte ${off} of its parent's ${body.length} has no complete id and size`,
+      );
     const start = off + id.length + size.length;
-    if (start + size.value > body.length) throw new MalformedAudio(`EBML element 0x${id.value.toString(16)} declares ${size.value} bytes but its parent has ${body.length - start} left`);
+    if (start + size.value > body.length)
+      throw new MalformedAudio(
+        `EBML element 0x${id.value.toString(16)} declares ${size.value} bytes but its parent has ${body.length - start} left`,
+      );
     yield [id.value, body.subarray(start, start + size.value)];
     off = start + size.value;
   }
@@ -86,7 +118,10 @@ function float(b: Buffer): number {
 }
 
 const CODECS: Record<string, string> = {
-  A_OPUS: 'opus', A_VORBIS: 'vorbis', 'A_PCM/FLOAT/IEEE': 'pcm-f32', 'A_PCM/INT/LIT': 'pcm-s16',
+  A_OPUS: 'opus',
+  A_VORBIS: 'vorbis',
+  'A_PCM/FLOAT/IEEE': 'pcm-f32',
+  'A_PCM/INT/LIT': 'pcm-s16',
 };
 
 export class WebmParser implements ContainerParser {
@@ -114,8 +149,12 @@ export class WebmParser implements ContainerParser {
     },
   });
 
-  get bufferedBytes(): number { return this.q.length; }
-  get gapBytes(): number { return this.resync.skipped; }
+  get bufferedBytes(): number {
+    return this.q.length;
+  }
+  get gapBytes(): number {
+    return this.resync.skipped;
+  }
 
   gap(expect?: Continuation['expect']): Unit[] {
     this.resync.gap(this.q);
@@ -134,7 +173,10 @@ export class WebmParser implements ContainerParser {
     timecode.writeBigUInt64BE(BigInt(this.clusterTime), 2);
     const bytes = Buffer.concat([LIVE_CLUSTER, timecode, this.q.peek(this.q.length)]);
     const known = this.lastStart !== undefined && this.lastDuration > 0;
-    return { bytes, expect: known ? { at: this.lastStart! + this.lastDuration, within: this.lastDuration / 2 } : undefined };
+    return {
+      bytes,
+      expect: known ? { at: this.lastStart! + this.lastDuration, within: this.lastDuration / 2 } : undefined,
+    };
   }
 
   push(chunk: Buffer): Unit[] {
@@ -146,7 +188,8 @@ export class WebmParser implements ContainerParser {
   /** Could a live stream go on from an element at `off`: a Cluster with its Timecode first, a
    * block of the audio track, a Timecode, or a top-level element, each of a plausible size. */
   private element(b: Buffer, off: number): { verdict: Verdict; id?: number; end: number } {
-    const no = { verdict: 'no' as const, end: off }, more = { verdict: 'more' as const, end: off };
+    const no = { verdict: 'no' as const, end: off },
+      more = { verdict: 'more' as const, end: off };
     if (off >= b.length) return more;
     let id: Vint | undefined, size: Vint | undefined;
     try {
@@ -160,7 +203,9 @@ export class WebmParser implements ContainerParser {
     if (id.value === ID.Cluster) {
       if (!size.unknown && size.value > MAX_RESYNC_ELEMENT * 64) return no;
       if (b.length < body + 2) return more;
-      return b[body] === 0xe7 && b[body + 1] >= 0x81 && b[body + 1] <= 0x88 ? { verdict: 'yes', id: id.value, end: body } : no;
+      return b[body] === 0xe7 && b[body + 1] >= 0x81 && b[body + 1] <= 0x88
+        ? { verdict: 'yes', id: id.value, end: body }
+        : no;
     }
     if (size.unknown || size.value > MAX_RESYNC_ELEMENT) return no;
     const known = { verdict: 'yes' as const, id: id.value, end: body + size.value };
@@ -179,13 +224,21 @@ export class WebmParser implements ContainerParser {
   /** One element (or a descended element's head) if complete; sets `need` otherwise. */
   private step(): Unit | Unit[] | undefined {
     // An id (≤ 4 bytes) and a size (≤ 8) read in place.
-    const b = this.q.contiguous(Math.min(this.q.length, 12)), at = this.q.start;
+    const b = this.q.contiguous(Math.min(this.q.length, 12)),
+      at = this.q.start;
     const id = readVint(b, at, true, STEP_ID);
     const size = id && readVint(b, at + id.length, false, STEP_SIZE);
-    if (id && id.length > 4) throw new MalformedAudio(`EBML element id of ${id.length} bytes at byte ${this.q.offset} (at most 4)`);
-    if (!id || !size) { this.need = this.q.length + 1; return undefined; }
+    if (id && id.length > 4)
+      throw new MalformedAudio(`EBML element id of ${id.length} bytes at byte ${this.q.offset} (at most 4)`);
+    if (!id || !size) {
+      this.need = this.q.length + 1;
+      return undefined;
+    }
     const headLen = id.length + size.length;
-    if (!this.docTypeOk && id.value !== ID.EBML) throw new MalformedAudio(`WebM element 0x${id.value.toString(16)} at byte ${this.q.offset} comes before the EBML header`);
+    if (!this.docTypeOk && id.value !== ID.EBML)
+      throw new MalformedAudio(
+        `WebM element 0x${id.value.toString(16)} at byte ${this.q.offset} comes before the EBML header`,
+      );
     if (DESCEND.has(id.value)) {
       if (id.value === ID.Cluster) {
         this.inHeader = false;
@@ -195,19 +248,36 @@ export class WebmParser implements ContainerParser {
       const at = id.value === ID.Cluster ? this.q.offset : undefined;
       return { bytes: this.q.take(headLen), header: this.inHeader, at };
     }
-    if (size.unknown) throw new MalformedAudio(`EBML element 0x${id.value.toString(16)} at byte ${this.q.offset} has an unknown size (only a Segment or Cluster may)`);
+    if (size.unknown)
+      throw new MalformedAudio(
+        `EBML element 0x${id.value.toString(16)} at byte ${this.q.offset} has an unknown size (only a Segment or Cluster may)`,
+      );
     const total = headLen + size.value;
-    if (this.q.length < total) { this.need = total; return undefined; }
+    if (this.q.length < total) {
+      this.need = total;
+      return undefined;
+    }
     this.need = 1;
     const bytes = this.q.take(total);
     // Every field block() may set, set now: one object shape, no property store added per block.
     const unit: Unit = { bytes, header: this.inHeader, start: undefined, end: undefined };
     switch (id.value) {
-      case ID.SimpleBlock: this.block(bytes, headLen, undefined, unit); break; // the hot path: no view of the body
-      case ID.EBML: this.ebmlHeader(bytes.subarray(headLen)); break;
-      case ID.Info: for (const [cid, d] of children(bytes.subarray(headLen))) if (cid === ID.TimecodeScale) this.timecodeScale = uint(d); break;
-      case ID.Tracks: this.tracks(bytes.subarray(headLen)); break;
-      case ID.Timecode: this.clusterTime = uint(bytes.subarray(headLen)); break;
+      case ID.SimpleBlock:
+        this.block(bytes, headLen, undefined, unit);
+        break; // the hot path: no view of the body
+      case ID.EBML:
+        this.ebmlHeader(bytes.subarray(headLen));
+        break;
+      case ID.Info:
+        for (const [cid, d] of children(bytes.subarray(headLen)))
+          if (cid === ID.TimecodeScale) this.timecodeScale = uint(d);
+        break;
+      case ID.Tracks:
+        this.tracks(bytes.subarray(headLen));
+        break;
+      case ID.Timecode:
+        this.clusterTime = uint(bytes.subarray(headLen));
+        break;
       case ID.BlockGroup: {
         let blk: Buffer | undefined, dur: number | undefined;
         for (const [cid, d] of children(bytes.subarray(headLen))) {
@@ -237,7 +307,11 @@ export class WebmParser implements ContainerParser {
   private tracks(body: Buffer): void {
     for (const [cid, entry] of children(body)) {
       if (cid !== ID.TrackEntry) continue;
-      let num = -1, codec = '', type = 0, rate: number | undefined, channels = 1;
+      let num = -1,
+        codec = '',
+        type = 0,
+        rate: number | undefined,
+        channels = 1;
       for (const [eid, d] of children(entry)) {
         if (eid === ID.TrackNumber) num = uint(d);
         else if (eid === ID.TrackType) type = uint(d);
@@ -262,7 +336,10 @@ export class WebmParser implements ContainerParser {
   /** A block whose body starts at `off` in `b` (and runs to its end). */
   private block(b: Buffer, off: number, durationTicks: number | undefined, unit: Unit): void {
     const tn = readVint(b, off, false, BLOCK_TRACK);
-    if (!tn || b.length < off + tn.length + 3) throw new MalformedAudio(`WebM block of ${b.length - off} bytes is too short for its track number, timecode and flags`);
+    if (!tn || b.length < off + tn.length + 3)
+      throw new MalformedAudio(
+        `WebM block of ${b.length - off} bytes is too short for its track number, timecode and flags`,
+      );
     if (tn.value !== this.track) return;
     const ticks = this.clusterTime + b.readInt16BE(off + tn.length);
     const start = (ticks * this.timecodeScale) / 1e9;

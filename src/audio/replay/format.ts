@@ -48,7 +48,11 @@ export function otherFormat(): ReplayFormat<null> {
   const init: Buffer[] = [];
   return {
     sort(u, open) {
-      if (u.header) { init.push(u.bytes); initBytes += u.bytes.length; return SORTED.init; }
+      if (u.header) {
+        init.push(u.bytes);
+        initBytes += u.bytes.length;
+        return SORTED.init;
+      }
       return open && open.end === undefined ? SORTED.join : { kind: 'open', ctx: null };
     },
     render(groups, lastEnd) {
@@ -57,6 +61,8 @@ export function otherFormat(): ReplayFormat<null> {
     },
     rewrite: (u) => u,
     forget() {},
-    get initBytes() { return initBytes; },
+    get initBytes() {
+      return initBytes;
+    },
   };
 }

@@ -25,13 +25,25 @@ interface Chain {
 }
 
 /** Where a kept page group sits in its chain. */
-interface PageCtx { chain: Chain; prevGranule: number; seq: number }
+interface PageCtx {
+  chain: Chain;
+  prevGranule: number;
+  seq: number;
+}
 
-interface Shift { chain: Chain; granule: number; seq: number }
+interface Shift {
+  chain: Chain;
+  granule: number;
+  seq: number;
+}
 
 /** A kept page group rebuilt to start at a packet: its pages, the granule before that packet and
  *  the sequence number of the page it is on. */
-interface Trimmed { pages: Buffer[]; granule: number; seq: number }
+interface Trimmed {
+  pages: Buffer[];
+  granule: number;
+  seq: number;
+}
 
 /** A packet that starts a replay sooner than this after the cut still holds it (granules are exact). */
 const CUT_SLACK_SECONDS = 1e-6;
@@ -44,7 +56,8 @@ function isOpus(firstPage: Buffer): boolean {
 function codecRate(firstPage: Buffer): number | undefined {
   const body = firstPage.subarray(27 + firstPage[26]);
   if (isOpus(firstPage)) return 48000;
-  if (body.length >= 16 && body[0] === 1 && body.toString('latin1', 1, 7) === 'vorbis') return body.readUInt32LE(12) || undefined;
+  if (body.length >= 16 && body[0] === 1 && body.toString('latin1', 1, 7) === 'vorbis')
+    return body.readUInt32LE(12) || undefined;
   return undefined;
 }
 
@@ -57,7 +70,9 @@ function packetStarts(pages: Buffer[], prevGranule: number): Array<{ page: numbe
   let open: { page: number; seg: number; parts: Buffer[] } | undefined;
   let before = prevGranule;
   for (let p = 0; p < pages.length; p++) {
-    const page = pages[p], nseg = page[26], done: Array<{ page: number; seg: number; samples: number }> = [];
+    const page = pages[p],
+      nseg = page[26],
+      done: Array<{ page: number; seg: number; samples: number }> = [];
     let off = 27 + nseg;
     for (let s = 0; s < nseg; s++) {
       const len = page[27 + s];
@@ -87,12 +102,17 @@ function packetStarts(pages: Buffer[], prevGranule: number): Array<{ page: numbe
  *  that is the group's first packet (nothing to leave out) or the packets can't be read. */
 function fromPacket(g: Group<PageCtx>, cutGranule: number): Trimmed | undefined {
   let starts: ReturnType<typeof packetStarts>;
-  try { starts = packetStarts(g.units, g.ctx.prevGranule); } catch { return undefined; }
+  try {
+    starts = packetStarts(g.units, g.ctx.prevGranule);
+  } catch {
+    return undefined;
+  }
   let k = -1;
   while (k + 1 < starts.length && starts[k + 1].granule <= cutGranule) k++;
   if (k <= 0) return undefined;
   const { page: p, seg, granule } = starts[k];
-  const page = g.units[p], nseg = page[26];
+  const page = g.units[p],
+    nseg = page[26];
   let skip = 0;
   for (let s = 0; s < seg; s++) skip += page[27 + s];
   const head = Buffer.from(page.subarray(0, 27));
@@ -128,7 +148,16 @@ export function oggFormat(): ReplayFormat<PageCtx> {
   /** Header page of the latest chain (a BOS page starts a new one). */
   function header(page: Buffer, serial: number): boolean {
     if (page[5] & PAGE_BOS) {
-      chains.push({ serial, headers: [], headerBytes: 0, rate: codecRate(page), opus: isOpus(page), lastGranule: 0, headerSeqEnd: 0, nextSeq: 0 });
+      chains.push({
+        serial,
+        headers: [],
+        headerBytes: 0,
+        rate: codecRate(page),
+        opus: isOpus(page),
+        lastGranule: 0,
+        headerSeqEnd: 0,
+        nextSeq: 0,
+      });
     }
     const c = latest();
     if (!c || c.serial !== serial) return false;
@@ -140,12 +169,14 @@ export function oggFormat(): ReplayFormat<PageCtx> {
 
   return {
     sort(u) {
-      const page = u.bytes, serial = page.readUInt32LE(14);
+      const page = u.bytes,
+        serial = page.readUInt32LE(14);
       if (u.header) return header(page, serial) ? SORTED.init : SORTED.skip;
       const c = latest();
       if (!c || c.serial !== serial) return SORTED.skip; // another multiplexed stream
       if (u.start !== undefined) c.base ??= u.start;
-      const prevGranule = c.lastGranule, seq = page.readUInt32LE(18);
+      const prevGranule = c.lastGranule,
+        seq = page.readUInt32LE(18);
       const granule = readGranule(page);
       if (granule >= 0) c.lastGranule = granule;
       c.nextSeq = seq + 1;
@@ -153,21 +184,30 @@ export function oggFormat(): ReplayFormat<PageCtx> {
       return SORTED.join;
     },
     render(groups, lastEnd, cut) {
-      const first = groups[0]?.ctx, c0 = first?.chain ?? latest();
-      if (!c0) { shift = undefined; return { init: [], media: [], offset: lastEnd }; }
-      const trimmed = first && c0.opus && c0.base !== undefined
-        ? fromPacket(groups[0], (cut - c0.base + CUT_SLACK_SECONDS) * 48000)
-        : undefined;
-      const granule = c0.rate === undefined ? 0 : trimmed?.granule ?? first?.prevGranule ?? c0.lastGranule;
+      const first = groups[0]?.ctx,
+        c0 = first?.chain ?? latest();
+      if (!c0) {
+        shift = undefined;
+        return { init: [], media: [], offset: lastEnd };
+      }
+      const trimmed =
+        first && c0.opus && c0.base !== undefined
+          ? fromPacket(groups[0], (cut - c0.base + CUT_SLACK_SECONDS) * 48000)
+          : undefined;
+      const granule = c0.rate === undefined ? 0 : (trimmed?.granule ?? first?.prevGranule ?? c0.lastGranule);
       shift = { chain: c0, granule, seq: (trimmed?.seq ?? first?.seq ?? c0.nextSeq) - c0.headerSeqEnd };
       const media: Buffer[] = [];
       let current = c0;
       for (const [i, g] of groups.entries()) {
-        if (g.ctx.chain !== current) { current = g.ctx.chain; media.push(...current.headers); }
-        for (const b of i === 0 && trimmed ? trimmed.pages : g.units) media.push(current === c0 ? shiftPage(b, shift) : b);
+        if (g.ctx.chain !== current) {
+          current = g.ctx.chain;
+          media.push(...current.headers);
+        }
+        for (const b of i === 0 && trimmed ? trimmed.pages : g.units)
+          media.push(current === c0 ? shiftPage(b, shift) : b);
       }
       const base = c0.base ?? lastEnd;
-      const offset = c0.rate === undefined ? groups[0]?.start ?? lastEnd : base + granule / c0.rate;
+      const offset = c0.rate === undefined ? (groups[0]?.start ?? lastEnd) : base + granule / c0.rate;
       return { init: c0.headers, media, offset };
     },
     rewrite(u) {
@@ -179,6 +219,8 @@ export function oggFormat(): ReplayFormat<PageCtx> {
       const keep = oldest?.ctx.chain ?? latest();
       chains = chains.slice(Math.max(0, chains.indexOf(keep as Chain)));
     },
-    get initBytes() { return chains.reduce((n, c) => n + c.headerBytes, 0); },
+    get initBytes() {
+      return chains.reduce((n, c) => n + c.headerBytes, 0);
+    },
   };
 }

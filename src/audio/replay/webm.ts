@@ -8,7 +8,9 @@ import { children, ID, LIVE_CLUSTER, readVint, uint, type Unit, type Vint } from
 import { SORTED, type Group, type ReplayFormat } from './format.js';
 
 /** A Cluster's Timecode (ticks of the segment's timecode scale), once its Timecode unit came. */
-interface Cluster { ticks?: number }
+interface Cluster {
+  ticks?: number;
+}
 
 /** The made Cluster's Timecode: 0, one byte. */
 const ZERO_TIMECODE = Buffer.from([ID.Timecode, 0x81, 0x00]);
@@ -23,7 +25,11 @@ const INIT = new Set([ID.EBML, ID.Segment, ID.Info, ID.Tracks]);
 const READ: Vint = { value: 0, length: 0, unknown: false };
 
 function elementId(b: Buffer): number | undefined {
-  try { return readVint(b, 0, true, READ)?.value; } catch { return undefined; }
+  try {
+    return readVint(b, 0, true, READ)?.value;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Where a block's relative timecode (int16) is: a SimpleBlock's after its id, size and track
@@ -67,10 +73,14 @@ function liveSegmentHead(b: Buffer): Buffer {
 function shiftTimecode(b: Buffer, shift: number): Buffer {
   const size = readVint(b, 1, false);
   if (!size || shift === 0) return b;
-  const from = 1 + size.length, end = from + size.value;
+  const from = 1 + size.length,
+    end = from + size.value;
   let v = Math.max(0, uint(b.subarray(from, end)) - shift);
   const out = Buffer.from(b);
-  for (let i = end - 1; i >= from; i--) { out[i] = v % 256; v = Math.floor(v / 256); }
+  for (let i = end - 1; i >= from; i--) {
+    out[i] = v % 256;
+    v = Math.floor(v / 256);
+  }
   return out;
 }
 
@@ -79,7 +89,8 @@ function shiftTimecode(b: Buffer, shift: number): Buffer {
 function blockAt(g: Group<Cluster>, cutTicks: number): { index: number; rel: number } | undefined {
   let found: { index: number; rel: number } | undefined;
   for (let i = 0; i < g.units.length; i++) {
-    const b = g.units[i], at = blockTimeAt(b);
+    const b = g.units[i],
+      at = blockTimeAt(b);
     if (at === undefined) continue;
     const rel = b.readInt16BE(at);
     if (found && g.ctx.ticks! + rel > cutTicks) break;
@@ -113,7 +124,8 @@ export function webmFormat(): ReplayFormat<Cluster> {
         if (id === undefined || !INIT.has(id)) return SORTED.skip;
         if (id === ID.Info) {
           const head = readVint(u.bytes, 4, false);
-          for (const [cid, d] of children(u.bytes.subarray(4 + (head?.length ?? 0)))) if (cid === ID.TimecodeScale) nsPerTick = uint(d);
+          for (const [cid, d] of children(u.bytes.subarray(4 + (head?.length ?? 0))))
+            if (cid === ID.TimecodeScale) nsPerTick = uint(d);
         }
         const bytes = id === ID.Segment ? liveSegmentHead(u.bytes) : u.bytes;
         init.push(bytes);
@@ -134,8 +146,10 @@ export function webmFormat(): ReplayFormat<Cluster> {
       return SORTED.join;
     },
     render(groups, lastEnd, cut) {
-      const g0 = groups[0], first = g0?.ctx;
-      const from = first?.ticks !== undefined ? blockAt(g0, (cut * 1e9) / nsPerTick + (CUT_SLACK * 1e9) / nsPerTick) : undefined;
+      const g0 = groups[0],
+        first = g0?.ctx;
+      const from =
+        first?.ticks !== undefined ? blockAt(g0, (cut * 1e9) / nsPerTick + (CUT_SLACK * 1e9) / nsPerTick) : undefined;
       lead = from && from.rel !== 0 ? { ctx: first!, ticks: from.rel } : undefined;
       shift = first?.ticks !== undefined ? first.ticks + (from?.rel ?? 0) : Math.round((lastEnd * 1e9) / nsPerTick);
       const media = groups.flatMap((g) => g.units.map((b) => lowered(b, g.ctx)));
@@ -145,6 +159,8 @@ export function webmFormat(): ReplayFormat<Cluster> {
     },
     rewrite,
     forget() {},
-    get initBytes() { return initBytes; },
+    get initBytes() {
+      return initBytes;
+    },
   };
 }

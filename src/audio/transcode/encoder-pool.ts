@@ -101,7 +101,10 @@ export class WorkerEncoderPool implements EncoderPool {
   private nextReq = 1;
   private closed = false;
 
-  constructor(threads: number, private readonly idleMs = DEFAULT_IDLE_MS) {
+  constructor(
+    threads: number,
+    private readonly idleMs = DEFAULT_IDLE_MS,
+  ) {
     this.slots = new Array(Math.max(1, threads)).fill(undefined);
   }
 
@@ -155,7 +158,10 @@ export class WorkerEncoderPool implements EncoderPool {
     let free = -1;
     for (let i = 0; i < this.slots.length; i++) {
       const w = this.slots[i];
-      if (!w || w.dead) { if (free < 0) free = i; continue; }
+      if (!w || w.dead) {
+        if (free < 0) free = i;
+        continue;
+      }
       if (!least || w.streams < least.streams) least = w;
     }
     if (least && (least.streams === 0 || free < 0)) return least;
@@ -183,7 +189,10 @@ export class WorkerEncoderPool implements EncoderPool {
 function unpack(all: Uint8Array, lengths: number[]): Buffer[] {
   const out: Buffer[] = [];
   let off = 0;
-  for (const n of lengths) { out.push(Buffer.from(all.buffer, all.byteOffset + off, n)); off += n; }
+  for (const n of lengths) {
+    out.push(Buffer.from(all.buffer, all.byteOffset + off, n));
+    off += n;
+  }
   return out;
 }
 

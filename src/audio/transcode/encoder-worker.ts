@@ -11,7 +11,10 @@ const streams = new Map<number, Promise<StreamEncoder>>();
 function packed(packets: Buffer[]): { packets: Uint8Array; lengths: number[] } {
   const all = new Uint8Array(packets.reduce((n, p) => n + p.length, 0));
   let off = 0;
-  for (const p of packets) { all.set(p, off); off += p.length; }
+  for (const p of packets) {
+    all.set(p, off);
+    off += p.length;
+  }
   return { packets: all, lengths: packets.map((p) => p.length) };
 }
 
@@ -26,7 +29,10 @@ async function handle(m: WorkerRequest, replies: WorkerReply[], transfer: ArrayB
   const enc = streams.get(m.stream);
   if (m.op === 'close') {
     streams.delete(m.stream);
-    enc?.then((e) => e.destroy(), () => {});
+    enc?.then(
+      (e) => e.destroy(),
+      () => {},
+    );
     return;
   }
   try {

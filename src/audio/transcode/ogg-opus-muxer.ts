@@ -80,7 +80,9 @@ export function createOggOpusMuxer(o: OggOpusMuxerOptions): OggOpusMuxer {
     header() {
       if (headerDone) throw new Error('OggOpusMuxer: header() twice');
       headerDone = true;
-      const head = page(PAGE_BOS, 0n, [opusHead({ channels: o.channels, preSkip, inputSampleRate: o.inputSampleRate })]);
+      const head = page(PAGE_BOS, 0n, [
+        opusHead({ channels: o.channels, preSkip, inputSampleRate: o.inputSampleRate }),
+      ]);
       return Buffer.concat([head, page(0, 0n, [opusTags()])]);
     },
     write(packets) {

@@ -45,7 +45,10 @@ export function writePage(p: PageFields): Buffer {
   let bodyLength = 0;
   for (const pkt of p.packets) {
     let n = pkt.length;
-    while (n >= 255) { lacing.push(255); n -= 255; }
+    while (n >= 255) {
+      lacing.push(255);
+      n -= 255;
+    }
     lacing.push(n);
     bodyLength += pkt.length;
   }
@@ -61,7 +64,10 @@ export function writePage(p: PageFields): Buffer {
   page[26] = lacing.length;
   for (let i = 0; i < lacing.length; i++) page[27 + i] = lacing[i];
   let off = 27 + lacing.length;
-  for (const pkt of p.packets) { pkt.copy(page, off); off += pkt.length; }
+  for (const pkt of p.packets) {
+    pkt.copy(page, off);
+    off += pkt.length;
+  }
   page.writeUInt32LE(oggCrc32(page), 22);
   return page;
 }

@@ -7,7 +7,8 @@ export const OPUS_VENDOR = 'speech-gateway (libopus via @discordjs/opus)';
 export const LIBOPUS_PRE_SKIP = 312;
 
 export function opusHead(o: { channels: number; preSkip: number; inputSampleRate: number }): Buffer {
-  if (o.channels < 1 || o.channels > 2) throw new RangeError(`Opus mapping family 0 carries 1 or 2 channels, got ${o.channels}`);
+  if (o.channels < 1 || o.channels > 2)
+    throw new RangeError(`Opus mapping family 0 carries 1 or 2 channels, got ${o.channels}`);
   const b = Buffer.alloc(19);
   b.write('OpusHead', 0, 'latin1');
   b[8] = 1; // version

@@ -23,8 +23,10 @@ export function assertPcmFormat(f: PcmFormat): void {
   if (!Number.isInteger(f.sampleRate) || f.sampleRate < 1000 || f.sampleRate > 384000) {
     throw new RangeError(`unsupported PCM sample rate ${f.sampleRate}`);
   }
-  if (f.channels !== 1 && f.channels !== 2) throw new RangeError(`PCM with ${f.channels} channels: only 1 or 2 are supported`);
-  if (!['s16le', 's16be', 'f32le'].includes(f.encoding)) throw new RangeError(`unsupported PCM encoding ${String(f.encoding)}`);
+  if (f.channels !== 1 && f.channels !== 2)
+    throw new RangeError(`PCM with ${f.channels} channels: only 1 or 2 are supported`);
+  if (!['s16le', 's16be', 'f32le'].includes(f.encoding))
+    throw new RangeError(`unsupported PCM encoding ${String(f.encoding)}`);
 }
 
 /** The rate the encoder runs at: the input's own if Opus takes it, else 16 kHz (≤ 16 kHz input) or 48 kHz. */
@@ -46,7 +48,9 @@ export class PcmFramer {
 
   /** Whole frames of `chunk` (after what was carried), as bytes. */
   take(chunk: Uint8Array): Buffer {
-    const all = this.carry.length ? Buffer.concat([this.carry, chunk]) : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    const all = this.carry.length
+      ? Buffer.concat([this.carry, chunk])
+      : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     const whole = all.length - (all.length % this.frameBytes);
     this.carry = Buffer.from(all.subarray(whole)); // copy: the caller may reuse its buffer
     this.frames += whole / this.frameBytes;

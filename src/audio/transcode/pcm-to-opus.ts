@@ -50,7 +50,11 @@ function inlineBackend(format: PcmFormat, o: PcmToOpusOptions): Backend {
   return {
     push: async (pcm) => (await enc).push(pcm),
     end: async () => (await enc).end(),
-    close: () => void enc.then((e) => e.destroy(), () => {}),
+    close: () =>
+      void enc.then(
+        (e) => e.destroy(),
+        () => {},
+      ),
   };
 }
 
@@ -64,7 +68,11 @@ export function createPcmToOpus(format: PcmFormat, o: PcmToOpusOptions = {}): Pc
   assertPcmFormat(format);
   const mode = o.pool ? 'pool' : (o.mode ?? defaultMode);
   const backend = mode === 'pool' ? poolBackend(format, o) : inlineBackend(format, o);
-  const muxer = createOggOpusMuxer({ channels: format.channels, inputSampleRate: format.sampleRate, preSkip: ENCODER_PRE_SKIP });
+  const muxer = createOggOpusMuxer({
+    channels: format.channels,
+    inputSampleRate: format.sampleRate,
+    preSkip: ENCODER_PRE_SKIP,
+  });
   let header: Buffer | undefined = muxer.header();
   let transcodeSeconds = 0;
   let reported = 0; // decoded 48 kHz samples reported so far

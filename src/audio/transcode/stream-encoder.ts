@@ -77,7 +77,8 @@ export class StreamEncoder {
     const frameMs = o.frameMs ?? ENCODER_SETTINGS.frameMs;
     if (![20, 40, 60].includes(frameMs)) throw new RangeError(`frameMs must be 20, 40 or 60, got ${frameMs}`);
     const rate = encoderRate(format.sampleRate);
-    const resampler = rate === format.sampleRate ? undefined : await createResampler(format.channels, format.sampleRate, rate);
+    const resampler =
+      rate === format.sampleRate ? undefined : await createResampler(format.channels, format.sampleRate, rate);
     const framer = resampler || format.encoding !== 's16le' ? new PcmFramer(format) : undefined;
     const bitrate = o.bitrate ?? defaultBitrate(format.channels);
     return new StreamEncoder(format, rate, (rate * frameMs) / 1000, bitrate, resampler, framer);
@@ -147,7 +148,8 @@ export class StreamEncoder {
     }
     // Whole frames are encoded in place (the binding reads them synchronously) when 2-byte aligned.
     if ((b.byteOffset + off) % 2 === 0) {
-      for (; off + size <= b.length; off += size) this.encodeFrame(Buffer.from(b.buffer, b.byteOffset + off, size), packets);
+      for (; off + size <= b.length; off += size)
+        this.encodeFrame(Buffer.from(b.buffer, b.byteOffset + off, size), packets);
     }
     for (; off + size <= b.length; off += size) {
       this.frame.set(b.subarray(off, off + size));
