@@ -1,4 +1,4 @@
-// Issue 13's handover at drain, with two real gateway processes sharing one redis-server and one
+// The handover at drain, with two real gateway processes sharing one redis-server and one
 // emulator: SIGTERM on the replica that holds a resumable session ends its upstream session (usage
 // final), closes the client with 1012 "handed over", and the client goes on on the other replica
 // with its key: every final once, on one timeline; one ledger session with two upstream segments;
@@ -7,11 +7,13 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
-import { finals, resendFrom, startCluster, type Cluster, type Final } from '../support/cluster.js';
+import { resendFrom, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey, streamWithSdk } from '../support/sdk.js';
-import { delay, endpointPath, openClient, refusal, type TestClient } from '../support/stack.js';
+import { endpointPath, openClient, refusal, type TestClient } from '../support/stack.js';
 import { startTcpBalancer } from '../support/tcp-balancer.js';
+import { finals, type Final } from '../support/transcripts.js';
+import { delay } from '../support/wait.js';
 
 const API_TOKEN = 'handover-usage-token';
 const pieces = chromeChunks('webm-opus'); // ~9 s of live Chromium WebM/Opus, 0.3 s a piece

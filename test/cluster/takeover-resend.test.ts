@@ -12,24 +12,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { run } from '../audio-transcode/ogg-check.js';
-import { finals, resendFrom, startCluster, type Cluster, type Final } from '../support/cluster.js';
+import { resendFrom, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks, FIXTURES } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
-import { delay, endpointPath, openClient, type TestClient } from '../support/stack.js';
+import { metric } from '../support/metrics.js';
+import { endpointPath, openClient, type TestClient } from '../support/stack.js';
+import { finals, type Final } from '../support/transcripts.js';
 import { ledgerSessionsAt } from '../support/usage-api.js';
+import { delay } from '../support/wait.js';
 
 const API_TOKEN = 'resend-usage-token';
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
 /** The longest Opus packet of these streams: a seam may overlap by less. */
 const PACKET = 0.06;
-
-async function metric(port: number, name: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return text
-    .split('\n')
-    .filter((l) => l.startsWith(name))
-    .reduce((n, l) => n + Number(l.split(' ').at(-1)), 0);
-}
 
 /** One timeline with nothing missing: each final starts where the one before ended (less than a packet before it, never after). */
 function assertWhole(f: Final[], until: number, label: string): void {

@@ -152,9 +152,6 @@ export async function replicaUrl(cluster: Cluster, i: number, tenant: string, ke
   return resumeUrl(`ws://127.0.0.1:${cluster.replicas[i].port}`, tenant, key, token);
 }
 
-// handover.test.ts and takeover-resend.test.ts still import these from here; they are transcripts.ts's.
-export { finals, type Final } from './transcripts.js';
-
 /** A resumed client goes on from the `audioBytes` it was given: the rest of its stream, 5000 bytes every 100 ms. */
 export async function resendFrom(client: TestClient, stream: Buffer, audioBytes: number): Promise<void> {
   const rest = stream.subarray(audioBytes);

@@ -191,6 +191,3 @@ export async function refusal(
     return { status: e.status, body: JSON.parse(e.body ?? '{}') };
   }
 }
-
-// handover.test.ts and takeover-resend.test.ts still import delay from here; it is wait.ts's.
-export { delay } from './wait.js';
