@@ -3,13 +3,7 @@
 // upstream (intake.ts), the client's output (client-output.ts), usage figures (usage-tally.ts), named
 // timers (timers.ts); what happens to the session is told as lifecycle events (lifecycle.ts), which the
 // ledger, metrics and log observe (observers.ts).
-import {
-  createAudioPipeline,
-  createReplayBuffer,
-  planAudio,
-  type AudioPipeline,
-  type AudioPlan,
-} from '../audio/index.js';
+import { createReplayBuffer, planAudio } from '../audio/index.js';
 import type { UpstreamCredentials } from '../auth/index.js';
 import {
   MAX_CLIENT_TEXT_BYTES,
@@ -26,7 +20,8 @@ import { ClientOutput, type ClientSink } from './client-output.js';
 import { AudioIntake, type Control } from './intake.js';
 import { Lifecycle } from './lifecycle.js';
 import { observeSession } from './observers.js';
-import { HANDOVER_CLOSE_WAIT_MS, MAX_INIT_BYTES, sameConfig, type Restore, type SessionSnapshot } from './resume.js';
+import { HANDOVER_CLOSE_WAIT_MS, sameConfig, type Restore, type SessionSnapshot } from './resume.js';
+import { ClientStream } from './stream.js';
 import { systemClock, Timers, type Clock } from './timers.js';
 import { UpstreamLink, type LinkOptions, type ReconnectPolicy } from './upstream-link.js';
 import { UsageTally } from './usage-tally.js';
@@ -123,25 +118,12 @@ export class Session {
   private readonly usage: UsageTally;
   private link?: Link;
   private upstreamSessionId?: string;
-  private plan?: AudioPlan;
-  private pipeline?: AudioPipeline;
+  private readonly stream: ClientStream;
   /** the client's validated config and what the first CONFIG_ACCEPTED told it (a resume gets the same) */
   private clientConfig?: unknown;
   private accepted?: { sessionId?: unknown; configuration?: unknown };
-  /** the parser's input byte n is the client's byte n + clientBytesBase, from clientBytesFrom on (a
-   *  restored parser reads the record's headers and continuation first) */
-  private clientBytesBase = 0;
-  private clientBytesFrom = 0;
-  /** the client's container headers as they went upstream (another replica parses the rest with them) */
-  private init: Buffer[] = [];
-  private initBytes = 0;
-  /** media seconds received by the replicas this session was on before this one */
-  private mediaBefore = 0;
   /** the drain hands this session over: resolved with its snapshot once its upstream session ended */
   private handover?: (r: (SessionSnapshot & { missed: string[] }) | undefined) => void;
-  /** taken over after a crash: the client's finals end here; the restored stream's first media
-   *  after it is what the dead owner lost (counted once) */
-  private lossFrom?: number;
   /** a final transcript reached the client (the session record notes how far the client has finals) */
   onFinal?: () => void;
   private finalNoted = 0;
@@ -175,9 +157,18 @@ export class Session {
         this.guard(() => this.dispatch({ type: 'client_too_slow', details: 'the client is not reading its messages' })),
       heldOverflow: () => this.guard(() => this.dispatch({ type: 'resume_grace' })),
     });
+    this.stream = new ClientStream({
+      chunkMs: deps.settings.chunkMs,
+      pace: deps.settings.pace,
+      maxBufferedBytes: deps.settings.maxBufferedAudioBytes,
+      log: this.log,
+      unit: (unit, kind) => this.link?.unit(unit, kind) ?? unit,
+      frame: (frame) => this.onFrame(frame),
+      failed: (errorId, details) => this.guard(() => this.dispatch({ type: 'audio_failed', errorId, details })),
+    });
     this.intake = new AudioIntake({
       maxBufferedBytes: deps.settings.maxBufferedAudioBytes,
-      pipeline: () => this.pipeline,
+      pipeline: () => this.stream.pipeline,
       over: () => this.over,
       deliver: (audio) => this.onClientAudio(audio),
       sendControl: (message) => this.guard(() => this.sendControl(message)),
@@ -205,56 +196,32 @@ export class Session {
     this.accepted = r.accepted;
     const resume = r.crash ? r.resume : undefined; // the client resends from there: nothing the finals lack is lost
     this.intake.bytesIn = resume?.audioBytes ?? r.audioBytes;
-    this.mediaBefore = resume?.mediaReceived ?? r.mediaReceived;
     this.usage.restore(r.seq, r.credits, r.segment);
-    this.clientBytesFrom = this.intake.bytesIn;
-    this.clientBytesBase = this.intake.bytesIn - r.init.length - (r.continuation?.bytes.length ?? 0);
     this.finalNoted = r.finalUntil;
     this.output.hold(r.missed);
     this.state = restoredState(this.info.endpoint);
     this.openUpstream(verdict.upstreamConfig, r);
-    this.startPipeline();
-    this.pipeline!.push(r.init);
-    if (r.continuation) this.pipeline!.push(r.continuation.bytes);
-    this.pipeline!.gap(r.continuation?.expect); // verifies that the client's bytes do continue; skips to a boundary if not
-    if (r.crash) this.lossFrom = r.finalUntil;
+    this.stream.restore(r, this.intake.bytesIn, resume?.mediaReceived ?? r.mediaReceived);
   }
 
   /** What another replica needs to go on with this session; undefined while it has none to give
    * (not configured yet, no media yet, or a stream only this replica can parse: transcoded, MP3...). */
   snapshot(): SessionSnapshot | undefined {
-    const source = this.pipeline?.stats.source;
-    const kind = source?.startsWith('webm-') ? 'webm' : source?.startsWith('ogg-') ? 'ogg' : undefined;
-    if (!kind || source === 'webm-pcm' || !this.link || this.initBytes === 0 || this.initBytes > MAX_INIT_BYTES)
-      return undefined;
+    const stream = this.stream.handable();
+    if (!stream || !this.link) return undefined;
     return {
       config: this.clientConfig,
       accepted: this.accepted,
-      kind,
-      init: Buffer.concat(this.init),
+      ...stream,
       offset: this.link.offset,
       finalUntil: this.link.finalUntil,
       audioBytes: this.intake.bytesIn,
-      mediaReceived: this.mediaReceived,
+      mediaReceived: this.stream.mediaReceived,
       segment: this.link.segment,
       seq: this.usage.lastSeq,
       credits: this.usage.soFar,
-      resume: this.resumePoint(),
+      resume: this.stream.resumePoint(this.link, this.intake.bytesIn),
     };
-  }
-
-  /** See SessionSnapshot.resume: where the replay's oldest Cluster or page starts in the client's stream. */
-  private resumePoint(): SessionSnapshot['resume'] {
-    const p = this.link?.resumePoint();
-    if (!p) return undefined;
-    const audioBytes = this.clientBytesBase + p.at;
-    if (audioBytes < this.clientBytesFrom || audioBytes > this.intake.bytesIn) return undefined;
-    return { audioBytes, mediaReceived: Math.max(this.mediaBefore, this.mediaReceived - p.behind) };
-  }
-
-  /** Media seconds of the client's audio received, over every replica the session was on. */
-  private get mediaReceived(): number {
-    return this.mediaBefore + (this.pipeline?.stats.mediaSecondsIn ?? 0);
   }
 
   /** The drain is about to write this session's 'handing over' record: its keeper writes no more. */
@@ -312,13 +279,13 @@ export class Session {
   /** Out of this process without ending the ledger session or releasing the slot; a handover under way
    * gets the snapshot, with the output its client has not had. */
   private leave(): void {
-    const continuation = this.pipeline?.continuation();
+    const continuation = this.stream.continuation();
     const snapshot = this.snapshot();
     const missed = this.output.release().map((m) => m.toString());
     this.output.close(CLOSE.serviceRestart, HANDED_OVER_REASON); // handed over while its close waited
     this.timers.clearAll();
     this.link?.close();
-    this.pipeline?.close();
+    this.stream.pipeline?.close();
     this.lifecycle.emit({
       type: 'handed_over',
       segment: snapshot?.segment ?? 0,
@@ -330,12 +297,7 @@ export class Session {
     this.onFinished?.(this);
     const done = this.handover;
     this.handover = undefined;
-    if (done && snapshot)
-      done({
-        ...snapshot,
-        continuation: continuation && continuation.bytes.length <= MAX_INIT_BYTES ? continuation : undefined,
-        missed,
-      });
+    if (done && snapshot) done({ ...snapshot, continuation, missed });
     else done?.(undefined);
   }
 
@@ -438,7 +400,7 @@ export class Session {
         reason: 'replaced by a newer connection with the same resume key',
       });
       this.output.hold(); // the older socket's output, from now on, waits for the new one's config
-      this.pipeline?.gap(); // bytes sent just before the drop may never have arrived
+      this.stream.pipeline?.gap(); // bytes sent just before the drop may never have arrived
       metrics.resumes.inc({ result: 'attached' });
       this.dispatch({ type: 'client_resumed' });
     });
@@ -482,7 +444,7 @@ export class Session {
   /** Graceful end (drain); `abort` when the drain's time is up. */
   shutdown(): void {
     this.guard(() => {
-      this.pipeline?.hurry(); // audio held for pacing goes out now, so the end is not cut
+      this.stream.pipeline?.hurry(); // audio held for pacing goes out now, so the end is not cut
       this.dispatch({ type: 'shutdown' });
     });
   }
@@ -501,7 +463,7 @@ export class Session {
     const declared = (v.config as { audioFormat?: string }).audioFormat;
     const planned = planAudio(declared);
     if (!planned.ok) return { ok: false, status: 'rejected', reason: planned.reason };
-    this.plan = planned.plan;
+    this.stream.plan = planned.plan;
     const upstreamConfig: Record<string, unknown> = { ...(v.config as object) };
     if (planned.plan.upstreamAudioFormat) upstreamConfig.audioFormat = planned.plan.upstreamAudioFormat;
     else delete upstreamConfig.audioFormat;
@@ -593,14 +555,14 @@ export class Session {
     this.lifecycle.emit({ type: 'config_accepted', latencySeconds: (Date.now() - this.configReceivedAt) / 1000 });
     this.becomeLive(false);
     this.recordUpstreamSession(data);
-    this.startPipeline();
+    this.stream.start();
     this.dispatch({ type: 'upstream_config_status', status: 'CONFIG_ACCEPTED', data });
   }
 
   /** A new upstream session took over (its replay is sent): the client hears of it only if it asked. */
   private onReconnected(data: Buffer): void {
     this.recordUpstreamSession(data);
-    this.pipeline?.discardQueued(); // the replay carried what was waiting to be paced out
+    this.stream.pipeline?.discardQueued(); // the replay carried what was waiting to be paced out
     if (this.info.notices)
       this.output.send(
         JSON.stringify(
@@ -647,39 +609,6 @@ export class Session {
     } catch {
       /* relayed as is; the id is only for records */
     }
-  }
-
-  private startPipeline(): void {
-    this.pipeline = createAudioPipeline({
-      plan: this.plan ?? { mode: 'detect' },
-      chunkMs: this.deps.settings.chunkMs,
-      pace: this.deps.settings.pace,
-      maxBufferedBytes: this.deps.settings.maxBufferedAudioBytes,
-      onUnit: (unit, kind) => {
-        if (this.lossFrom !== undefined && unit.start !== undefined) this.countLoss(unit.start);
-        if (unit.header && this.initBytes <= MAX_INIT_BYTES) {
-          this.init.push(unit.bytes);
-          this.initBytes += unit.bytes.length;
-        }
-        return this.link?.unit(unit, kind) ?? unit;
-      },
-      onFrame: (frame) => this.onFrame(frame),
-      onError: (err) =>
-        this.guard(() => this.dispatch({ type: 'audio_failed', errorId: err.id, details: err.details })),
-    });
-  }
-
-  /** After a crash takeover, the restored stream's first media: what lies between the client's last
-   * final and it is what the dead owner lost (its received, unfinalised audio, and what the client
-   * did not resend). */
-  private countLoss(start: number): void {
-    const lost = Math.max(0, start - this.lossFrom!);
-    this.lossFrom = undefined;
-    if (lost > 0) metrics.takeoverLostMedia.inc(lost);
-    this.log.info(
-      { event: 'takeover_lost_media', lostMediaSeconds: Number(lost.toFixed(3)) },
-      'media lost with the dead replica',
-    );
   }
 
   /** A frame out of the pipeline, paced: upstream now. */
@@ -736,7 +665,7 @@ export class Session {
       case 'hurry_audio':
         this.timers.clear('handover_wait');
         this.intake.flushInbox();
-        return this.pipeline?.hurry();
+        return this.stream.pipeline?.hurry();
       case 'tell_client_now':
         return this.output.sendNow(JSON.stringify(e.message));
       case 'give_up_slot':
@@ -807,12 +736,12 @@ export class Session {
       outcome,
       owned: this.state.migration !== 'disowned',
       live: this.live,
-      mediaSeconds: this.mediaReceived,
+      mediaSeconds: this.stream.mediaReceived,
       credits: this.usage.total,
       estimated: this.usage.estimated,
       durationSeconds: (at - this.startedAt) / 1000,
       upstreamSessionId: this.upstreamSessionId,
-      stats: this.pipeline?.stats,
+      stats: this.stream.pipeline?.stats,
       at,
     });
     if (this.state.migration !== 'disowned') void this.deps.limiter.release(this.info.tenant, this.key);
