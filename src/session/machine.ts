@@ -177,6 +177,23 @@ export function transition(s: SessionState, e: SessionEvent): Result {
     case 'handover_close':
     case 'disowned':
       return migration(s, e);
+    case 'client_resumed':
+    case 'resume_grace':
+    case 'client_caught_up':
+    case 'client_closed':
+      return presence(s, e);
+    case 'upstream_config_status':
+    case 'upstream_ended':
+    case 'upstream_dropped':
+    case 'upstream_reconnected':
+    case 'upstream_failed':
+      return upstream(s, e);
+    case 'config_deadline':
+    case 'slot_refused':
+    case 'time_limit':
+    case 'shutdown':
+    case 'drain_deadline':
+      return deadlines(s, e);
 
     case 'client_invalid':
       return { state: s, effects: [error(e.errorId, e.details)] };
@@ -209,6 +226,37 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       }
       return { state: s, effects: [error('MESSAGE_AFTER_END', 'audio after end was not forwarded')] };
 
+    case 'client_too_slow':
+      // Nothing more can reach this client; end upstream gracefully so the usage is still final.
+      return endWithoutClient(
+        s,
+        'client_slow',
+        [{ type: 'close_client', code: CLOSE.clientTooSlow, reason: 'client too slow' }],
+        'slow',
+      );
+
+    case 'internal_error':
+      return endWithoutClient({ ...s, outcome: undefined }, 'error', [
+        error('INTERNAL', e.details),
+        { type: 'close_client', code: CLOSE.internal, reason: 'internal error' },
+      ]);
+
+    case 'audio_failed':
+      // Nothing of a stream that failed validation goes upstream; the client is told why and closed.
+      return endWithoutClient(s, 'error', [
+        error(e.errorId, e.details),
+        { type: 'close_client', code: CLOSE.audioInvalid, reason: e.errorId.toLowerCase() },
+      ]);
+  }
+}
+
+/** Deadlines and the gateway's own reasons to end a session: no config in time, the tenant's cap, the
+ * /streams time limit, the drain and its deadline. */
+function deadlines(
+  s: SessionState,
+  e: Extract<SessionEvent, { type: 'config_deadline' | 'slot_refused' | 'time_limit' | 'shutdown' | 'drain_deadline' }>,
+): Result {
+  switch (e.type) {
     case 'config_deadline':
       if (s.phase !== 'awaiting_config') return { state: s, effects: [] };
       return withFirst(
@@ -244,6 +292,17 @@ export function transition(s: SessionState, e: SessionEvent): Result {
         error('GATEWAY_SHUTTING_DOWN', 'the gateway is restarting; reconnect'),
       );
 
+    case 'drain_deadline':
+      return finish(s, 'shutdown', { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' });
+  }
+}
+
+/** The client's comings and goings: a drop (waited for when it may resume), a return, the grace. */
+function presence(
+  s: SessionState,
+  e: Extract<SessionEvent, { type: 'client_resumed' | 'resume_grace' | 'client_caught_up' | 'client_closed' }>,
+): Result {
+  switch (e.type) {
     case 'client_resumed':
       return { state: { ...s, client: 'resuming' }, effects: [{ type: 'clear_timer', timer: 'resume_grace' }] };
 
@@ -278,7 +337,21 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       if (s.phase === 'ending') return { state: gone, effects: [] };
       return finish(gone, 'client_gone');
     }
+  }
+}
 
+/** What the upstream says of its session: config status, end, loss, a new session after a loss, failure. */
+function upstream(
+  s: SessionState,
+  e: Extract<
+    SessionEvent,
+    {
+      type:
+        'upstream_config_status' | 'upstream_ended' | 'upstream_dropped' | 'upstream_reconnected' | 'upstream_failed';
+    }
+  >,
+): Result {
+  switch (e.type) {
     case 'upstream_config_status':
       if (s.phase !== 'connecting') return { state: s, effects: [{ type: 'relay_client', data: e.data }] };
       if (e.status === 'CONFIG_ACCEPTED')
@@ -331,31 +404,6 @@ export function transition(s: SessionState, e: SessionEvent): Result {
       const failed = finish({ ...s, outcome }, outcome, { code: CLOSE.badGateway, reason: e.errorId.toLowerCase() });
       return clientThere(s) ? withFirst(failed, error(e.errorId, e.details)) : failed;
     }
-
-    case 'drain_deadline':
-      return finish(s, 'shutdown', { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' });
-
-    case 'client_too_slow':
-      // Nothing more can reach this client; end upstream gracefully so the usage is still final.
-      return endWithoutClient(
-        s,
-        'client_slow',
-        [{ type: 'close_client', code: CLOSE.clientTooSlow, reason: 'client too slow' }],
-        'slow',
-      );
-
-    case 'internal_error':
-      return endWithoutClient({ ...s, outcome: undefined }, 'error', [
-        error('INTERNAL', e.details),
-        { type: 'close_client', code: CLOSE.internal, reason: 'internal error' },
-      ]);
-
-    case 'audio_failed':
-      // Nothing of a stream that failed validation goes upstream; the client is told why and closed.
-      return endWithoutClient(s, 'error', [
-        error(e.errorId, e.details),
-        { type: 'close_client', code: CLOSE.audioInvalid, reason: e.errorId.toLowerCase() },
-      ]);
   }
 }
 
