@@ -11,6 +11,7 @@ import { createCluster } from './cluster/index.js';
 import type { GatewayConfig } from './config.js';
 import type { Emulator } from './emulator/index.js';
 import { isNativeUws, startServer, type GatewayServer } from './server/index.js';
+import type { SessionSettings } from './session/index.js';
 import { initialiseCounters, logger, metrics, setMaxTenantLabels } from './telemetry/index.js';
 import { createUsage } from './usage/index.js';
 
@@ -23,6 +24,42 @@ export interface Gateway {
 }
 
 /** Starts a whole gateway from a config object (tests start several this way). */
+/** Without UPSTREAM_URL or AUTH_URL, the embedded emulator stands in for the speech service. */
+async function embeddedEmulator(config: GatewayConfig): Promise<Emulator | undefined> {
+  if (config.UPSTREAM_URL && config.AUTH_URL) return undefined;
+  // Imported only here: a gateway with a real upstream never loads the emulator (idle memory).
+  const { startEmulator } = await import('./emulator/index.js');
+  const emulator = await startEmulator({ port: config.EMULATOR_PORT, host: '127.0.0.1' });
+  logger.warn(
+    { emulator: emulator.authBase },
+    'UPSTREAM_URL/AUTH_URL unset: using the embedded upstream EMULATOR (not speech recognition)',
+  );
+  return emulator;
+}
+
+/** What every session runs with, from the gateway's configuration. */
+function sessionSettings(config: GatewayConfig, upstreamWsBase: string): SessionSettings {
+  return {
+    upstreamWsBase,
+    configTimeoutMs: config.CONFIG_TIMEOUT_MS,
+    streamMaxSeconds: config.STREAM_MAX_SECONDS,
+    chunkMs: config.CHUNK_MS,
+    pace: config.PACE,
+    maxBufferedAudioBytes: config.MAX_BUFFERED_AUDIO_BYTES,
+    endTimeoutMs: config.END_TIMEOUT_MS,
+    upstreamLiveness: {
+      pingMs: config.UPSTREAM_PING_SECONDS * 1000,
+      pongTimeoutMs: config.UPSTREAM_PONG_TIMEOUT_SECONDS * 1000,
+    },
+    resumeGraceSeconds: config.RESUME_GRACE_SECONDS,
+    reconnect: {
+      attempts: config.UPSTREAM_RECONNECT_ATTEMPTS,
+      maxSeconds: config.UPSTREAM_RECONNECT_SECONDS,
+      replayBytes: config.REPLAY_BUFFER_BYTES,
+    },
+  };
+}
+
 export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   if (!isNativeUws() && !config.ALLOW_UWS_FALLBACK) {
     throw new Error(
@@ -33,16 +70,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   initialiseCounters(REFUSAL_REASONS); // alerts and rate() see 0, not nothing, before the first event
   metrics.tenantSessionCap.set(config.MAX_SESSIONS_PER_TENANT); // alerts compare sessions per tenant with it
 
-  let emulator: Emulator | undefined;
-  if (!config.UPSTREAM_URL || !config.AUTH_URL) {
-    // Imported only here: a gateway with a real upstream never loads the emulator (idle memory).
-    const { startEmulator } = await import('./emulator/index.js');
-    emulator = await startEmulator({ port: config.EMULATOR_PORT, host: '127.0.0.1' });
-    logger.warn(
-      { emulator: emulator.authBase },
-      'UPSTREAM_URL/AUTH_URL unset: using the embedded upstream EMULATOR (not speech recognition)',
-    );
-  }
+  const emulator = await embeddedEmulator(config);
   const upstreamWsBase = config.UPSTREAM_URL ?? emulator!.wsBase;
   const authUrl = config.AUTH_URL ?? emulator!.authBase;
 
@@ -91,25 +119,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     ledger: usage.ledger,
     limiter: usage.limiter,
     logger,
-    settings: {
-      upstreamWsBase,
-      configTimeoutMs: config.CONFIG_TIMEOUT_MS,
-      streamMaxSeconds: config.STREAM_MAX_SECONDS,
-      chunkMs: config.CHUNK_MS,
-      pace: config.PACE,
-      maxBufferedAudioBytes: config.MAX_BUFFERED_AUDIO_BYTES,
-      endTimeoutMs: config.END_TIMEOUT_MS,
-      upstreamLiveness: {
-        pingMs: config.UPSTREAM_PING_SECONDS * 1000,
-        pongTimeoutMs: config.UPSTREAM_PONG_TIMEOUT_SECONDS * 1000,
-      },
-      resumeGraceSeconds: config.RESUME_GRACE_SECONDS,
-      reconnect: {
-        attempts: config.UPSTREAM_RECONNECT_ATTEMPTS,
-        maxSeconds: config.UPSTREAM_RECONNECT_SECONDS,
-        replayBytes: config.REPLAY_BUFFER_BYTES,
-      },
-    },
+    settings: sessionSettings(config, upstreamWsBase),
   });
 
   await cluster.start(server.port);

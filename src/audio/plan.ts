@@ -66,6 +66,56 @@ function filterByCodecs(kinds: Array<[SourceKind, string]>, codecs: string[]): S
   return kinds.filter(([, c]) => codecs.includes(c)).map(([k]) => k);
 }
 
+const MP4 = ['audio/mp4', 'audio/m4a', 'audio/x-m4a'];
+const WAV = ['audio/wav', 'audio/wave', 'audio/x-wav', 'audio/vnd.wave'];
+
+/** The types that pass through: which source kinds each may carry, by codec, and the codec a bare type
+ *  implies (none: a bare type may carry any of its kinds). */
+const CARRIES: Record<string, { kinds: Array<[SourceKind, string]>; implied?: string }> = {
+  'audio/ogg': {
+    kinds: [
+      ['ogg-opus', 'opus'],
+      ['ogg-vorbis', 'vorbis'],
+    ],
+  },
+  'audio/opus': {
+    kinds: [
+      ['ogg-opus', 'opus'],
+      ['webm-opus', 'opus'],
+    ],
+    implied: 'opus',
+  },
+  'audio/vorbis': {
+    kinds: [
+      ['ogg-vorbis', 'vorbis'],
+      ['webm-vorbis', 'vorbis'],
+    ],
+    implied: 'vorbis',
+  },
+  'audio/webm': {
+    kinds: [
+      ['webm-opus', 'opus'],
+      ['webm-vorbis', 'vorbis'],
+    ],
+  },
+  'audio/mpeg': { kinds: [['mp3', 'mp3']] },
+  'audio/mp3': { kinds: [['mp3', 'mp3']] },
+  'audio/mpeg3': { kinds: [['mp3', 'mp3']] },
+  'audio/flac': { kinds: [['flac', 'flac']] },
+  'audio/x-flac': { kinds: [['flac', 'flac']] },
+  ...Object.fromEntries(
+    MP4.map((t) => [
+      t,
+      {
+        kinds: [
+          ['mp4-aac', 'aac'],
+          ['mp4-mp3', 'mp3'],
+        ] as Array<[SourceKind, string]>,
+      },
+    ]),
+  ),
+};
+
 /** Can the gateway take this declared format? What goes upstream? */
 export function planAudio(declared: string | undefined): PlanResult {
   if (declared === undefined || declared.trim() === '') return { ok: true, plan: { mode: 'detect' } };
@@ -84,84 +134,19 @@ export function planAudio(declared: string | undefined): PlanResult {
     plan: { declared, mode: 'transcode', upstreamAudioFormat: TRANSCODED_UPSTREAM, expect },
   });
 
-  switch (m.essence) {
-    case 'audio/ogg':
-      return pass(
-        filterByCodecs(
-          [
-            ['ogg-opus', 'opus'],
-            ['ogg-vorbis', 'vorbis'],
-          ],
-          codecs,
-        ),
-      );
-    case 'audio/opus':
-      return pass(
-        filterByCodecs(
-          [
-            ['ogg-opus', 'opus'],
-            ['webm-opus', 'opus'],
-          ],
-          codecs.length ? codecs : ['opus'],
-        ),
-      );
-    case 'audio/vorbis':
-      return pass(
-        filterByCodecs(
-          [
-            ['ogg-vorbis', 'vorbis'],
-            ['webm-vorbis', 'vorbis'],
-          ],
-          codecs.length ? codecs : ['vorbis'],
-        ),
-      );
-    case 'audio/webm':
-      if (codecs.length === 1 && codecs[0] === 'pcm') return transcode(['webm-pcm']);
-      return pass(
-        filterByCodecs(
-          [
-            ['webm-opus', 'opus'],
-            ['webm-vorbis', 'vorbis'],
-          ],
-          codecs,
-        ),
-      );
-    case 'audio/mpeg':
-    case 'audio/mp3':
-    case 'audio/mpeg3':
-      return pass(filterByCodecs([['mp3', 'mp3']], codecs));
-    case 'audio/flac':
-    case 'audio/x-flac':
-      return pass(filterByCodecs([['flac', 'flac']], codecs));
-    case 'audio/mp4':
-    case 'audio/m4a':
-    case 'audio/x-m4a': {
-      if (codecs.length === 1 && codecs[0] === 'opus') return transcode(['mp4-opus']);
-      if (codecs.length === 0) {
-        // A browser declaring plain audio/mp4 (Chromium's MediaRecorder) sends Opus, which the
-        // upstream does not take: decide from the bytes and let the upstream auto-detect.
-        return { ok: true, plan: { declared, mode: 'detect', expect: ['mp4-aac', 'mp4-mp3', 'mp4-opus'] } };
-      }
-      return pass(
-        filterByCodecs(
-          [
-            ['mp4-aac', 'aac'],
-            ['mp4-mp3', 'mp3'],
-          ],
-          codecs,
-        ),
-      );
-    }
-    case 'audio/wav':
-    case 'audio/wave':
-    case 'audio/x-wav':
-    case 'audio/vnd.wave':
-      return transcode(['wav']);
-    case 'audio/pcm':
-      return pcmParams(m, 's16le', declared);
-    case 'audio/l16':
-      return pcmParams(m, 's16be', declared);
-    default:
-      return { ok: false, reason: `unsupported audioFormat ${m.essence}` };
+  const carried = CARRIES[m.essence];
+  if (m.essence === 'audio/webm' && codecs.length === 1 && codecs[0] === 'pcm') return transcode(['webm-pcm']);
+  if (MP4.includes(m.essence)) {
+    if (codecs.length === 1 && codecs[0] === 'opus') return transcode(['mp4-opus']);
+    // A browser declaring plain audio/mp4 (Chromium's MediaRecorder) sends Opus, which the upstream
+    // does not take: decide from the bytes and let the upstream auto-detect.
+    if (codecs.length === 0)
+      return { ok: true, plan: { declared, mode: 'detect', expect: ['mp4-aac', 'mp4-mp3', 'mp4-opus'] } };
   }
+  if (carried)
+    return pass(filterByCodecs(carried.kinds, codecs.length || !carried.implied ? codecs : [carried.implied]));
+  if (WAV.includes(m.essence)) return transcode(['wav']);
+  if (m.essence === 'audio/pcm') return pcmParams(m, 's16le', declared);
+  if (m.essence === 'audio/l16') return pcmParams(m, 's16be', declared);
+  return { ok: false, reason: `unsupported audioFormat ${m.essence}` };
 }

@@ -52,7 +52,7 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
 
     // A token verified for this tenant within the last minute passed these checks then: not decoded again.
     const known = verified.get(token, tenant);
-    const early = known ? undefined : precheck(token, tenant);
+    const early = known ? undefined : precheck(authUrl, token, tenant);
     if (early) return early;
 
     let payload: JWTPayload;
@@ -81,56 +81,10 @@ export function createAuthenticator(o: AuthOptions): Authenticator {
     return expired && decision.ok ? { ...decision, expired: true } : decision;
   }
 
-  /** Checks that need no keys: shape, algorithm, issuer (no JWKS fetch for forged or foreign tokens). */
-  function precheck(token: string, tenant: string): Refusal | undefined {
-    let alg: unknown;
-    let iss: unknown;
-    try {
-      alg = decodeProtectedHeader(token).alg;
-      iss = decodeJwt(token).iss;
-    } catch {
-      return refuse('TOKEN_INVALID', 'token_malformed', 'token is not a well-formed JWT');
-    }
-    if (typeof alg !== 'string' || !ALGORITHMS.includes(alg)) {
-      return refuse('TOKEN_INVALID', 'bad_algorithm', 'token must be signed with an asymmetric algorithm');
-    }
-    const expected = realmUrl(authUrl, tenant);
-    if (iss === expected) return undefined;
-    if (typeof iss === 'string' && iss.startsWith(`${authUrl}/realms/`)) {
-      return refuse('TENANT_MISMATCH', 'wrong_tenant', `token was not issued for tenant "${tenant}"`);
-    }
-    return refuse('TOKEN_INVALID', 'issuer', "token was not issued by this gateway's auth server");
-  }
-
   async function verify(token: string, tenant: string): Promise<JWTPayload> {
-    const payload = await verifySignature(token, tenant);
+    const payload = await verifySignature({ authUrl, clockTolerance, now, jwks }, token, tenant);
     verified.add(token, tenant, payload);
     return payload;
-  }
-
-  async function verifySignature(token: string, tenant: string): Promise<JWTPayload> {
-    const options = {
-      issuer: realmUrl(authUrl, tenant),
-      algorithms: ALGORITHMS,
-      clockTolerance,
-      currentDate: new Date(now()),
-      requiredClaims: ['exp'],
-    };
-    try {
-      return (await jwtVerify(token, jwks.keyFor(tenant), options)).payload;
-    } catch (err) {
-      // No kid and several keys of the kind: jose hands us the candidates to try in turn.
-      if (!(err instanceof errors.JWKSMultipleMatchingKeys)) throw err;
-      const candidates = err as unknown as AsyncIterable<KeyLike>;
-      for await (const key of candidates) {
-        try {
-          return (await jwtVerify(token, key, options)).payload;
-        } catch (inner) {
-          if (!(inner instanceof errors.JWSSignatureVerificationFailed)) throw inner;
-        }
-      }
-      throw new errors.JWSSignatureVerificationFailed();
-    }
   }
 
   return {
@@ -163,6 +117,58 @@ function expiredTooLongAgo(p: JWTPayload, nowSeconds: number, slackSeconds: numb
   const exp = p.exp as number;
   const lifetime = typeof p.iat === 'number' && p.iat < exp ? exp - p.iat : 0;
   return nowSeconds - exp > slackSeconds + lifetime;
+}
+
+/** Checks that need no keys: shape, algorithm, issuer (no JWKS fetch for forged or foreign tokens). */
+function precheck(authUrl: string, token: string, tenant: string): Refusal | undefined {
+  let alg: unknown;
+  let iss: unknown;
+  try {
+    alg = decodeProtectedHeader(token).alg;
+    iss = decodeJwt(token).iss;
+  } catch {
+    return refuse('TOKEN_INVALID', 'token_malformed', 'token is not a well-formed JWT');
+  }
+  if (typeof alg !== 'string' || !ALGORITHMS.includes(alg)) {
+    return refuse('TOKEN_INVALID', 'bad_algorithm', 'token must be signed with an asymmetric algorithm');
+  }
+  const expected = realmUrl(authUrl, tenant);
+  if (iss === expected) return undefined;
+  if (typeof iss === 'string' && iss.startsWith(`${authUrl}/realms/`)) {
+    return refuse('TENANT_MISMATCH', 'wrong_tenant', `token was not issued for tenant "${tenant}"`);
+  }
+  return refuse('TOKEN_INVALID', 'issuer', "token was not issued by this gateway's auth server");
+}
+
+/** The token's signature and claims against the tenant's keys. */
+async function verifySignature(
+  d: { authUrl: string; clockTolerance: number; now: () => number; jwks: JwksCache },
+  token: string,
+  tenant: string,
+): Promise<JWTPayload> {
+  const { authUrl, clockTolerance, now, jwks } = d;
+  const options = {
+    issuer: realmUrl(authUrl, tenant),
+    algorithms: ALGORITHMS,
+    clockTolerance,
+    currentDate: new Date(now()),
+    requiredClaims: ['exp'],
+  };
+  try {
+    return (await jwtVerify(token, jwks.keyFor(tenant), options)).payload;
+  } catch (err) {
+    // No kid and several keys of the kind: jose hands us the candidates to try in turn.
+    if (!(err instanceof errors.JWKSMultipleMatchingKeys)) throw err;
+    const candidates = err as unknown as AsyncIterable<KeyLike>;
+    for await (const key of candidates) {
+      try {
+        return (await jwtVerify(token, key, options)).payload;
+      } catch (inner) {
+        if (!(inner instanceof errors.JWSSignatureVerificationFailed)) throw inner;
+      }
+    }
+    throw new errors.JWSSignatureVerificationFailed();
+  }
 }
 
 function verifyRefusal(err: unknown, tenant: string): Refusal {

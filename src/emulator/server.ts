@@ -2,14 +2,14 @@
 import { createServer, STATUS_CODES, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer } from 'ws';
+import { WebSocketServer, type WebSocket } from 'ws';
 import { handleAuthRequest, type AuthContext } from './auth-http.js';
 import { KeyStore } from './keys.js';
 import { SessionRecord } from './session-record.js';
 import { SessionWindow } from './session-window.js';
-import { UpstreamSession } from './session.js';
+import { UpstreamSession, type SessionDeps } from './session.js';
 import { issueToken } from './tokens.js';
-import { checkUpgrade } from './upgrade.js';
+import { checkUpgrade, type UpgradeVerdict } from './upgrade.js';
 import {
   defaultFaults,
   type Emulator,
@@ -43,6 +43,43 @@ function onSet<K extends keyof FaultSwitches>(
   });
 }
 
+/** What every emulated upstream session runs with. */
+function sessionDeps(o: EmulatorOptions, faults: FaultSwitches, violations: string[], now: () => number): SessionDeps {
+  return {
+    faults,
+    violations,
+    now,
+    creditsPerSecond: o.creditsPerSecond ?? 0.1,
+    configTimeoutMs: o.configTimeoutMs ?? 10_000,
+    streamsMaxAgeMs: o.streamsMaxAgeMs ?? 2 * 60 * 60 * 1000,
+  };
+}
+
+/** Faults switched on while sessions are live reach them at once, not only the next ones. */
+function applyToLive(faults: FaultSwitches, live: Set<UpstreamSession>): void {
+  onSet(faults, 'halfOpen', (on) => live.forEach((s) => s.setHalfOpen(on)));
+  onSet(faults, 'goingAway', (code) => {
+    if (code !== null) live.forEach((s) => s.goAway(code));
+  });
+}
+
+/** An accepted upstream socket: its record in the window, and its session, faults already on applied. */
+function startSession(
+  ws: WebSocket,
+  v: Extract<UpgradeVerdict, { ok: true }>,
+  n: number,
+  window: SessionWindow,
+  deps: SessionDeps,
+): UpstreamSession {
+  const record = new SessionRecord(v.endpoint, v.tenant, v.token, window);
+  record.interactionId = v.interactionId;
+  window.add(record);
+  const session = new UpstreamSession(ws, record, `${v.endpoint} session ${n}`, deps);
+  if (deps.faults.halfOpen) session.setHalfOpen(true);
+  if (deps.faults.goingAway !== null) session.goAway(deps.faults.goingAway);
+  return session;
+}
+
 export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> {
   const host = o.host ?? '127.0.0.1';
   const now = o.now ?? Date.now;
@@ -53,10 +90,8 @@ export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> 
   const tokenRequests: TokenRequestRecord[] = [];
   const live = new Set<UpstreamSession>();
   const window = new SessionWindow(o.maxSessionRecords ?? 200, o.maxAudioBytes ?? 32 * 1024 * 1024);
-  onSet(faults, 'halfOpen', (on) => live.forEach((s) => s.setHalfOpen(on)));
-  onSet(faults, 'goingAway', (code) => {
-    if (code !== null) live.forEach((s) => s.goAway(code));
-  });
+  applyToLive(faults, live);
+  const sessionOptions = sessionDeps(o, faults, violations, now);
   let started = 0;
   let authBase = '';
   const auth: AuthContext = {
@@ -85,21 +120,9 @@ export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> 
       (v) => {
         if (!v.ok) return refuse(socket, v.status, v.reason);
         wss.handleUpgrade(req, socket, head, (ws) => {
-          const record = new SessionRecord(v.endpoint, v.tenant, v.token, window);
-          record.interactionId = v.interactionId;
-          window.add(record);
-          const session = new UpstreamSession(ws, record, `${v.endpoint} session ${++started}`, {
-            faults,
-            violations,
-            now,
-            creditsPerSecond: o.creditsPerSecond ?? 0.1,
-            configTimeoutMs: o.configTimeoutMs ?? 10_000,
-            streamsMaxAgeMs: o.streamsMaxAgeMs ?? 2 * 60 * 60 * 1000,
-          });
+          const session = startSession(ws, v, ++started, window, sessionOptions);
           live.add(session);
           ws.on('close', () => live.delete(session));
-          if (faults.halfOpen) session.setHalfOpen(true);
-          if (faults.goingAway !== null) session.goAway(faults.goingAway);
         });
       },
       () => refuse(socket, 500, 'emulator error'),

@@ -181,6 +181,48 @@ async function newSocketRefusal(
   return { error, reason: 'unconfigured_limit' };
 }
 
+/** A path or query the gate refuses before anything else: an interaction id that is no UUID, a resume key
+ * that is not one. */
+function malformedRequest(
+  endpoint: Endpoint,
+  interactionId: string | undefined,
+  resumeKey: string | undefined,
+): { error: GatewayError; reason: string } | undefined {
+  if (endpoint === 'streams' && !UUID.test(interactionId ?? '')) {
+    const error = gatewayError('INVALID_INTERACTION_ID', 'the interaction id in the path must be a UUID');
+    return { error, reason: 'bad_interaction_id' };
+  }
+  if (resumeKey !== undefined && !isResumeKey(resumeKey)) {
+    const error = gatewayError(
+      'INVALID_RESUME_KEY',
+      'resume must be 22-128 characters of A-Z a-z 0-9 _ - (at least 128 random bits)',
+    );
+    return { error, reason: 'bad_resume_key' };
+  }
+  return undefined;
+}
+
+/** A new session's identity, from who the token says connects and what the request asked for. */
+function sessionInfo(
+  endpoint: Endpoint,
+  decision: Extract<AuthDecision, { ok: true }>,
+  query: URLSearchParams,
+  interactionId: string | undefined,
+  resumeKey: string | undefined,
+): SessionInfo {
+  return {
+    sessionKey: randomUUID(),
+    endpoint,
+    tenant: decision.tenant,
+    interactionId,
+    environment: query.get('environment') ?? undefined,
+    clientToken: decision.clientToken,
+    subject: decision.subject,
+    resumeKey,
+    notices: query.get('notices') === 'true',
+  };
+}
+
 export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint): UpgradeHandler {
   return (res, req, context) => {
     // Everything needed from `req` is read now: it is not valid after an await.
@@ -195,24 +237,9 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
     const secProtocol = req.getHeader('sec-websocket-protocol');
 
     asyncHttp(deps.logger, res, async (aborted) => {
-      if (endpoint === 'streams' && !UUID.test(interactionId ?? '')) {
-        return refuse(
-          res,
-          gatewayError('INVALID_INTERACTION_ID', 'the interaction id in the path must be a UUID'),
-          'bad_interaction_id',
-        );
-      }
       const resumeKey = query.get('resume') ?? undefined;
-      if (resumeKey !== undefined && !isResumeKey(resumeKey)) {
-        return refuse(
-          res,
-          gatewayError(
-            'INVALID_RESUME_KEY',
-            'resume must be 22-128 characters of A-Z a-z 0-9 _ - (at least 128 random bits)',
-          ),
-          'bad_resume_key',
-        );
-      }
+      const malformed = malformedRequest(endpoint, interactionId, resumeKey);
+      if (malformed) return refuse(res, malformed.error, malformed.reason);
       const request: UpgradeRequest = { endpoint, query, headers };
       // A resume may present the token its session started with, expired since (browser tokens live 5 min).
       const decision: AuthDecision = await deps.auth.authenticate(request, { allowExpired: resumeKey !== undefined });
@@ -225,17 +252,7 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       const held = resumeKey === undefined ? undefined : state.resumable.get(resumeKey);
       let fresh: { replaceOwner?: string } = {};
       if (resumeKey !== undefined && !held && !state.draining) {
-        const info: SessionInfo = {
-          sessionKey: randomUUID(),
-          endpoint,
-          tenant: decision.tenant,
-          interactionId,
-          environment: query.get('environment') ?? undefined,
-          clientToken: decision.clientToken,
-          subject: decision.subject,
-          resumeKey,
-          notices: query.get('notices') === 'true',
-        };
+        const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey);
         const found = await resumeElsewhere(deps, { res, context, secKey, protocol, secExtensions, aborted }, info);
         if (found === true) return;
         fresh = found;
@@ -251,17 +268,7 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       if (aborted()) return void (!refusal && state.unconfigured.release(unconfigured));
       if (refusal) return refuse(res, refusal.error, refusal.reason);
       const data: SocketData = {
-        info: {
-          sessionKey: randomUUID(),
-          endpoint,
-          tenant: decision.tenant,
-          interactionId,
-          environment: query.get('environment') ?? undefined,
-          clientToken: decision.clientToken,
-          subject: decision.subject,
-          resumeKey,
-          notices: query.get('notices') === 'true',
-        },
+        info: sessionInfo(endpoint, decision, query, interactionId, resumeKey),
         unconfigured,
         closed: false,
       };

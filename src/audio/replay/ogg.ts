@@ -140,6 +140,20 @@ function shiftPage(page: Buffer, s: Shift): Buffer {
   return out;
 }
 
+/** A chain its BOS page starts: no headers kept yet. */
+function newChain(bos: Buffer, serial: number): Chain {
+  return {
+    serial,
+    headers: [],
+    headerBytes: 0,
+    rate: codecRate(bos),
+    opus: isOpus(bos),
+    lastGranule: 0,
+    headerSeqEnd: 0,
+    nextSeq: 0,
+  };
+}
+
 export function oggFormat(): ReplayFormat<PageCtx> {
   let chains: Chain[] = [];
   let shift: Shift | undefined;
@@ -147,18 +161,7 @@ export function oggFormat(): ReplayFormat<PageCtx> {
 
   /** Header page of the latest chain (a BOS page starts a new one). */
   function header(page: Buffer, serial: number): boolean {
-    if (page[5] & PAGE_BOS) {
-      chains.push({
-        serial,
-        headers: [],
-        headerBytes: 0,
-        rate: codecRate(page),
-        opus: isOpus(page),
-        lastGranule: 0,
-        headerSeqEnd: 0,
-        nextSeq: 0,
-      });
-    }
+    if (page[5] & PAGE_BOS) chains.push(newChain(page, serial));
     const c = latest();
     if (!c || c.serial !== serial) return false;
     c.headers.push(page);
