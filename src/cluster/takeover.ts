@@ -164,7 +164,7 @@ export function keepRecord(d: TakeoverDeps, session: Session): () => void {
       },
     );
   };
-  session.onFinal = write;
+  session.on((e) => e.type === 'final_delivered' && write());
   const timer = setInterval(write, REFRESH_MS);
   timer.unref();
   return () => {

@@ -181,11 +181,12 @@ function track(deps: ServerDeps, state: ServerState, session: Session): void {
   if (key) state.resumable.set(key, session);
   const forget =
     key && deps.cluster.records.shared ? keepRecord({ ...deps.cluster, logger: deps.logger }, session) : undefined;
-  session.onFinished = (s) => {
-    state.sessions.delete(s);
-    if (key && state.resumable.get(key) === s) state.resumable.delete(key);
+  session.on((e) => {
+    if (e.type !== 'finished') return;
+    state.sessions.delete(session);
+    if (key && state.resumable.get(key) === session) state.resumable.delete(key);
     forget?.();
-  };
+  });
 }
 
 /** The socket's frames to its hop, its held frames or its session, at most a budget a turn (inflow.ts). */
@@ -246,7 +247,7 @@ export function socketBehavior(
       if (data.resumeOf) return takeOver(ws, data, state);
       if (data.awaiting) return void awaitRestore(deps, state, ws, data);
       data.session = data.restore ? restored(deps, data) : new Session(deps, data.info, data.sink);
-      data.session.onConfigured = () => countedOut(state, data);
+      data.session.on((e) => e.type === 'configured' && countedOut(state, data));
       track(deps, state, data.session);
     }),
     // Not through guarded(): no rest-arguments array per frame.

@@ -6,6 +6,12 @@ import type { Outcome } from '../usage/index.js';
 
 export type LifecycleEvent =
   | { type: 'opened'; restored: boolean }
+  /** a valid config arrived: the tenant's cap bounds the session from now on */
+  | { type: 'configured' }
+  /** a final transcript reached the client: its finals now cover the client's stream up to `until` */
+  | { type: 'final_delivered'; until: number }
+  /** out of this process: ended here, or gone on on another replica */
+  | { type: 'finished' }
   /** counted and billed from here: the first CONFIG_ACCEPTED, or a session taken over from another replica */
   | { type: 'live'; restored: boolean; at: number }
   | { type: 'config_accepted'; latencySeconds: number }

@@ -18,7 +18,7 @@ import type { UpstreamLiveness, UpstreamTarget } from '../upstream/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
 import { ClientOutput, type ClientSink } from './client-output.js';
 import { AudioIntake, type Control } from './intake.js';
-import { Lifecycle } from './lifecycle.js';
+import { Lifecycle, type LifecycleListener } from './lifecycle.js';
 import { observeSession } from './observers.js';
 import { HANDOVER_CLOSE_WAIT_MS, sameConfig, type Restore, type SessionSnapshot } from './resume.js';
 import { ClientStream } from './stream.js';
@@ -124,12 +124,8 @@ export class Session {
   private accepted?: { sessionId?: unknown; configuration?: unknown };
   /** the drain hands this session over: resolved with its snapshot once its upstream session ended */
   private handover?: (r: (SessionSnapshot & { missed: string[] }) | undefined) => void;
-  /** a final transcript reached the client (the session record notes how far the client has finals) */
-  onFinal?: () => void;
+  /** how far the client's finals cover its stream, as last told (final_delivered) */
   private finalNoted = 0;
-  onFinished?: (s: Session) => void;
-  /** A valid config arrived: the server stops counting the socket as unconfigured. */
-  onConfigured?: () => void;
   /** A session for the ledger and speech_gateway_active_sessions: from CONFIG_ACCEPTED (or restored
    *  here); a socket that never got there is neither billed nor counted. */
   private live = false;
@@ -224,6 +220,11 @@ export class Session {
     };
   }
 
+  /** Hears the session's lifecycle events (see lifecycle.ts), after the ledger, metrics and log. */
+  on(listener: LifecycleListener): void {
+    this.lifecycle.on(listener);
+  }
+
   /** The drain is about to write this session's 'handing over' record: its keeper writes no more. */
   announceHandover(): void {
     this.guard(() => this.dispatch({ type: 'handover_announced' }));
@@ -294,7 +295,7 @@ export class Session {
       credits: this.usage.total,
       live: this.live,
     });
-    this.onFinished?.(this);
+    this.lifecycle.emit({ type: 'finished' });
     const done = this.handover;
     this.handover = undefined;
     if (done && snapshot) done({ ...snapshot, continuation, missed });
@@ -539,9 +540,9 @@ export class Session {
       case 'transcript':
         // A client falling behind loses interim transcripts first, never a final one.
         if (!this.output.relayTranscript(data, receivedAt)) return;
-        if (this.onFinal && this.link && this.link.finalUntil > this.finalNoted) {
+        if (this.link && this.link.finalUntil > this.finalNoted) {
           this.finalNoted = this.link.finalUntil;
-          this.onFinal();
+          this.lifecycle.emit({ type: 'final_delivered', until: this.finalNoted });
         }
         return;
       default:
@@ -582,7 +583,7 @@ export class Session {
    *  config over the cap is refused and costs no upstream session. */
   private openWithSlot(config: unknown): void {
     const { tenant } = this.info;
-    this.onConfigured?.(); // from now on the tenant's cap bounds it
+    this.lifecycle.emit({ type: 'configured' }); // from now on the tenant's cap bounds it
     this.deps.limiter.acquire(tenant, this.key).then(
       (ok) =>
         this.guard(() => {
@@ -745,7 +746,7 @@ export class Session {
       at,
     });
     if (this.state.migration !== 'disowned') void this.deps.limiter.release(this.info.tenant, this.key);
-    this.onFinished?.(this);
+    this.lifecycle.emit({ type: 'finished' });
   }
 
   /** A named timer that feeds `event` to the machine when it fires. */

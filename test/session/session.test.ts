@@ -124,7 +124,7 @@ function fakeSession() {
   };
   const session = new Session(deps, { sessionKey: 'k1', endpoint: 'transcribe', tenant: 't', clientToken: 'c' }, sink);
   let finished = false;
-  session.onFinished = () => (finished = true);
+  session.on((e) => e.type === 'finished' && (finished = true));
   const text = (m: object) => {
     const b = Buffer.from(JSON.stringify(m));
     session.onClientText(b.buffer.slice(b.byteOffset, b.byteOffset + b.length) as ArrayBuffer);

@@ -54,7 +54,7 @@ export async function startHarness(): Promise<Harness> {
         { sessionKey: `harness-${Math.random()}`, endpoint: 'transcribe', tenant: 'base', clientToken: token },
         sink,
       );
-      const finished = new Promise<void>((resolve) => (session.onFinished = () => resolve()));
+      const finished = new Promise<void>((resolve) => session.on((e) => e.type === 'finished' && resolve()));
       const text = (message: object) => {
         const b = Buffer.from(JSON.stringify(message));
         session.onClientText(b.buffer.slice(b.byteOffset, b.byteOffset + b.length) as ArrayBuffer);
