@@ -38,20 +38,21 @@ export type LifecycleListener = (e: LifecycleEvent) => void;
 export class Lifecycle {
   private readonly listeners: LifecycleListener[] = [];
 
+  /** `failed`: a listener threw (told, never thrown on: the session's own work goes on). */
+  constructor(private readonly failed: (err: unknown, e: LifecycleEvent) => void) {}
+
   on(listener: LifecycleListener): void {
     this.listeners.push(listener);
   }
 
   /** Every listener hears every event; one that throws does not keep it from the others. */
   emit(e: LifecycleEvent): void {
-    let failure: unknown;
     for (const l of this.listeners) {
       try {
         l(e);
       } catch (err) {
-        failure ??= err;
+        this.failed(err, e);
       }
     }
-    if (failure !== undefined) throw failure;
   }
 }

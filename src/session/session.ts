@@ -111,7 +111,7 @@ export class Session {
   private readonly startedAt = Date.now();
   private configReceivedAt = 0;
   private readonly log: Logger;
-  private readonly lifecycle = new Lifecycle();
+  private readonly lifecycle: Lifecycle;
   private readonly timers: Timers<TimerName>;
   private readonly output: ClientOutput;
   private readonly intake: AudioIntake;
@@ -144,6 +144,13 @@ export class Session {
       tenant: info.tenant,
       endpoint: info.endpoint,
       interaction: info.interactionId,
+    });
+    this.lifecycle = new Lifecycle((err, e) => {
+      metrics.internalErrors.inc({ where: 'session' });
+      this.log.error(
+        { event: 'lifecycle_listener_failed', on: e.type, err },
+        'a lifecycle listener threw; the session goes on',
+      );
     });
     observeSession(this.lifecycle, info, deps.ledger, this.log);
     this.timers = new Timers(deps.clock ?? systemClock);
