@@ -18,6 +18,7 @@ import {
 } from '../protocol/index.js';
 import { errorMessage } from '../protocol/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
+import type { Control } from './intake.js';
 import {
   connectUpstream,
   UpstreamError,
@@ -78,8 +79,6 @@ export interface LinkOptions {
   log: Logger;
   handlers: LinkHandlers;
 }
-
-type Control = { type: 'flush' | 'end' };
 
 export class UpstreamLink {
   /** 0 for the first upstream session, then one more per reconnection (the ledger's segment). */
