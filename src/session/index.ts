@@ -1,4 +1,6 @@
-export { Session, type ClientSink, type SessionDeps, type SessionInfo, type SessionSettings } from './session.js';
+export { Session } from './session.js';
+export { type ClientSink } from './client-output.js';
+export { type Link, type SessionDeps, type SessionInfo, type SessionSettings } from './types.js';
 export { type Restore, type SessionSnapshot } from './resume.js';
 export {
   transition,

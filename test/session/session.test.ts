@@ -6,7 +6,7 @@ import pino from 'pino';
 import { describe, it } from 'vitest';
 import type { LinkOptions } from '../../src/session/upstream-link.js';
 import { Session, type ClientSink } from '../../src/session/index.js';
-import type { Link, SessionDeps } from '../../src/session/session.js';
+import type { Link, SessionDeps } from '../../src/session/index.js';
 import type { Clock } from '../../src/session/timers.js';
 
 class FakeClock implements Clock {

@@ -1,0 +1,61 @@
+// The session's config: the client's, validated once (protocol, then the audio plan), what the
+// upstream is sent instead (its audio format as the plan has it), and what the first CONFIG_ACCEPTED
+// told the client. A socket that resumes the session must send the same config, and is told the same.
+import { planAudio, type AudioPlan } from '../audio/index.js';
+import { serverMessages, validateConfig, type Endpoint } from '../protocol/index.js';
+import type { ConfigVerdict } from './machine.js';
+import { sameConfig } from './resume.js';
+
+export type Accepted = { sessionId?: unknown; configuration?: unknown };
+
+const formats = { isSupportedAudioFormat: (mime: string) => planAudio(mime).ok };
+
+export class SessionConfig {
+  /** the client's validated config */
+  client?: unknown;
+  accepted?: Accepted;
+  /** when the client's config arrived (the config_accepted latency counts from it) */
+  receivedAt = 0;
+
+  constructor(private readonly endpoint: Endpoint) {}
+
+  /** Protocol validation, then the audio plan (which formats pass through, which are transcoded). */
+  check(configuration: unknown): { verdict: ConfigVerdict; plan?: AudioPlan } {
+    const v = validateConfig(this.endpoint, configuration, formats);
+    if (!v.ok) return { verdict: v };
+    this.client = v.config;
+    const planned = planAudio((v.config as { audioFormat?: string }).audioFormat);
+    if (!planned.ok) return { verdict: { ok: false, status: 'rejected', reason: planned.reason } };
+    const upstreamConfig: Record<string, unknown> = { ...(v.config as object) };
+    if (planned.plan.upstreamAudioFormat) upstreamConfig.audioFormat = planned.plan.upstreamAudioFormat;
+    else delete upstreamConfig.audioFormat;
+    return { verdict: { ok: true, upstreamConfig }, plan: planned.plan };
+  }
+
+  /** A resuming socket's config is the session's (key order aside). */
+  sameAsClient(configuration: unknown): boolean {
+    const v = validateConfig(this.endpoint, configuration, formats);
+    return v.ok && sameConfig(v.config, this.client);
+  }
+
+  /** The first upstream CONFIG_ACCEPTED is what every resume is told; returns its session id. */
+  noteAccepted(data: Buffer): string | undefined {
+    try {
+      const a = JSON.parse(data.toString('utf8')) as Accepted;
+      this.accepted ??= { sessionId: a.sessionId, configuration: a.configuration };
+      return typeof a.sessionId === 'string' ? a.sessionId : undefined;
+    } catch {
+      return undefined; // relayed as is; the id is only for records
+    }
+  }
+
+  /** What the resuming socket is told: accepted, as the first time, with where its audio stands. */
+  resumedAnswer(audioBytes: number): string {
+    return JSON.stringify({
+      ...serverMessages.configStatus('CONFIG_ACCEPTED'),
+      ...this.accepted,
+      resumed: true,
+      audioBytes,
+    });
+  }
+}
