@@ -1,6 +1,6 @@
 // HTTP answers on uWS, shared by the upgrade gate, the routes and the demo: a status with a short
-// JSON body, a counted refusal, the accepted WebSocket, uWS's rule for asynchronous handlers, and
-// what its WebSocket send returns for a dropped message.
+// JSON body, a counted refusal, uWS's rule for asynchronous handlers, and what its WebSocket send
+// returns for a dropped message.
 // A folder of its own so that server/, cluster/ and demo/ all stand on it without importing each other.
 import type uWS from 'uWebSockets.js';
 import { gatewayError, type GatewayError } from '../protocol/index.js';
@@ -27,23 +27,6 @@ export function sendJson(res: uWS.HttpResponse, status: number, body: unknown): 
     res.writeHeader('content-type', 'application/json');
     res.end(JSON.stringify(body));
   });
-}
-
-/** Accepts the WebSocket, not inside res.cork: with uWS 20.57 as with the build before it, cork()
- * around an upgrade after an await drops some new sockets (their clients see 1006 right after the
- * open, before CONFIG_ACCEPTED): measured in about ten suite files a run, both when every such
- * upgrade was corked and when only those after the handler's own loop turn were. Uncorked, uWS
- * prints a warning on stderr for an upgrade after a real await (worker thread, Redis) and the
- * socket works. */
-export function acceptSocket<T>(
-  res: uWS.HttpResponse,
-  data: T,
-  secKey: string,
-  protocol: string,
-  extensions: string,
-  context: uWS.us_socket_context_t,
-): void {
-  res.upgrade(data, secKey, protocol, extensions, context);
 }
 
 /** A refused request: counted by reason, answered with the error's status. */

@@ -7,17 +7,19 @@ import { acceptHop, HopOutbox } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { gatewayError } from '../protocol/index.js';
 import { metrics } from '../telemetry/index.js';
-import { acceptSocket, asyncHttp, refuse } from '../http/index.js';
+import { asyncHttp, refuse } from '../http/index.js';
+import { accept } from './accept.js';
 import { guarded, socketBehavior } from './sockets.js';
-import type { ServerDeps, ServerState, SocketData } from './types.js';
+import type { ServerDeps, ServerState } from './types.js';
 import { resumeRefusal } from './upgrade.js';
 
 export function addHopRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: ServerState): void {
   if (!deps.cluster.hop.secret) return; // no route: a 404 like any unknown path
   // The relaying replica's pings confirm what it passed on to the client.
-  const ping = guarded(deps.logger, 'ping', (ws, payload: ArrayBuffer) =>
-    ws.getUserData().hopOutbox?.confirmed(payload),
-  );
+  const ping = guarded(deps.logger, 'ping', (ws, payload: ArrayBuffer) => {
+    const data = ws.getUserData();
+    if (data.kind === 'hop') data.outbox.confirmed(payload);
+  });
   app
     .ws('/internal/hop/audio-bridge/v2/transcribe', {
       ...socketBehavior(deps, state, 'transcribe'),
@@ -81,8 +83,8 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
       const refusal = resumeRefusal(held, identity, endpoint, interactionId);
       if (refusal) return refuse(res, refusal, 'resume_refused');
       metrics.hops.inc({ result: 'accepted' });
-      const data: SocketData = { info: held.info, resumeOf: held, closed: false, hopOutbox: new HopOutbox() };
-      acceptSocket(res, data, secKey, '', secExtensions, context);
+      const up = { res, context, secKey, protocol: '', secExtensions, aborted };
+      accept(up, { kind: 'hop', info: held.info, resumeOf: held, outbox: new HopOutbox(), closed: false });
     });
   };
 }

@@ -1,7 +1,7 @@
 // Socket behaviour: an accepted socket is handed to a Session; its frames and its close go to that
 // session, and every callback is guarded so that a throw ends one socket, never the process.
 import uWS from 'uWebSockets.js';
-import { awaitHandover, countTakeover, keepRecord, restoreOf } from '../cluster/index.js';
+import { awaitHandover, countTakeover, keepRecord, restoreOf, type HopOutbox } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { CLOSE, Session, type ClientSink } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
@@ -9,7 +9,17 @@ import { SEND_DROPPED } from '../http/index.js';
 import { Inflow, MAX_QUEUED_BYTES } from './inflow.js';
 import { claimTaken, dropClaim } from './resume-claim.js';
 import { upgradeGate } from './upgrade.js';
-import type { ServerDeps, ServerState, SocketData, Ws } from './types.js';
+import type {
+  AwaitingSocket,
+  HopSocket,
+  NewSocket,
+  RestoreSocket,
+  ResumeSocket,
+  ServerDeps,
+  ServerState,
+  SocketData,
+  Ws,
+} from './types.js';
 
 /** Client frames larger than 64000 bytes are split, not refused (a whole WAV file in one frame is
  * common). This bounds one frame's memory (uWS closes a socket that sends more with 1009); it is
@@ -55,9 +65,11 @@ class ClientSocket implements ClientSink {
     this.result = this.ws.send(this.pending, false);
   };
 
+  /** `outbox`: the owner's end of a hop keeps what it sends until the relaying replica confirms it. */
   constructor(
     private readonly ws: Ws,
     private readonly data: SocketData,
+    private readonly outbox?: HopOutbox,
   ) {}
 
   sendText(text: string | Buffer): boolean {
@@ -70,12 +82,12 @@ class ClientSocket implements ClientSink {
       this.pending = '';
     }
     if (this.result === SEND_DROPPED) return false;
-    this.data.hopOutbox?.sent(text);
+    this.outbox?.sent(text);
     return this.ws.getBufferedAmount() <= MAX_CLIENT_BACKLOG_BYTES;
   }
 
   undelivered(): Array<string | Buffer> {
-    return this.data.hopOutbox?.undelivered() ?? [];
+    return this.outbox?.undelivered() ?? [];
   }
 
   backlog(): number {
@@ -91,7 +103,7 @@ class ClientSocket implements ClientSink {
 
 /** The socket no longer counts as unconfigured: a valid config arrived, or it closed. */
 function countedOut(state: ServerState, data: SocketData): void {
-  if (data.unconfigured === undefined) return;
+  if (data.kind !== 'new' || data.unconfigured === undefined) return;
   state.unconfigured.release(data.unconfigured);
   data.unconfigured = undefined;
 }
@@ -105,29 +117,48 @@ function sendAway(state: ServerState, ws: Ws, data: SocketData): void {
 }
 
 /** A resume: the socket takes its session over, unless the session ended since the upgrade. */
-function takeOver(ws: Ws, data: SocketData, state: ServerState): void {
-  const session = data.resumeOf!;
+function takeOver(ws: Ws, data: ResumeSocket | HopSocket, state: ServerState): void {
+  const sink = (data.sink = new ClientSocket(ws, data, data.kind === 'hop' ? data.outbox : undefined));
+  const session = data.resumeOf;
   if (!state.sessions.has(session)) {
     data.closed = true;
     return ws.end(CLOSE.serviceRestart, 'the session ended; reconnect');
   }
   data.session = session;
-  session.attach(data.sink!);
+  session.attach(sink);
+}
+
+/** A new session, counted among its token's unconfigured sockets until its config is accepted. */
+function started(deps: ServerDeps, state: ServerState, ws: Ws, data: NewSocket): void {
+  data.sink = new ClientSocket(ws, data);
+  const session = (data.session = new Session(deps, data.info, data.sink));
+  session.on((e) => e.type === 'configured' && countedOut(state, data));
+  track(deps, state, session);
 }
 
 /** A session taken over from another replica's record: it keeps its ledger session and its slot. */
-function restored(deps: ServerDeps, data: SocketData): Session {
-  const { record, from } = data.restore!;
-  const session = new Session(deps, data.info, data.sink!, restoreOf(record, from));
+function restored(deps: ServerDeps, state: ServerState, ws: Ws, data: RestoreSocket): Session {
+  const { record, from } = data.restore;
+  data.sink = new ClientSocket(ws, data);
+  const session = (data.session = new Session(deps, data.info, data.sink, restoreOf(record, from)));
   void deps.limiter.adopt(record.tenant, record.sessionKey);
   countTakeover({ ...deps.cluster, logger: deps.logger }, record, from);
+  track(deps, state, session);
   return session;
+}
+
+/** The one change of kind: a waiting socket whose session was handed over becomes a restore. The same
+ * object, since uWS and the socket's inflow hold it. */
+function restoreWaiting(data: AwaitingSocket, restore: RestoreSocket['restore']): RestoreSocket {
+  delete data.held;
+  const base: Omit<AwaitingSocket, 'kind'> = data;
+  return Object.assign(base, { kind: 'restore' as const, restore });
 }
 
 /** A resume accepted while the session's owner hands it over: once the record is handed over, the
  * session is restored here and gets the frames its client sent meanwhile; else the client is asked to
  * reconnect (its next attempt finds where the session went). */
-async function awaitRestore(deps: ServerDeps, state: ServerState, ws: Ws, data: SocketData): Promise<void> {
+async function awaitRestore(deps: ServerDeps, state: ServerState, ws: Ws, data: AwaitingSocket): Promise<void> {
   const cluster = { ...deps.cluster, logger: deps.logger };
   const found = await awaitHandover(
     cluster,
@@ -141,16 +172,14 @@ async function awaitRestore(deps: ServerDeps, state: ServerState, ws: Ws, data: 
     ),
   );
   if (data.closed) return; // a claimed record stays this replica's: the client's next resume takes it over here
-  const held = data.awaiting!;
-  data.awaiting = undefined;
+  const held = data.held!;
+  data.held = undefined; // the client's frames from here: to the restored session, or nowhere
   if (found?.route !== 'restore') {
     data.closed = true;
     return ws.end(CLOSE.serviceRestart, 'the session is moving between gateway replicas; reconnect');
   }
   guarded(deps.logger, 'open', () => {
-    data.restore = found;
-    const session = (data.session = restored(deps, data));
-    track(deps, state, session);
+    const session = restored(deps, state, ws, restoreWaiting(data, { record: found.record, from: found.from }));
     for (const f of held.frames) {
       if (f.binary) session.onClientBinary(f.data);
       else session.onClientText(f.data);
@@ -162,16 +191,16 @@ async function awaitRestore(deps: ServerDeps, state: ServerState, ws: Ws, data: 
 function hold(
   deps: ServerDeps,
   ws: Ws,
-  awaiting: NonNullable<SocketData['awaiting']>,
+  held: NonNullable<AwaitingSocket['held']>,
   message: ArrayBuffer,
   binary: boolean,
 ): void {
-  awaiting.bytes += message.byteLength;
-  if (awaiting.bytes > deps.settings.maxBufferedAudioBytes) {
+  held.bytes += message.byteLength;
+  if (held.bytes > deps.settings.maxBufferedAudioBytes) {
     ws.getUserData().closed = true;
     return ws.end(CLOSE.serviceRestart, 'the session is moving between gateway replicas; reconnect');
   }
-  awaiting.frames.push({ data: message.slice(0), binary });
+  held.frames.push({ data: message.slice(0), binary });
 }
 
 /** The server's sets know the session until it finishes; another replica knows a resumable one by its record. */
@@ -191,10 +220,11 @@ function track(deps: ServerDeps, state: ServerState, session: Session): void {
 
 /** The socket's frames to its hop, its held frames or its session, at most a budget a turn (inflow.ts). */
 function inflowOf(deps: ServerDeps, ws: Ws, data: SocketData): Inflow {
+  // Read at each frame: a waiting socket becomes a restore (restoreWaiting).
   const deliver = (message: ArrayBuffer, isBinary: boolean) => {
-    const { session, hop, awaiting } = data;
-    if (hop) return hop.fromClient(message, isBinary);
-    if (awaiting) return hold(deps, ws, awaiting, message, isBinary);
+    if (data.kind === 'relay') return data.hop.fromClient(message, isBinary);
+    if (data.kind === 'awaiting') return data.held && hold(deps, ws, data.held, message, isBinary);
+    const session = data.session;
     if (!session) return;
     // uWS reuses `message` after this callback: the session copies what it keeps.
     if (isBinary) session.onClientBinary(message);
@@ -223,6 +253,55 @@ function inflowOf(deps: ServerDeps, ws: Ws, data: SocketData): Inflow {
   });
 }
 
+/** An accepted socket opens: what happens next depends on its kind. */
+function opened(deps: ServerDeps, state: ServerState, ws: Ws): void {
+  const data = ws.getUserData();
+  data.inflow = inflowOf(deps, ws, data);
+  if (data.kind === 'new' && data.claim) {
+    if (state.draining) dropClaim(deps, state, data.claim);
+    else claimTaken(state, data.claim); // the session holds its key from here (track)
+  }
+  if (state.draining) return sendAway(state, ws, data);
+  switch (data.kind) {
+    case 'new':
+      return started(deps, state, ws, data);
+    case 'resume':
+    case 'hop':
+      return takeOver(ws, data, state);
+    case 'restore':
+      return void restored(deps, state, ws, data);
+    case 'awaiting':
+      return void awaitRestore(deps, state, ws, data);
+    case 'relay':
+      return data.hop.attach(ws);
+    default:
+      return unknownKind(data);
+  }
+}
+
+/** The client closed (after the frames that were still waiting in its inflow). */
+function clientClosed(data: SocketData, code: number, reason: ArrayBuffer): void {
+  switch (data.kind) {
+    case 'relay':
+      return data.hop.clientClosed(code, reason);
+    case 'awaiting':
+      return; // no session yet: the wait sees `closed` and stops
+    case 'new':
+    case 'resume':
+    case 'hop':
+    case 'restore':
+      if (data.sink) data.session?.onClientClosed(data.sink);
+      return;
+    default:
+      return unknownKind(data);
+  }
+}
+
+/** Every kind is handled: a new one that is not fails to compile here. */
+function unknownKind(data: never): never {
+  throw new Error(`socket of unknown kind ${(data as SocketData).kind}`);
+}
+
 export function socketBehavior(
   deps: ServerDeps,
   state: ServerState,
@@ -236,20 +315,7 @@ export function socketBehavior(
     idleTimeout: deps.clientIdleSeconds,
     sendPingsAutomatically: true,
     upgrade: upgradeGate(deps, state, endpoint),
-    open: guarded(log, 'open', (ws) => {
-      const data = ws.getUserData();
-      data.inflow = inflowOf(deps, ws, data);
-      if (data.claim && state.draining) dropClaim(deps, state, data.claim);
-      else if (data.claim) claimTaken(state, data.claim); // the session holds its key from here (track)
-      if (state.draining) return sendAway(state, ws, data);
-      if (data.hop) return data.hop.attach(ws);
-      data.sink = new ClientSocket(ws, data);
-      if (data.resumeOf) return takeOver(ws, data, state);
-      if (data.awaiting) return void awaitRestore(deps, state, ws, data);
-      data.session = data.restore ? restored(deps, data) : new Session(deps, data.info, data.sink);
-      data.session.on((e) => e.type === 'configured' && countedOut(state, data));
-      track(deps, state, data.session);
-    }),
+    open: guarded(log, 'open', (ws) => opened(deps, state, ws)),
     // Not through guarded(): no rest-arguments array per frame.
     message: (ws, message, isBinary) => {
       const outer = inCallback;
@@ -262,7 +328,10 @@ export function socketBehavior(
         inCallback = outer;
       }
     },
-    drain: guarded(log, 'drain', (ws) => ws.getUserData().hop?.clientDrained()),
+    drain: guarded(log, 'drain', (ws) => {
+      const data = ws.getUserData();
+      if (data.kind === 'relay') data.hop.clientDrained();
+    }),
     close: guarded(log, 'close', (ws, code: number, reason: ArrayBuffer) => {
       const data = ws.getUserData();
       data.closed = true;
@@ -271,8 +340,7 @@ export function socketBehavior(
       const copied = reason.slice(0);
       const closed = () => {
         try {
-          data.hop?.clientClosed(code, copied);
-          if (data.sink) data.session?.onClientClosed(data.sink);
+          clientClosed(data, code, copied);
         } catch (err) {
           failed(log, 'close', ws, err, data); // after the queue, outside uWS's callback: never the process
         }

@@ -39,27 +39,64 @@ export interface ServerState {
   readonly unconfigured: UnconfiguredSockets;
 }
 
-export interface SocketData {
+/** What every socket keeps, whatever its kind. */
+interface SocketBase {
   info: SessionInfo;
-  /** counted in the server's unconfigured sockets under this key until a valid config arrives */
-  unconfigured?: string;
-  session?: Session;
-  /** the new session's resume key, claimed for it at the upgrade (resume-claim.ts) */
-  claim?: string;
-  /** a resume: the session this socket takes over */
-  resumeOf?: Session;
-  /** a resume of a session taken over from another replica's record (claimed for this replica) */
-  restore?: { record: SessionRecord; from: 'handover' | 'crash' };
-  /** a resume waiting for the session's owner to finish handing it over: the client's frames, held */
-  awaiting?: { frames: Array<{ data: ArrayBuffer; binary: boolean }>; bytes: number };
-  sink?: ClientSink;
-  /** a resume carried to the replica that holds the session: frames go through this relay */
-  hop?: HopRelay;
-  /** the owner's end of a hop: what it sent that the relaying replica has not confirmed passing on */
-  hopOutbox?: HopOutbox;
   /** the client's frames, a budget per turn of the event loop (set at open) */
   inflow?: Inflow;
   closed: boolean;
 }
+
+/** A socket a session runs on here: the sink it gets at open, and the session once there is one. */
+interface SessionSocket extends SocketBase {
+  sink?: ClientSink;
+  session?: Session;
+}
+
+/** A new session's socket. */
+export interface NewSocket extends SessionSocket {
+  kind: 'new';
+  /** counted in the server's unconfigured sockets under this key until a valid config arrives */
+  unconfigured?: string;
+  /** the new session's resume key, claimed for it at the upgrade (resume-claim.ts) */
+  claim?: string;
+}
+
+/** A resume of a session held on this replica: the socket takes it over. */
+export interface ResumeSocket extends SessionSocket {
+  kind: 'resume';
+  resumeOf: Session;
+}
+
+/** The owner's end of the internal hop: a resume of a session held here, for a client on another replica. */
+export interface HopSocket extends SessionSocket {
+  kind: 'hop';
+  resumeOf: Session;
+  /** what this end sent that the relaying replica has not confirmed passing on */
+  outbox: HopOutbox;
+}
+
+/** A session taken over from another replica's record (claimed for this replica). */
+export interface RestoreSocket extends SessionSocket {
+  kind: 'restore';
+  restore: { record: SessionRecord; from: 'handover' | 'crash' };
+}
+
+/** A resume waiting for the session's owner to finish handing it over; restored here once it has
+ * (it becomes a RestoreSocket: sockets.ts, restoreWaiting). */
+export interface AwaitingSocket extends SocketBase {
+  kind: 'awaiting';
+  /** the client's frames while it waits; gone once the wait is over */
+  held?: { frames: Array<{ data: ArrayBuffer; binary: boolean }>; bytes: number };
+}
+
+/** A resume carried to the replica that holds the session: frames go through this relay. */
+export interface RelaySocket extends SocketBase {
+  kind: 'relay';
+  hop: HopRelay;
+}
+
+/** The data uWS keeps for each socket, by kind. */
+export type SocketData = NewSocket | ResumeSocket | HopSocket | RestoreSocket | AwaitingSocket | RelaySocket;
 
 export type Ws = uWS.WebSocket<SocketData>;

@@ -12,10 +12,11 @@ import type { Endpoint } from '../protocol/index.js';
 import { gatewayError, type GatewayError } from '../protocol/index.js';
 import type { Session, SessionInfo } from '../session/index.js';
 import { metrics } from '../telemetry/index.js';
-import { acceptSocket, asyncHttp, refuse, sendJson } from '../http/index.js';
+import { asyncHttp, refuse, sendJson } from '../http/index.js';
+import { accept, type ClientUpgrade } from './accept.js';
 import { claimResumeKey, dropClaim } from './resume-claim.js';
 import { UnconfiguredSockets } from './unconfigured.js';
-import type { ServerDeps, ServerState, SocketData } from './types.js';
+import type { ServerDeps, ServerState } from './types.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -51,21 +52,6 @@ const KEY_IN_USE = gatewayError(
   'another connection is opening a session with this resume key; reconnect with it to resume that session',
 );
 
-/** A resume of a key this replica does not hold: a session record says whether it lives on another
- * replica (the hop), was handed over or lost its replica (taken over here), or is unknown (a new
- * session: the gate goes on as for any new socket, and claims the key, replacing `replaceOwner`'s
- * bare claim if so). */
-/** The client's upgrade request as the gate read it (uWS's `req` is gone after an await). */
-interface ClientUpgrade {
-  res: uWS.HttpResponse;
-  context: uWS.us_socket_context_t;
-  secKey: string;
-  /** the Sec-WebSocket-Protocol to answer with */
-  protocol: string;
-  secExtensions: string;
-  aborted(): boolean;
-}
-
 /** A resume for a session live on replica `owner`: carried there over the internal hop, or taken over here. */
 async function carryOver(
   deps: ServerDeps,
@@ -90,16 +76,18 @@ async function carryOver(
     case 'answer':
       sendJson(up.res, outcome.status, outcome.body);
       return true;
-    case 'relay': {
-      const data: SocketData = { info, closed: false, hop: outcome.relay };
-      acceptSocket(up.res, data, up.secKey, up.protocol, up.secExtensions, up.context);
+    case 'relay':
+      accept(up, { kind: 'relay', info, hop: outcome.relay, closed: false });
       return true;
-    }
     case 'aborted':
       return true;
   }
 }
 
+/** A resume of a key this replica does not hold: a session record says whether it lives on another
+ * replica (the hop), was handed over or lost its replica (taken over here), or is unknown (a new
+ * session: the gate goes on as for any new socket, and claims the key, replacing `replaceOwner`'s
+ * bare claim if so). */
 async function resumeElsewhere(
   deps: ServerDeps,
   up: ClientUpgrade,
@@ -135,20 +123,18 @@ async function resumeElsewhere(
     case 'hop':
       // The process at the owner's address is not the owner (or lost the session): taken over here at once.
       return carryOver(deps, up, info, found.owner);
-    case 'wait': {
+    case 'wait':
       // Accepted now (the vendor SDK gives up on a handshake not done in 4 s); the socket waits for the handover.
-      const data: SocketData = { info, awaiting: { frames: [], bytes: 0 }, closed: false };
-      acceptSocket(up.res, data, up.secKey, up.protocol, up.secExtensions, up.context);
+      accept(up, { kind: 'awaiting', info, held: { frames: [], bytes: 0 }, closed: false });
       return true;
-    }
     case 'restore': {
       const r = found.record;
-      const data: SocketData = {
+      accept(up, {
+        kind: 'restore',
         info: { ...info, sessionKey: r.sessionKey, environment: r.environment },
         restore: { record: r, from: found.from },
         closed: false,
-      };
-      acceptSocket(up.res, data, up.secKey, up.protocol, up.secExtensions, up.context);
+      });
       return true;
     }
   }
@@ -249,38 +235,35 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
         return refuse(res, decision.error, decision.reason);
       }
       const protocol = decision.protocol ?? (secProtocol ? secProtocol.split(',')[0].trim() : '');
+      const up: ClientUpgrade = { res, context, secKey, protocol, secExtensions, aborted };
       const held = resumeKey === undefined ? undefined : state.resumable.get(resumeKey);
       let fresh: { replaceOwner?: string } = {};
       if (resumeKey !== undefined && !held && !state.draining) {
         const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey);
-        const found = await resumeElsewhere(deps, { res, context, secKey, protocol, secExtensions, aborted }, info);
+        const found = await resumeElsewhere(deps, up, info);
         if (found === true) return;
         fresh = found;
       }
       if (held || decision.expired) {
         const refusal = resumeRefusal(held, decision, endpoint, interactionId);
         if (refusal) return refuse(res, refusal, 'resume_refused');
-        const data: SocketData = { info: held!.info, resumeOf: held, closed: false };
-        return acceptSocket(res, data, secKey, protocol, secExtensions, context);
+        return accept(up, { kind: 'resume', info: held!.info, resumeOf: held!, closed: false });
       }
       const unconfigured = UnconfiguredSockets.keyOf(decision.tenant, decision.subject);
       const refusal = await newSocketRefusal(deps, state, decision.tenant, unconfigured);
       if (aborted()) return void (!refusal && state.unconfigured.release(unconfigured));
       if (refusal) return refuse(res, refusal.error, refusal.reason);
-      const data: SocketData = {
-        info: sessionInfo(endpoint, decision, query, interactionId, resumeKey),
-        unconfigured,
-        closed: false,
-      };
+      const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey);
+      let claim: string | undefined;
       if (resumeKey !== undefined && !state.draining) {
         // Claimed last, right before the socket is accepted: a refusal above leaves no claim behind.
-        const claimed = await claimResumeKey(deps, state, data.info, fresh.replaceOwner);
+        const claimed = await claimResumeKey(deps, state, info, fresh.replaceOwner);
         if (aborted() || !claimed) state.unconfigured.release(unconfigured);
         if (aborted()) return void (claimed && dropClaim(deps, state, resumeKey));
         if (!claimed) return refuse(res, KEY_IN_USE, 'resume_key_in_use');
-        data.claim = resumeKey;
+        claim = resumeKey;
       }
-      acceptSocket(res, data, secKey, protocol, secExtensions, context);
+      accept(up, { kind: 'new', info, unconfigured, claim, closed: false });
     });
   };
 }
