@@ -7,10 +7,10 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
 import WebSocket from 'ws';
-import { isEndpoint, type Endpoint } from '../protocol/index.js';
+import { CLOSE, isEndpoint, type Endpoint } from '../protocol/index.js';
 import type { GatewayError } from '../protocol/index.js';
 import { SEND_DROPPED } from '../http/index.js';
-import { CLOSE, type SessionInfo } from '../session/index.js';
+import type { SessionInfo } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import type { UsedSignatures } from './hop-signatures.js';
 

@@ -32,5 +32,6 @@ export { serverMessages, configTimeoutType } from './server-messages.js';
 export type { ConfigStatusType, ConfigStatusExtra, ConfigStatusMessage } from './server-messages.js';
 export { upstreamMessageType } from './upstream-type.js';
 export { UPSTREAM_MAX_FRAME_BYTES } from './frame-limit.js';
+export { CLOSE } from './close-codes.js';
 export { createTimeline, holdsNoFinal } from './timeline.js';
 export type { Timeline } from './timeline.js';

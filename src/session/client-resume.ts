@@ -1,11 +1,10 @@
 // A socket that takes the session over with its resume key: it replaces the old one, whose output
 // waits from then on for the new socket's config; that config, if it is the session's, gets the first
 // answer again (with where the audio stands), then what the client missed.
-import { serverMessages } from '../protocol/index.js';
+import { CLOSE, serverMessages } from '../protocol/index.js';
 import { metrics } from '../telemetry/index.js';
 import type { ClientSink } from './client-output.js';
 import type { SessionConfig } from './config.js';
-import { CLOSE } from './machine.js';
 import type { Driver, Parts } from './types.js';
 
 /** Audio the new socket sends before its config continues the stream, after what was lost in flight. */

@@ -1,6 +1,7 @@
 // The session's machine at run time: its state and the one place that changes it (each event through
 // `transition`, then its effects performed in order), timers that feed it events, and the guard that
 // turns an exception in any callback into the end of this one session, never of the process.
+import { CLOSE } from '../protocol/index.js';
 import { metrics } from '../telemetry/index.js';
 import { transition, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
 import type { Driver, Parts, TimerName } from './types.js';
@@ -61,7 +62,7 @@ export class MachineDriver implements Driver {
       this.current = { ...this.current, phase: 'closed', outcome: 'error' };
       const last: Effect[] = [
         { type: 'close_upstream' },
-        { type: 'close_client', code: 1011, reason: 'internal error' },
+        { type: 'close_client', code: CLOSE.internal, reason: 'internal error' },
       ];
       for (const effect of last) {
         try {

@@ -1,3 +1,4 @@
+export { CLOSE } from '../protocol/index.js';
 export { Session } from './session.js';
 export { type ClientSink } from './client-output.js';
 export { type Link, type SessionDeps, type SessionInfo, type SessionSettings } from './types.js';
@@ -5,7 +6,6 @@ export { type Restore, type SessionSnapshot } from './resume.js';
 export {
   transition,
   initialState,
-  CLOSE,
   HANDED_OVER_REASON,
   type SessionState,
   type SessionEvent,

@@ -2,7 +2,7 @@
 // facts as data and pure transitions: an event comes in, the new state and a list of effects come
 // out. Nothing here touches a socket or a timer, so every row is a unit test
 // (test/session/machine.test.ts); src/session/session.ts performs the effects.
-import { configTimeoutType, serverMessages, type ClientMessage, type Endpoint } from '../protocol/index.js';
+import { CLOSE, configTimeoutType, serverMessages, type ClientMessage, type Endpoint } from '../protocol/index.js';
 import { errorMessage, type ErrorId } from '../protocol/index.js';
 import type { Outcome } from '../usage/index.js';
 
@@ -104,22 +104,6 @@ export type Effect =
   | { type: 'fail_handover' } // a handover under way fails: the session ends here
   | { type: 'leave' } // out of this process (its ledger session and slot go on elsewhere)
   | { type: 'finish'; outcome: Outcome };
-
-// WebSocket close codes the gateway uses; 4xxx are application codes a client can switch on.
-export const CLOSE = {
-  normal: 1000,
-  serviceRestart: 1012, // the gateway drains: reconnect, to another instance
-  internal: 1011,
-  tryAgainLater: 1013, // the tenant is at its session cap
-  badGateway: 1014,
-  configTimeout: 4008,
-  configDenied: 4400,
-  configRejected: 4415,
-  audioInvalid: 4422,
-  clientTooSlow: 4429,
-  replaced: 4409,
-  flooded: 1008, // policy violation: the client sends faster than the gateway reads (server/inflow.ts)
-} as const;
 
 export function initialState(endpoint: Endpoint): SessionState {
   return { endpoint, phase: 'awaiting_config', client: 'open' };

@@ -2,7 +2,8 @@
 // snapshot), the drain's handover (which waits for the upstream session's end, then leaves with what
 // the client has not had), and a session taken over from another replica's record (restore).
 import type { SessionConfig } from './config.js';
-import { CLOSE, HANDED_OVER_REASON } from './machine.js';
+import { CLOSE } from '../protocol/index.js';
+import { HANDED_OVER_REASON } from './machine.js';
 import type { Restore, SessionSnapshot } from './resume.js';
 import type { Driver, Parts } from './types.js';
 import type { UpstreamSide } from './upstream-side.js';

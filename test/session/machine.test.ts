@@ -4,8 +4,8 @@
 // the "clock" is whatever order the test feeds them in.
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
+import { CLOSE } from '../../src/protocol/index.js';
 import {
-  CLOSE,
   HANDED_OVER_REASON,
   initialState,
   restoredState,
