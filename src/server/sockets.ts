@@ -2,8 +2,8 @@
 // session, and every callback is guarded so that a throw ends one socket, never the process.
 import uWS from 'uWebSockets.js';
 import { awaitHandover, countTakeover, keepRecord, restoreOf, type HopOutbox } from '../cluster/index.js';
-import type { Endpoint } from '../protocol/index.js';
-import { CLOSE, Session, type ClientSink } from '../session/index.js';
+import { CLOSE, type Endpoint } from '../protocol/index.js';
+import { Session, type ClientSink } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import { SEND_DROPPED } from '../http/index.js';
 import { Inflow, MAX_QUEUED_BYTES } from './inflow.js';

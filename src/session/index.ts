@@ -1,4 +1,3 @@
-export { CLOSE } from '../protocol/index.js';
 export { Session } from './session.js';
 export { type ClientSink } from './client-output.js';
 export { type Link, type SessionDeps, type SessionInfo, type SessionSettings } from './types.js';

@@ -8,7 +8,7 @@ import { dirname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { ERRORS, gatewayError, type ErrorId } from '../../src/protocol/errors.js';
-import { CLOSE } from '../../src/session/index.js';
+import { CLOSE } from '../../src/protocol/index.js';
 import { endpointPath, refusal, startStack, type Stack } from '../support/stack.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
