@@ -34,6 +34,15 @@ function joined(parts: Buffer[], bytes: number): Buffer {
   return Buffer.from(first.buffer, first.byteOffset, bytes);
 }
 
+/** A frame cut and not yet emitted: its parts are joined only when it goes (a tail may join it). */
+interface ReadyFrame {
+  parts: Buffer[];
+  bytes: number;
+  start: number;
+  end: number;
+  coalesced: boolean;
+}
+
 export class Rechunker {
   private parts: Buffer[] = [];
   private units = 0;
@@ -44,20 +53,15 @@ export class Rechunker {
   private headerDone = false;
   private since = 0; // clock time the pending frame's first bytes came
   private alarm: Alarm;
-  /** A frame cut in this batch, not yet emitted (its parts are joined only when it goes: a tail
-   * may still join it). readyParts undefined: none. */
-  private readyParts: Buffer[] | undefined;
-  private readyBytes = 0;
-  private readyStart = 0;
-  private readyEnd = 0;
-  private readyCoalesced = false;
+  /** The frame cut in this batch, if any. */
+  private ready: ReadyFrame | undefined;
 
   constructor(private o: RechunkerOptions) {
     this.alarm = new Alarm(o.scheduler, () => this.flush());
   }
 
   get bufferedBytes(): number {
-    return this.bytes + this.readyBytes;
+    return this.bytes + (this.ready?.bytes ?? 0);
   }
 
   add(u: Unit): void {
@@ -88,21 +92,20 @@ export class Rechunker {
   /** A batch of input ends here (no more units until the next client message): the pending frame
    * goes if it holds half of chunkMs, else it waits for more until chunkMs after its first bytes. */
   batchEnd(): void {
-    const ready = this.readyParts;
+    const ready = this.ready;
     if (
       ready &&
       this.bytes > 0 &&
       this.media() < this.o.chunkMs / 2000 &&
-      this.readyBytes + this.bytes <= this.o.maxFrameBytes
+      ready.bytes + this.bytes <= this.o.maxFrameBytes
     ) {
       // A short tail joins the frame cut before it.
-      this.parts = ready.concat(this.parts);
-      this.bytes += this.readyBytes;
+      this.parts = ready.parts.concat(this.parts);
+      this.bytes += ready.bytes;
       this.units++; // the ready frame's units: the merged frame is coalesced
-      this.start = this.readyStart;
-      this.end = Math.max(this.end ?? this.readyEnd, this.readyEnd);
-      this.readyParts = undefined;
-      this.readyBytes = 0;
+      this.start = ready.start;
+      this.end = Math.max(this.end ?? ready.end, ready.end);
+      this.ready = undefined;
     }
     if (!this.headerDone || this.bytes === 0) {
       this.emitReady();
@@ -123,31 +126,27 @@ export class Rechunker {
 
   close(): void {
     this.alarm.clear();
-    this.readyParts = undefined;
-    this.readyBytes = 0;
+    this.ready = undefined;
     this.reset();
   }
 
   /** Makes the pending bytes the ready frame (sending the one before it). */
   private cut(): void {
     this.emitReady();
-    this.readyStart = this.start ?? this.cursor;
-    this.readyEnd = Math.max(this.end ?? this.readyStart, this.readyStart);
-    this.readyCoalesced = this.units > 1;
-    this.readyParts = this.parts;
-    this.readyBytes = this.bytes;
+    const start = this.start ?? this.cursor;
+    const end = Math.max(this.end ?? start, start);
+    this.ready = { parts: this.parts, bytes: this.bytes, start, end, coalesced: this.units > 1 };
     this.parts = [];
     this.reset();
-    this.cursor = Math.max(this.cursor, this.readyEnd);
+    this.cursor = Math.max(this.cursor, end);
   }
 
   private emitReady(): void {
-    const parts = this.readyParts;
-    if (!parts) return;
-    const bytes = parts.length === 1 ? parts[0] : joined(parts, this.readyBytes);
-    this.readyParts = undefined;
-    this.readyBytes = 0;
-    this.o.emit({ bytes, start: this.readyStart, end: this.readyEnd }, false, this.readyCoalesced);
+    const ready = this.ready;
+    if (!ready) return;
+    const bytes = ready.parts.length === 1 ? ready.parts[0] : joined(ready.parts, ready.bytes);
+    this.ready = undefined;
+    this.o.emit({ bytes, start: ready.start, end: ready.end }, false, ready.coalesced);
   }
 
   private media(): number {
