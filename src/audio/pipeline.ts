@@ -1,12 +1,15 @@
 // The audio path of one session: sniff → container parser → (transcoder) → re-chunker → pacer.
-// Every stage sees the stream and either passes it on or stops it with one error.
+// Every stage sees the stream and either passes it on or stops it with one error. The counters are
+// kept by PipelineStats, the output (re-chunker, pacer) is a FrameQueue.
 import { echo, UPSTREAM_MAX_FRAME_BYTES } from '../protocol/index.js';
 import { gatewayError, type ErrorId } from '../protocol/index.js';
 import { logger } from '../telemetry/index.js';
 import { metrics } from '../telemetry/index.js';
 import { MalformedAudio, PcmParser, type ContainerParser, type Continuation, type Unit } from './containers/index.js';
-import { Pacer } from './pacer.js';
-import { Rechunker, type Frame } from './rechunk.js';
+import { Backlog } from './backlog.js';
+import { FrameQueue } from './frame-queue.js';
+import { PipelineStats } from './pipeline-stats.js';
+import type { Frame } from './rechunk.js';
 import { OpusRemuxRoute, PassRoute, PcmRoute, type Route, type Sink } from './routes.js';
 import { schedulerFor } from './scheduler.js';
 import { sniff, SNIFF_BYTES, type Container } from './sniff.js';
@@ -28,82 +31,56 @@ const realClock: Clock = {
 };
 
 class Pipeline implements AudioPipeline {
-  readonly stats: AudioStats = {
-    bytesIn: 0,
-    bytesOut: 0,
-    mediaSecondsIn: 0,
-    mediaSecondsOut: 0,
-    framesIn: 0,
-    framesOut: 0,
-    framesSplit: 0,
-    framesCoalesced: 0,
-    transcodeSeconds: 0,
-    gapBytes: 0,
-  };
+  private meter = new PipelineStats();
   private stopped = false;
   private draining: Promise<void> = Promise.resolve();
-  private sniffed: Buffer[] = [];
-  private sniffedBytes = 0;
+  /** client chunks until the container is known */
+  private sniffed = new Backlog<Buffer>((b) => b.length);
   private container: Container | 'pcm' | undefined;
   private parser: ContainerParser | undefined;
-  private held: Unit[] = [];
-  private heldBytes = 0;
+  /** parsed units until the stream's headers decide the route */
+  private held = new Backlog<Unit>((u) => u.bytes.length);
   private route: Route | undefined;
-  private mediaOrigin: number | undefined;
-  private outOrigin: number | undefined;
-  /** Input bytes of the units handed to the route, and media seconds in/out when the last drain
-   * emptied the pipeline (from there on, media in minus media out is what is still queued). */
-  private routedBytes = 0;
-  private inMark = 0;
-  private outMark = 0;
-  private rechunker: Rechunker;
-  private pacer: Pacer;
+  private queue: FrameQueue;
 
   constructor(private o: AudioPipelineOptions) {
-    const scheduler = schedulerFor(o.clock ?? realClock);
-    const maxFrameBytes = o.maxFrameBytes ?? UPSTREAM_MAX_FRAME_BYTES;
-    this.pacer = new Pacer({ pace: o.pace, scheduler, emit: (f) => this.emit(f) });
-    this.rechunker = new Rechunker({
+    this.queue = new FrameQueue({
       chunkMs: o.chunkMs,
-      maxFrameBytes,
-      scheduler,
-      emit: (f, split, coalesced) => {
-        if (split) this.stats.framesSplit++;
-        if (coalesced) this.stats.framesCoalesced++;
-        this.pacer.push(f);
-      },
+      maxFrameBytes: o.maxFrameBytes ?? UPSTREAM_MAX_FRAME_BYTES,
+      pace: o.pace,
+      scheduler: schedulerFor(o.clock ?? realClock),
+      rechunked: (split, coalesced) => this.meter.rechunked(split, coalesced),
+      emit: (f) => this.emit(f),
     });
   }
 
-  /** Input bytes not yet forwarded: not yet parsed, held for the headers, or routed and queued. */
-  get bufferedBytes(): number {
-    return this.sniffedBytes + (this.parser?.bufferedBytes ?? 0) + this.heldBytes + this.queuedInputBytes();
+  get stats(): AudioStats {
+    return this.meter.stats;
   }
 
-  /** The input behind the media routed but not yet sent: queued media seconds × the stream's input
-   * bytes a media second. Not the queued bytes themselves: a transcoder's Opus is ~20× smaller than
-   * its PCM, so counting output would let a client run ~20× further ahead of real time. */
-  private queuedInputBytes(): number {
-    const { mediaSecondsIn, mediaSecondsOut } = this.stats;
-    if (mediaSecondsIn <= 0) return this.rechunker.bufferedBytes + this.pacer.bufferedBytes; // untimed: headers
-    const queued = Math.max(0, mediaSecondsIn - this.inMark - (mediaSecondsOut - this.outMark));
-    return Math.ceil((queued * this.routedBytes) / mediaSecondsIn);
+  /** Input bytes not yet forwarded: not yet parsed, held for the headers, or routed and queued (the
+   * input behind the queued media; the queued bytes while there is no media time, only headers). */
+  get bufferedBytes(): number {
+    return (
+      this.sniffed.bytes +
+      (this.parser?.bufferedBytes ?? 0) +
+      this.held.bytes +
+      this.meter.queuedInputBytes(this.queue.bufferedBytes)
+    );
   }
 
   push(chunk: Buffer): void {
     if (this.stopped) return;
-    this.stats.framesIn++;
-    this.stats.bytesIn += chunk.length;
-    if (chunk.length > 0) this.pacer.start();
+    this.meter.input(chunk.length);
+    if (chunk.length > 0) this.queue.start();
     const parser = this.parser;
     this.guard(() => {
       if (parser) this.accept(this.parse(parser, chunk));
       else {
         this.sniffed.push(chunk);
-        this.sniffedBytes += chunk.length;
         this.start();
       }
-      if (this.route) this.rechunker.batchEnd();
+      if (this.route) this.queue.batchEnd();
     });
     if (!this.stopped && this.bufferedBytes > this.o.maxBufferedBytes) {
       this.fail(
@@ -125,7 +102,7 @@ class Pipeline implements AudioPipeline {
   private async drainNow(final: boolean): Promise<void> {
     if (this.stopped) return;
     this.guard(() => {
-      if (!this.parser && this.sniffedBytes > 0) this.start();
+      if (!this.parser && this.sniffed.bytes > 0) this.start();
       if (this.parser?.pause) this.accept(this.parse(this.parser, undefined));
     });
     if (this.stopped || !this.route) return; // headers not complete yet: nothing can go out
@@ -136,17 +113,12 @@ class Pipeline implements AudioPipeline {
     }
     if (this.stopped) return;
     this.stats.transcodeSeconds = this.route.transcodeSeconds;
-    this.rechunker.flush();
-    await this.pacer.idle();
-    if (this.rechunker.bufferedBytes === 0 && this.pacer.bufferedBytes === 0) {
-      // All routed media has gone out; a transcoder's padded tail may have put its output ahead.
-      this.inMark = this.stats.mediaSecondsIn;
-      this.outMark = this.stats.mediaSecondsOut;
-    }
+    await this.queue.flush();
+    if (this.queue.bufferedBytes === 0) this.meter.drained();
   }
 
   hurry(): void {
-    this.pacer.hurry();
+    this.queue.hurry();
   }
 
   continuation(): Continuation | undefined {
@@ -162,15 +134,14 @@ class Pipeline implements AudioPipeline {
       const whole = parser.gap(expect);
       this.countGap(parser);
       this.accept(whole);
-      if (this.route) this.rechunker.batchEnd();
+      if (this.route) this.queue.batchEnd();
     });
   }
 
   /** Input a parser dropped after a gap: in the stats, the metric and the log. */
   private countGap(parser: ContainerParser): void {
-    const skipped = parser.gapBytes - this.stats.gapBytes;
+    const skipped = this.meter.gapTo(parser.gapBytes);
     if (skipped <= 0) return;
-    this.stats.gapBytes = parser.gapBytes;
     metrics.resumeGapBytes.inc(skipped);
     logger.info(
       { skipped, container: this.container },
@@ -179,24 +150,21 @@ class Pipeline implements AudioPipeline {
   }
 
   discardQueued(): void {
-    this.rechunker.close();
-    this.pacer.close();
+    this.queue.close();
   }
 
   close(): void {
     this.stopped = true;
     this.route?.close();
-    this.rechunker.close();
-    this.pacer.close();
-    this.sniffed = [];
-    this.sniffedBytes = 0;
-    this.held = [];
-    this.heldBytes = 0;
+    this.queue.close();
+    this.sniffed.take();
+    this.held.take();
   }
 
   /** Picks the parser once the first bytes say which container this is (else waits for more). */
   private start(): void {
-    const bytes = this.sniffed.length === 1 ? this.sniffed[0] : Buffer.concat(this.sniffed, this.sniffedBytes);
+    const sniffed = this.sniffed.items;
+    const bytes = sniffed.length === 1 ? sniffed[0] : Buffer.concat(sniffed, this.sniffed.bytes);
     let r = sniff(bytes.subarray(0, SNIFF_BYTES));
     const plan = this.o.plan;
     // Samples can look like an MPEG frame sync by chance; only an ID3 tag marks MP3 under PCM.
@@ -224,8 +192,7 @@ class Pipeline implements AudioPipeline {
       this.container = r;
       this.parser = createParser(r);
     }
-    this.sniffed = [];
-    this.sniffedBytes = 0;
+    this.sniffed.take();
     this.accept(this.parse(this.parser, bytes));
   }
 
@@ -254,23 +221,14 @@ class Pipeline implements AudioPipeline {
   private accept(units: Unit[]): void {
     if (this.stopped) return;
     if (!this.route) {
-      for (const u of units) {
-        this.held.push(u);
-        this.heldBytes += u.bytes.length;
-      }
+      for (const u of units) this.held.push(u);
       const info = this.parser?.info;
       if (!info || !this.decide()) return;
-      units = this.held;
-      this.held = [];
-      this.heldBytes = 0;
+      units = this.held.take();
     }
     for (const u of units) {
       if (this.stopped) return;
-      if (u.end !== undefined) {
-        this.mediaOrigin ??= u.start ?? 0;
-        this.stats.mediaSecondsIn = Math.max(this.stats.mediaSecondsIn, u.end - this.mediaOrigin);
-      }
-      this.routedBytes += u.bytes.length;
+      this.meter.routed(u);
       (this.route as Route).unit(u);
       this.stats.transcodeSeconds = (this.route as Route).transcodeSeconds;
     }
@@ -303,10 +261,10 @@ class Pipeline implements AudioPipeline {
         : 'other';
     const sink: Sink = {
       unit: (u) => {
-        if (!this.stopped) this.rechunker.add(this.o.onUnit?.(u, upstreamKind) ?? u);
+        if (!this.stopped) this.queue.add(this.o.onUnit?.(u, upstreamKind) ?? u);
       },
       batchEnd: () => {
-        if (!this.stopped) this.rechunker.batchEnd();
+        if (!this.stopped) this.queue.batchEnd();
       },
     };
     if (passthrough) this.route = new PassRoute(sink);
@@ -340,10 +298,7 @@ class Pipeline implements AudioPipeline {
 
   private emit(f: Frame): void {
     if (this.stopped) return;
-    this.outOrigin ??= f.start;
-    this.stats.framesOut++;
-    this.stats.bytesOut += f.bytes.length;
-    this.stats.mediaSecondsOut = Math.max(this.stats.mediaSecondsOut, f.end - this.outOrigin);
+    this.meter.output(f);
     // Paced frames go out from the shared timer: a failure there ends this session only.
     try {
       this.o.onFrame(f.bytes);
