@@ -47,7 +47,7 @@ async function ledger(port: number, tenant: string): Promise<any[]> {
 /** The ledger once every session of `tenant` ended (journal and queue flushed). */
 async function endedSessions(port: number, tenant: string): Promise<any[]> {
   let rows = await ledger(port, tenant);
-  for (let k = 0; k < 200 && (rows.length === 0 || rows.some((r) => r.end === null)); k++)
+  for (let k = 0; k < 300 && (rows.length === 0 || rows.some((r) => r.end === null)); k++)
     rows = await delay(100).then(() => ledger(port, tenant));
   return rows;
 }
@@ -80,7 +80,10 @@ describe('handover at drain between two gateway processes', () => {
       USAGE_API_TOKEN: API_TOKEN,
       MAX_SESSIONS_PER_TENANT: '1',
       DRAIN_SECONDS: '20',
-      RESUME_GRACE_SECONDS: '4',
+      // Longer than the vendor SDK's wait before it reconnects: after a connection that lived under
+      // 5 s it waits 1-5 s (drawn once per process). At 4 s the handed-over record could expire first,
+      // and the SDK's late resume then opened a new session instead.
+      RESUME_GRACE_SECONDS: '10',
     });
   });
   afterEach(() => cluster?.allUp());
@@ -209,6 +212,7 @@ describe('handover at drain between two gateway processes', () => {
 
   it("the SDK's piece on the wire when the drain starts is not lost: the 1012 close waits for it", async () => {
     const tenant = 'handover-in-flight';
+    const seen = cluster.replicas[1].output().length; // replica 1's log from here on
     let owner = 0;
     const uplink = await slowUplink(() => cluster.replicas[owner].port, 200);
     try {
@@ -233,7 +237,7 @@ describe('handover at drain between two gateway processes', () => {
       assertOnce(
         finals(run.messages),
         8.5,
-        `SDK, a piece on the wire (closes ${run.closeCodes}, errors ${run.errors}, messages ${run.messages.map((m) => m.type)}; replica 0 said ${logEvents(cluster.replicas[0].output())})`,
+        `SDK, a piece on the wire (closes ${run.closeCodes}, errors ${run.errors}, messages ${run.messages.map((m) => [m.type, m.reason, m.error?.id ?? m.id].filter(Boolean).join(' '))}; replica 0 said ${logEvents(cluster.replicas[0].output())}; replica 1 said ${cluster.replicas[1].output().slice(seen).slice(0, 4000)})`,
       );
     } finally {
       uplink.close();
@@ -305,7 +309,7 @@ describe('handover at drain between two gateway processes', () => {
       'the slot waits for the client',
     );
 
-    const rows = await endedSessions(cluster.replicas[1].port, tenant); // grace 4 s + the janitor's 5 s round
+    const rows = await endedSessions(cluster.replicas[1].port, tenant); // grace 10 s + the janitor's 5 s round
     assert.equal(rows.length, 1);
     assert.equal(rows[0].outcome, 'client_gone');
     assert.equal(rows[0].estimated, false, 'the handover made its usage final');
