@@ -95,6 +95,9 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
       (e: { status?: number }) => e.status,
     );
     assert.equal(atCap, 429, 'a fourth session for tenant base is refused at the cap');
+    // The tenants' credit series exist at 0 from their first session; one scrape sees them so before
+    // any credit is counted, as with real sessions, which last minutes, not these fast few seconds.
+    await prom.scrapedAfter(JOB, Date.now());
     const badToken = await stack.connect('transcribe', { token: 'not-a-jwt' }).then(
       () => 0,
       (e: { status?: number }) => e.status,
