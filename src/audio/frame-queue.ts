@@ -5,7 +5,7 @@ import { Pacer } from './pacer.js';
 import { Rechunker, type Frame } from './rechunk.js';
 import type { Scheduler } from './scheduler.js';
 
-export interface FrameQueueOptions {
+interface FrameQueueOptions {
   chunkMs: number;
   maxFrameBytes: number;
   pace: number;

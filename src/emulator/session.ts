@@ -157,7 +157,7 @@ export class UpstreamSession {
       this.record.endpoint,
       verdict.resolved,
       (msg) => this.send(msg),
-      this.deps.now,
+      () => this.deps.now(),
     );
     const sessionId = randomUUID();
     this.record.sessionId = sessionId;
