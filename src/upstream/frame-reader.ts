@@ -1,4 +1,4 @@
-// Reads a WebSocket server's frames (RFC 6455) from bytes as they arrive, however they are split:
+// Reads a WebSocket server's frames from bytes as they arrive, however they are split:
 // whole messages (fragments put together), pings and the close frame go to its sink, and the first
 // breach of the protocol ends the reading, with the close code the server is to be sent. It knows
 // nothing of sockets, so it is tested with bytes alone.
@@ -32,7 +32,7 @@ export interface FrameReaderOptions {
   readBuffer?: Buffer;
 }
 
-/** Close codes a peer may send (RFC 6455 7.4). */
+/** Close codes a peer may send: the protocol's own (not those that only report a state) and 3000-4999. */
 const validCloseCode = (c: number) =>
   (c >= 1000 && c <= 1014 && c !== 1004 && c !== 1005 && c !== 1006) || (c >= 3000 && c <= 4999);
 

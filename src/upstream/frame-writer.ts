@@ -1,4 +1,4 @@
-// Writes a client's WebSocket frames (RFC 6455) to a socket. They are masked with a zero key (the
+// Writes a client's WebSocket frames to a socket. They are masked with a zero key (the
 // XOR is then a no-op: skipped, the header still says masked) and leave in one write each, header
 // and payload together.
 import type { Socket } from 'node:net';

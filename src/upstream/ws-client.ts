@@ -1,4 +1,4 @@
-// The WebSocket client (RFC 6455) of one session's upstream connection, on net/tls. Hand-written
+// The WebSocket client of one session's upstream connection, on net/tls. Hand-written
 // rather than `ws` because it carries every session's audio and transcripts, and user CPU is where
 // the gateway loses to nginx: 300 connections each sending a 3 KB frame and reading a 220-byte text
 // answer cost 7-8 µs of user CPU per round trip with this client against 11-13 with `ws` (default or
@@ -93,7 +93,7 @@ export class UpstreamSocket implements UpstreamConnection {
         return true;
       },
     };
-    // tls.connect takes `onread` too (Node's docs; @types/node leaves it out of its options type).
+    // tls.connect takes `onread` as net.connect does; @types/node leaves it out of its options type.
     this.#socket = secure
       ? tlsConnect({ host, port, servername: isIP(host) ? undefined : host, onread } as TlsOptions)
       : netConnect({ host, port, onread });
