@@ -1,4 +1,4 @@
-// `Authorization: Bearer <token>` (RFC 6750 section 2.1): the scheme is case-insensitive and the
+// `Authorization: Bearer <token>`: the scheme is case-insensitive and the
 // token is one run of non-space characters. The one parser for the gateway's client tokens and
 // the usage API's token.
 

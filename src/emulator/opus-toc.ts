@@ -1,4 +1,4 @@
-// Duration of one Opus packet from its TOC byte (RFC 6716 section 3.1). Hand-written: it is a
+// Duration of one Opus packet from its TOC byte. Hand-written: it is a
 // table lookup, and the Opus libraries decode audio rather than expose this.
 
 /** Frame size in ms for each of the 32 TOC configurations. */

@@ -16,7 +16,7 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i;
 export function parseAudioFormat(mime: string): AudioFormat | null {
   if (typeof mime !== 'string') return null;
   const [head, ...rest] = mime.split(';');
-  // No space around the slash (RFC 2045): "audio / ogg" is not a type the upstream takes.
+  // No space around the slash: "audio / ogg" is not a type the upstream takes.
   const essence = head.trim().toLowerCase();
   const slash = essence.indexOf('/');
   if (slash < 0) return null;

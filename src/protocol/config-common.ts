@@ -13,8 +13,8 @@ export const MAX_STRING_CHARS = 1000;
 export const MAX_OBJECT_KEYS = 100;
 /** Every array; also the upstream's own bound on replacements and keyterms (at most 1,000 items each). */
 export const MAX_LIST_ITEMS = 1000;
-// Tighter caps for fields that are short by nature: RFC 5646 (4.4.1) says 35 characters hold any
-// practical language tag; RFC 6838 caps a MIME type and subtype at 127 each, so 255 leaves room for codecs.
+// Tighter caps for fields that are short by nature: 35 characters hold any practical language tag,
+// and a MIME type and subtype are at most 127 characters each, so 255 leaves room for codecs.
 export const MAX_LANGUAGE_CHARS = 35;
 export const MAX_AUDIO_FORMAT_CHARS = 255;
 

@@ -1,4 +1,4 @@
-// Whole Opus packets → Ogg Opus pages (RFC 7845), hand-written: there is no well-kept npm Ogg
+// Whole Opus packets → Ogg Opus pages, hand-written: there is no well-kept npm Ogg
 // writer for Opus (see ogg-page.ts). Pages are cut at most every `maxPageMs` (default 100 ms, at
 // least one packet each) and every write() flushes: nothing is held back, so latency stays at the
 // caller's chunking, and the re-chunker can cut at page boundaries to within 100 ms of its 250 ms
@@ -26,7 +26,7 @@ export interface OggOpusMuxer {
   write(packets: Buffer[]): { data: Buffer; mediaSeconds: number };
   /**
    * The EOS page. With `packets`, they go on the final page(s); with `endGranule` (48 kHz samples,
-   * pre-skip included) the final granule trims the decoded end to it (RFC 7845 4.4).
+   * pre-skip included) the final granule trims the decoded end to it.
    */
   end(o?: { packets?: Buffer[]; endGranule?: number }): Buffer;
   /** 48 kHz samples of all packets written so far (pre-skip included). */

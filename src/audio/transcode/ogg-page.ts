@@ -1,4 +1,4 @@
-// Ogg page writer (RFC 3533), hand-written: npm has Ogg demuxers (prism-media) but no well-kept
+// Ogg page writer, hand-written: npm has Ogg demuxers (prism-media) but no well-kept
 // Ogg *writer* for Opus, and a page is 27 bytes of header plus lacing, so a library buys little.
 
 const CRC_TABLE = (() => {

@@ -1,4 +1,4 @@
-// OpusHead and OpusTags identification packets (RFC 7845 section 5).
+// OpusHead and OpusTags identification packets.
 
 export const OPUS_VENDOR = 'speech-gateway (libopus via @discordjs/opus)';
 

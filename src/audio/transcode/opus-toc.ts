@@ -1,4 +1,4 @@
-// Duration of an Opus packet from its TOC byte and frame count (RFC 6716 section 3.1).
+// Duration of an Opus packet from its TOC byte and frame count.
 
 /** Samples at 48 kHz of one frame for each of the 32 TOC configurations. */
 function frameSamples48(config: number): number {
