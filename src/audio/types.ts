@@ -1,6 +1,8 @@
 // Public types of the audio pipeline (re-exported by index.ts).
 import type { GatewayError } from '../protocol/index.js';
-import type { Continuation, Unit } from './containers/index.js';
+import type { Continuation, PcmDeclaration, Unit } from './containers/index.js';
+
+export type { PcmDeclaration };
 
 export type SourceKind =
   | 'webm-opus'
@@ -15,12 +17,6 @@ export type SourceKind =
   | 'mp4-opus'
   | 'mp4-mp3'
   | 'pcm';
-
-export interface PcmDeclaration {
-  sampleRate: number;
-  channels: number;
-  encoding: 's16le' | 's16be' | 'f32le';
-}
 
 export interface AudioPlan {
   declared?: string;

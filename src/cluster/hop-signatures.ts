@@ -3,9 +3,11 @@
 // accepted until it could no longer pass that check: in process, and in Redis when there is one, so a
 // new process under the same REPLICA_ID (a restarted container) refuses it too.
 import type { Redis } from 'ioredis';
-import { HOP_MAC_WINDOW_MS } from './hop.js';
 
 /** How long a used signature is remembered: past it, the time check refuses it anyway. */
+/** A signed hop older (or newer) than this is refused: a captured one is not replayable for long. */
+export const HOP_MAC_WINDOW_MS = 30_000;
+
 const REMEMBER_MS = 2 * HOP_MAC_WINDOW_MS + 1000;
 /** Signatures remembered in process at most; past it new hops are refused until old ones expire. */
 const MAX_REMEMBERED = 100_000;

@@ -12,7 +12,7 @@ import type { GatewayError } from '../protocol/index.js';
 import { SEND_DROPPED } from '../http/index.js';
 import type { SessionInfo } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
-import type { UsedSignatures } from './hop-signatures.js';
+import { HOP_MAC_WINDOW_MS, type UsedSignatures } from './hop-signatures.js';
 
 /** What B verified about the client, as A checks it against the session it holds. */
 export interface HopIdentity {
@@ -49,8 +49,6 @@ export type HopOutcome =
 /** The client's accepted socket as the relay uses it: uWS's WebSocket, whose user data says whether it closed. */
 export type HopClient = uWS.WebSocket<{ closed: boolean }>;
 
-/** A signed hop older (or newer) than this is refused: a captured one is not replayable for long. */
-export const HOP_MAC_WINDOW_MS = 30_000;
 const HOP_OPEN_TIMEOUT_MS = 5000;
 /** Bounds, as for a client on its own replica: a frame, and output waiting for the client socket to open. */
 const MAX_HOP_FRAME_BYTES = 16 * 1024 * 1024;

@@ -1,7 +1,7 @@
 // Finds a half-open upstream (no FIN, no RST: a crashed host, a dropped NAT entry). As uWS does for
 // clients: a ping only after a quiet spell, and any byte at all proves life. One timer, re-armed
 // only when it fires: nothing is done per read but noting the time.
-import type { UpstreamLiveness } from './index.js';
+import type { UpstreamLiveness } from './types.js';
 
 /** The connection watched. */
 export interface Watched {

@@ -15,7 +15,7 @@ import { metrics } from '../telemetry/index.js';
 import { FrameReader, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT } from './frame-reader.js';
 import { sendFrame, sendText } from './frame-writer.js';
 import { Handshake } from './handshake.js';
-import type { UpstreamConnection, UpstreamHandlers, UpstreamOptions } from './index.js';
+import type { UpstreamConnection, UpstreamHandlers, UpstreamOptions } from './types.js';
 import { LivenessWatch } from './liveness.js';
 
 /** How long a close handshake may take before the socket is dropped. */

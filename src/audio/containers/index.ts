@@ -6,6 +6,6 @@ export { FlacParser } from './flac.js';
 export { Mp3Parser } from './mp3.js';
 export { Mp4Parser } from './mp4.js';
 export { OggParser, readGranule } from './ogg.js';
-export { PcmParser } from './pcm.js';
+export { PcmParser, type PcmDeclaration } from './pcm.js';
 export { WavParser } from './wav.js';
 export { WebmParser, children, ID, LIVE_CLUSTER, readVint, uint, type Vint } from './webm.js';

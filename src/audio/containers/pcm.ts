@@ -1,7 +1,13 @@
 // Raw PCM: no container, nothing to parse; the declaration says what the bytes are. Units carry
 // whole sample frames (a partial one waits for its rest), so a gap can keep the stream aligned.
-import type { PcmDeclaration } from '../types.js';
 import type { ContainerParser, TrackInfo, Unit } from './unit.js';
+
+/** What a config declares of raw PCM (its audioFormat's parameters). */
+export interface PcmDeclaration {
+  sampleRate: number;
+  channels: number;
+  encoding: 's16le' | 's16be' | 'f32le';
+}
 
 export class PcmParser implements ContainerParser {
   readonly info: TrackInfo;
