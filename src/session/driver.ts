@@ -3,7 +3,7 @@
 // turns an exception in any callback into the end of this one session, never of the process.
 import { CLOSE } from '../protocol/index.js';
 import { metrics } from '../telemetry/index.js';
-import { transition, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
+import { crashed, transition, type Effect, type Outcome, type SessionEvent, type SessionState } from './machine.js';
 import type { Driver, Parts, TimerName } from './types.js';
 
 export interface DriverTargets {
@@ -59,7 +59,7 @@ export class MachineDriver implements Driver {
     } catch (again) {
       // The graceful path threw too: close both sides and record the session as it stands.
       log.error({ event: 'session_crash', err: again }, 'ending the session failed; closing it');
-      this.current = { ...this.current, phase: 'closed', outcome: 'error' };
+      this.current = crashed(this.current);
       const last: Effect[] = [
         { type: 'close_upstream' },
         { type: 'close_client', code: CLOSE.internal, reason: 'internal error' },

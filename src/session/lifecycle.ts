@@ -6,6 +6,12 @@ import type { Outcome } from '../usage/index.js';
 
 export type LifecycleEvent =
   | { type: 'opened'; restored: boolean }
+  /** the session's config or its tenant slot was refused: it ends without an upstream session */
+  | { type: 'refused'; reason: 'config_denied' | 'config_rejected' | 'tenant_limit' }
+  /** restored here from another replica's record: after its handover, or after its owner died */
+  | { type: 'taken_over'; from: 'handover' | 'crash'; segment: number }
+  /** an upstream usage figure; `recorded`: the ledger took it (else the client is told a figure it holds) */
+  | { type: 'usage'; kind: 'delta' | 'final'; credits: number; segment: number; recorded: boolean }
   /** a valid config arrived: the tenant's cap bounds the session from now on */
   | { type: 'configured' }
   /** a final transcript reached the client: its finals now cover the client's stream up to `until` */

@@ -105,6 +105,9 @@ export type Effect =
   | { type: 'leave' } // out of this process (its ledger session and slot go on elsewhere)
   | { type: 'finish'; outcome: Outcome };
 
+/** The graceful end threw too: the session is closed as it stands, its outcome an error. */
+export const crashed = (s: SessionState): SessionState => ({ ...s, phase: 'closed', outcome: 'error' });
+
 export function initialState(endpoint: Endpoint): SessionState {
   return { endpoint, phase: 'awaiting_config', client: 'open' };
 }

@@ -33,6 +33,7 @@ export class Migration {
     stream.plan = plan;
     timers.clear('config_deadline');
     becomeLive();
+    this.p.lifecycle.emit({ type: 'taken_over', from: r.crash ? 'crash' : 'handover', segment: r.segment + 1 });
     this.config.accepted = r.accepted;
     const resume = r.crash ? r.resume : undefined; // the client resends from there: nothing the finals lack is lost
     intake.bytesIn = resume?.audioBytes ?? r.audioBytes;

@@ -67,6 +67,6 @@ export function assemble(deps: SessionDeps, info: SessionInfo, client: ClientSin
     tell: (text) => output.send(text),
   });
   const timers = new Timers<TimerName>(deps.clock ?? systemClock);
-  const usage = new UsageTally(deps.ledger, info.sessionKey);
+  const usage = new UsageTally(deps.ledger, info.sessionKey, (f) => lifecycle.emit({ type: 'usage', ...f }));
   return { info, deps, log, lifecycle, timers, output, intake, usage, stream };
 }

@@ -10,7 +10,15 @@ import { SessionConfig } from './config.js';
 import { MachineDriver } from './driver.js';
 import { performEffect } from './effects.js';
 import type { LifecycleListener } from './lifecycle.js';
-import { forwardsAudio, initialState, migrating, restoredState, type Effect, type Outcome } from './machine.js';
+import {
+  forwardsAudio,
+  initialState,
+  migrating,
+  restoredState,
+  type Effect,
+  type Outcome,
+  type SessionEvent,
+} from './machine.js';
 import { Migration, type HandedOver } from './migration.js';
 import { assemble } from './parts.js';
 import type { Restore, SessionSnapshot } from './resume.js';
@@ -121,18 +129,21 @@ export class Session {
       const read = readClientText(text, this.driver.state);
       if (read.kind === 'resume_config')
         return answerResumeConfig(this.p, this.config, this.driver, read.configuration);
-      if (read.kind === 'event') return this.driver.dispatch(read.event);
-      this.config.receivedAt = Date.now();
-      const { verdict, plan } = this.config.check(read.configuration);
-      if (plan) this.p.stream.plan = plan;
-      this.driver.dispatch({
-        type: 'client_message',
-        message: { type: 'config', configuration: read.configuration },
-        verdict,
-      });
+      const event = read.kind === 'event' ? read.event : this.configMessage(read.configuration);
+      if (event.type === 'client_message' && event.verdict?.ok === false)
+        this.p.lifecycle.emit({ type: 'refused', reason: `config_${event.verdict.status}` });
+      this.driver.dispatch(event);
     } catch (err) {
       this.driver.crash(err);
     }
+  }
+
+  /** The session's first config, checked once (its audio plan kept for the stream). */
+  private configMessage(configuration: unknown): SessionEvent {
+    this.config.receivedAt = Date.now();
+    const { verdict, plan } = this.config.check(configuration);
+    if (plan) this.p.stream.plan = plan;
+    return { type: 'client_message', message: { type: 'config', configuration }, verdict };
   }
 
   /** `frame` is uWS's buffer, valid only during its callback: the inbox copies it. Input bytes are

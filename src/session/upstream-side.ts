@@ -43,6 +43,7 @@ export class UpstreamSide {
           if (this.driver.state.phase === 'closed') return void deps.limiter.release(info.tenant, info.sessionKey);
           if (ok) return this.open(config);
           metrics.refusals.inc({ reason: 'tenant_limit' });
+          this.p.lifecycle.emit({ type: 'refused', reason: 'tenant_limit' });
           this.driver.dispatch({
             type: 'slot_refused',
             details: `tenant "${info.tenant}" already has MAX_SESSIONS_PER_TENANT concurrent sessions; end one or retry later`,

@@ -25,6 +25,13 @@ export class UsageTally {
   constructor(
     private readonly ledger: UsageLedger,
     private readonly sessionKey: string,
+    /** each figure as it came, and whether the ledger took it */
+    private readonly told: (f: {
+      kind: 'delta' | 'final';
+      credits: number;
+      segment: number;
+      recorded: boolean;
+    }) => void,
   ) {}
 
   /** A session taken over: its last usage seq and its credits up to upstream segment `segment`. */
@@ -61,16 +68,16 @@ export class UsageTally {
     const fields = fieldsOf(data);
     const credits = typeof fields.credits === 'number' ? fields.credits : Number.NaN;
     const final = kind === 'usage';
-    if (
-      this.ledger.recordUsage({
-        sessionKey: this.sessionKey,
-        seq: ++this.seq,
-        seg: segment,
-        kind: final ? 'final' : 'delta',
-        credits,
-        at: Date.now(),
-      })
-    ) {
+    const recorded = this.ledger.recordUsage({
+      sessionKey: this.sessionKey,
+      seq: ++this.seq,
+      seg: segment,
+      kind: final ? 'final' : 'delta',
+      credits,
+      at: Date.now(),
+    });
+    this.told({ kind: final ? 'final' : 'delta', credits, segment, recorded });
+    if (recorded) {
       if (final) this.final = credits;
       else this.deltas += credits;
       this.credits.add(segment, final ? 'final' : 'delta', credits);

@@ -175,6 +175,41 @@ describe('Session with a fake clock and fake collaborators', () => {
     assert.ok(f.finished());
   });
 
+  it('the lifecycle stream tells a whole session in order: opened, configured, accepted, live, its upstream segment, usage, ended, finished', async () => {
+    const f = fakeSession();
+    const heard: string[] = [];
+    f.session.on((e) => heard.push(e.type === 'usage' ? `usage:${e.kind}:${e.credits}:${e.recorded}` : e.type));
+    f.text({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } });
+    await settle();
+    f.links[0].says({ type: 'CONFIG_ACCEPTED', sessionId: 'up-1' });
+    f.links[0].says({ type: 'delta_usage', credits: 0.5 });
+    f.links[0].says({ type: 'delta_usage', credits: 'lots' });
+    f.text({ type: 'end' });
+    await settle();
+    f.links[0].says({ type: 'usage', credits: 1.5 });
+    f.links[0].says({ type: 'ended' });
+    assert.deepEqual(heard, [
+      'configured',
+      'config_accepted',
+      'live',
+      'upstream_segment',
+      'usage:delta:0.5:true',
+      'usage:delta:NaN:false',
+      'usage:final:1.5:true',
+      'ended',
+      'finished',
+    ]);
+  });
+
+  it('a config refused is told as refused (config_denied), then ended; nothing opens upstream', () => {
+    const f = fakeSession();
+    const heard: string[] = [];
+    f.session.on((e) => heard.push(e.type === 'refused' ? `refused:${e.reason}` : e.type));
+    f.text({ type: 'config', configuration: { primaryLanguage: 42 } });
+    assert.deepEqual(heard, ['refused:config_denied', 'ended', 'finished']);
+    assert.equal(f.links.length, 0);
+  });
+
   it('an upstream that never answers `end`: UPSTREAM_TIMEOUT after END_TIMEOUT_MS of the fake clock, 1014, the ledger says upstream_timeout', async () => {
     const f = fakeSession();
     f.text({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/ogg' } });
