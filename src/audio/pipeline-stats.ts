@@ -19,7 +19,7 @@ export class PipelineStats {
   };
   private mediaOrigin: number | undefined;
   private outOrigin: number | undefined;
-  /** Input bytes of the units handed to the route, and media seconds in/out when the last drain
+  /** Input bytes of the units handed to the route, and media seconds in/out when the pipeline last emptied
    * emptied the pipeline (from there on, media in minus media out is what is still queued). */
   private routedBytes = 0;
   private inMark = 0;
@@ -62,7 +62,7 @@ export class PipelineStats {
   }
 
   /** All routed media has gone out; a transcoder's padded tail may have put its output ahead. */
-  drained(): void {
+  emptied(): void {
     this.inMark = this.stats.mediaSecondsIn;
     this.outMark = this.stats.mediaSecondsOut;
   }

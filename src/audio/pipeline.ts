@@ -33,7 +33,7 @@ const realClock: Clock = {
 class Pipeline implements AudioPipeline {
   private meter = new PipelineStats();
   private stopped = false;
-  private draining: Promise<void> = Promise.resolve();
+  private sending: Promise<void> = Promise.resolve();
   /** client chunks until the container is known */
   private sniffed = new Backlog<Buffer>((b) => b.length);
   private container: Container | 'pcm' | undefined;
@@ -94,12 +94,12 @@ class Pipeline implements AudioPipeline {
    * last frame has been passed to onFrame. A flush (`final` false) keeps the transcoder's stream
    * going (only a partial 20 ms frame waits for more audio); an end finishes it (tail, EOS), and
    * audio after that would start a chained Ogg stream. Calls run one after another. */
-  drain(final = true): Promise<void> {
-    this.draining = this.draining.then(() => this.drainNow(final));
-    return this.draining;
+  sendHeld(final = true): Promise<void> {
+    this.sending = this.sending.then(() => this.sendHeldNow(final));
+    return this.sending;
   }
 
-  private async drainNow(final: boolean): Promise<void> {
+  private async sendHeldNow(final: boolean): Promise<void> {
     if (this.stopped) return;
     this.guard(() => {
       if (!this.parser && this.sniffed.bytes > 0) this.start();
@@ -114,7 +114,7 @@ class Pipeline implements AudioPipeline {
     if (this.stopped) return;
     this.stats.transcodeSeconds = this.route.transcodeSeconds;
     await this.queue.flush();
-    if (this.queue.bufferedBytes === 0) this.meter.drained();
+    if (this.queue.bufferedBytes === 0) this.meter.emptied();
   }
 
   hurry(): void {

@@ -69,7 +69,7 @@ export interface AudioPipeline {
   /** Client flush (`final` false) or end (default): everything buffered goes out, paced; resolves when
    * the last frame has been passed to onFrame. An end also finishes a transcoded stream (its tail).
    * More audio may follow. */
-  drain(final?: boolean): Promise<void>;
+  sendHeld(final?: boolean): Promise<void>;
   /** The gateway drains: paced audio goes out at once from now on, so the session's end is not cut. */
   hurry(): void;
   /** The bytes that follow may not continue the previous ones (a client came back; bytes it sent

@@ -195,7 +195,7 @@ export class UpstreamSession {
   private onFlush(): void {
     if (this.state === 'opened') return this.violations.add('flush before config');
     if (!this.acceptedSent) this.violations.add('flush before CONFIG_ACCEPTED');
-    this.transcripts?.drain(this.record.mediaSeconds);
+    this.transcripts?.flushUpTo(this.record.mediaSeconds);
     if (this.deps.faults.textOnFlush !== null) this.send(this.deps.faults.textOnFlush);
     this.send({ type: 'flushed' });
     this.send({ type: 'delta_usage', credits: this.usage.delta(this.record.mediaSeconds) });
@@ -206,7 +206,7 @@ export class UpstreamSession {
     if (this.state === 'ended' || this.state === 'refused' || this.record.closed) return;
     this.state = 'ended';
     this.deadlines.clear();
-    this.transcripts?.drain(this.record.mediaSeconds); // none unless the config was accepted
+    this.transcripts?.flushUpTo(this.record.mediaSeconds); // none unless the config was accepted
     this.send({ type: 'usage', credits: this.usage.total(this.record.mediaSeconds) });
     this.send({ type: this.record.endpoint === 'transcribe' ? 'ended' : 'ENDED' });
     this.outbox.closeAfterQueue(1000);

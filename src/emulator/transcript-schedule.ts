@@ -39,7 +39,7 @@ export class TranscriptSchedule {
   }
 
   /** A flush or the end: the segment up to `media` seconds, and a fact in facts mode. */
-  drain(media: number): void {
+  flushUpTo(media: number): void {
     if (media > this.emittedUntil + EPSILON) this.segment(this.emittedUntil, media);
     if (this.factsMode) this.fact();
   }

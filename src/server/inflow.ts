@@ -45,7 +45,7 @@ export class Inflow {
   private readonly queue: Entry[] = [];
   private head = 0;
   private bytes = 0;
-  private draining = false;
+  private scheduled = false;
   /** no frame is handled any more (flooded, or closed and caught up) */
   private dead = false;
   private onClosed?: () => void;
@@ -128,13 +128,13 @@ export class Inflow {
   }
 
   private schedule(): void {
-    if (this.draining) return;
-    this.draining = true;
-    setImmediate(this.drain);
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(this.handleQueued);
   }
 
-  private readonly drain = () => {
-    this.draining = false;
+  private readonly handleQueued = () => {
+    this.scheduled = false;
     if (this.dead) return;
     let budget = FRAMES_PER_TURN;
     while (budget > 0 && this.head < this.queue.length && !this.dead) {

@@ -1,5 +1,5 @@
 // Client audio and flush/end on their way upstream, in the client's order. Frames are copied into
-// the inbox; audio goes into the pipeline at once unless a flush/end waits for the pipeline to drain
+// the inbox; audio goes into the pipeline at once unless a flush/end waits for the pipeline to send what it holds
 // what came before it, in which case what follows waits behind it (a flush, audio, then end: that
 // audio goes upstream before the end). Client flushes are coalesced (FlushGate). Everything the
 // session holds of the client's audio counts against one bound.
@@ -28,7 +28,7 @@ export interface IntakeDeps {
   deliver(audio: Buffer): void;
   /** a flush/end whose audio before it went out */
   sendControl(message: Control): void;
-  /** the pipeline failed while the queue drained it */
+  /** the pipeline failed while the queue emptied it */
   failed(details: string): void;
   /** a message to the client (flush answers and refusals) */
   tell(text: string): void;
@@ -126,10 +126,10 @@ export class AudioIntake {
    * `end` is sent, not from when the client asked, so audio still being paced out is not cut short. */
   private inOrder(message: Control): void {
     this.ordered.push(message);
-    if (!this.ordering) void this.drainInOrder();
+    if (!this.ordering) void this.sendInOrder();
   }
 
-  private async drainInOrder(): Promise<void> {
+  private async sendInOrder(): Promise<void> {
     this.ordering = true;
     try {
       for (let n = 1; this.ordered.length > 0 && !this.d.over(); n++) {
@@ -140,7 +140,7 @@ export class AudioIntake {
           this.d.pipeline()?.push(item);
           continue;
         }
-        await this.d.pipeline()?.drain(item.type === 'end'); // a flush keeps a transcoded stream going
+        await this.d.pipeline()?.sendHeld(item.type === 'end'); // a flush keeps a transcoded stream going
         if (!this.d.over()) this.d.sendControl(item);
       }
     } catch (err) {

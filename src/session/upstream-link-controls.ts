@@ -39,7 +39,7 @@ export class PendingControls {
 
   /** For a newly ready upstream session: the flushes the lost one did not answer (first: they were
    *  asked first), then what waited. */
-  drain(): Control[] {
+  takeAll(): Control[] {
     const unanswered: Control[] = Array.from({ length: this.#flushesOut }, () => ({ type: 'flush' }));
     this.#flushesOut = 0;
     return [...unanswered, ...this.#waiting.splice(0)];

@@ -277,7 +277,7 @@ export class UpstreamLink {
     this.reconnects.ready(reconnected);
     this.ready = true;
     this.o.handlers.onReady(data, reconnected);
-    for (const message of this.controls.drain()) this.sendControl(message);
+    for (const message of this.controls.takeAll()) this.sendControl(message);
   }
 
   /** Replaying once more would put the session's replayed audio over its bound: the session ends. */

@@ -1,5 +1,5 @@
 // Bounded append-only journal of ledger events for when Redis cannot take them. Written only by
-// the ledger's single drain loop, so no locking inside the process; the directory must belong to
+// the ledger's single writer loop, so no locking inside the process; the directory must belong to
 // one gateway process (one per pod). When full it refuses the newest events (the journal stays a
 // contiguous, ordered prefix) and counts them as dropped.
 // A record is one line: the event's JSON, a tab, and the first 8 hex digits of the JSON's SHA-256.

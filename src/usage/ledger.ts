@@ -1,4 +1,4 @@
-// The usage ledger the sessions call. Calls only enqueue (never throw, never wait); one drain
+// The usage ledger the sessions call. Calls only enqueue (never throw, never wait); one writer
 // loop applies events in order to the store, or, while the store is unavailable, appends them
 // to the on-disk journal. While the journal holds anything, new events go behind it, and the
 // journal is replayed (idempotently, in order) as soon as the store is back.
@@ -169,10 +169,10 @@ export class Ledger implements UsageLedger {
   private kick(): void {
     if (this.running) return;
     let failed = false;
-    this.running = this.drain()
+    this.running = this.writeQueued()
       .catch((err) => {
         failed = true;
-        logger.error({ err }, 'usage ledger drain failed');
+        logger.error({ err }, 'usage ledger write failed');
       })
       .finally(() => {
         this.running = null;
@@ -183,7 +183,7 @@ export class Ledger implements UsageLedger {
       });
   }
 
-  private async drain(): Promise<void> {
+  private async writeQueued(): Promise<void> {
     // Let callers in the same tick enqueue first, so they travel in one batch.
     await Promise.resolve();
     for (;;) {

@@ -1,7 +1,7 @@
 // Declared format vs bytes: a mismatch or garbage is one error and nothing forwarded.
 import { test } from 'vitest';
 import assert from 'node:assert/strict';
-import { bytewise, chromeChunks, drain, fixture, open, prng, runAll } from './helpers.js';
+import { bytewise, chromeChunks, fixture, open, prng, runAll, sendHeld } from './helpers.js';
 
 const garbage = (() => {
   const r = prng(42);
@@ -47,15 +47,15 @@ test('garbage: AUDIO_UNRECOGNIZED, declared or not, whole or byte by byte', asyn
   assert.deepEqual([text.frames.length, text.errors.map((e) => e.id)], [0, ['AUDIO_UNRECOGNIZED']]);
 });
 
-test('a drain inside the headers forwards nothing; the stream then goes on', async () => {
+test('sending what is held inside the headers forwards nothing; the stream then goes on', async () => {
   const data = fixture('dictation.webm');
   const run = open('audio/webm');
   run.pipeline.push(data.subarray(0, 100));
-  await drain(run);
+  await sendHeld(run);
   assert.equal(run.frames.length, 0);
   assert.equal(run.errors.length, 0);
   run.pipeline.push(data.subarray(100));
-  await drain(run);
+  await sendHeld(run);
   assert.ok(Buffer.concat(run.frames).equals(data));
   run.pipeline.close();
 });

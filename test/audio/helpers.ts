@@ -99,10 +99,10 @@ export function open(
   return run;
 }
 
-/** Drains, letting fake time run (pacing) and real time run (the transcoder's workers). */
-export async function drain(run: Run): Promise<void> {
+/** Sends what the pipeline holds, letting fake time run (pacing) and real time run (the transcoder's workers). */
+export async function sendHeld(run: Run): Promise<void> {
   let done = false;
-  run.pipeline.drain().then(
+  run.pipeline.sendHeld().then(
     () => {
       done = true;
     },
@@ -117,7 +117,7 @@ export async function drain(run: Run): Promise<void> {
   }
 }
 
-/** Pushes all chunks at once (fake time stands still), then drains. */
+/** Pushes all chunks at once (fake time stands still), then sends what is held. */
 export async function runAll(
   declared: string | undefined,
   chunks: Buffer[],
@@ -125,7 +125,7 @@ export async function runAll(
 ): Promise<Run> {
   const run = open(declared, o);
   for (const c of chunks) run.pipeline.push(c);
-  await drain(run);
+  await sendHeld(run);
   run.pipeline.close();
   return run;
 }

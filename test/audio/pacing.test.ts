@@ -1,7 +1,7 @@
 // Pacing with a fake clock: no faster than real time by media time, bounded buffering.
 import { test } from 'vitest';
 import assert from 'node:assert/strict';
-import { chromeChunks, drain, fixture, open } from './helpers.js';
+import { chromeChunks, sendHeld, fixture, open } from './helpers.js';
 
 test('a whole file pushed at once is released at real time', async () => {
   const run = open('audio/webm');
@@ -14,7 +14,7 @@ test('a whole file pushed at once is released at real time', async () => {
     `media out at 10 s: ${run.pipeline.stats.mediaSecondsOut}`,
   );
   assert.ok(at10 < fixture('dictation.webm').length * 0.5);
-  await drain(run);
+  await sendHeld(run);
   // The last frame starts about 25.6 s into the media, so it goes out about 25.6 s after the first.
   const span = run.times[run.times.length - 1] - run.times[0];
   assert.ok(span > 25_000 && span < 26_000, `released over ${span} ms`);
@@ -24,7 +24,7 @@ test('a whole file pushed at once is released at real time', async () => {
 test('pace 2 releases twice as fast', async () => {
   const run = open('audio/ogg', { pace: 2 });
   run.pipeline.push(fixture('dictation.ogg'));
-  await drain(run);
+  await sendHeld(run);
   const span = run.times[run.times.length - 1] - run.times[0];
   assert.ok(span > 11_000 && span < 13_500, `released over ${span} ms`);
   run.pipeline.close();
@@ -43,7 +43,7 @@ test('a real-time client sees no pacing delay: nothing piles up', async () => {
     run.clock.advance(250);
     assert.ok(run.pipeline.stats.bytesIn - run.pipeline.stats.bytesOut < 1500, 'sent within chunkMs');
   }
-  await drain(run);
+  await sendHeld(run);
   run.pipeline.close();
 });
 
@@ -88,24 +88,24 @@ test('bytes beyond maxBufferedBytes: AUDIO_BUFFER_OVERRUN, then nothing more', a
   const n = run.frames.length;
   run.clock.advance(60_000);
   run.pipeline.push(data);
-  await run.pipeline.drain();
+  await run.pipeline.sendHeld();
   assert.equal(run.frames.length, n);
   assert.equal(run.errors.length, 1);
 });
 
-test('drain mid-stream (client flush) sends the partial frame at once and the stream goes on', async () => {
+test('sending what is held mid-stream (client flush) sends the partial frame at once and the stream goes on', async () => {
   const data = fixture('dictation.webm');
   const run = open('audio/webm', { chunkMs: 60_000 }); // longer than the file: nothing goes before the flush
   run.pipeline.push(data.subarray(0, 30_000));
   const before = Buffer.concat(run.frames).length;
-  const flushed = run.pipeline.drain();
+  const flushed = run.pipeline.sendHeld();
   run.clock.advance(30_000);
   await flushed;
   const after = Buffer.concat(run.frames).length;
   assert.ok(after > before, 'the partial frame went out');
   assert.ok(30_000 - after < 1000, `${30_000 - after} bytes still held (at most one incomplete block)`);
   run.pipeline.push(data.subarray(30_000));
-  await drain(run);
+  await sendHeld(run);
   assert.ok(Buffer.concat(run.frames).equals(data));
   assert.equal(run.errors.length, 0);
   run.pipeline.close();

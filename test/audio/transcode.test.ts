@@ -5,7 +5,7 @@ import { closeDefaultEncoderPool } from '../../src/audio/transcode/index.js';
 import {
   chromeChunks,
   decodedSeconds,
-  drain,
+  sendHeld,
   fixture,
   open,
   probe,
@@ -89,15 +89,15 @@ test('WAV with a sample format the gateway does not take: AUDIO_UNRECOGNIZED, no
   );
 });
 
-test('audio after a mid-stream drain (client flush) goes on as a chained Ogg/Opus stream', async () => {
+test('audio after a mid-stream flush (what is held sent) goes on as a chained Ogg/Opus stream', async () => {
   const data = fixture('dictation-16k.wav');
   const run = open('audio/wav');
   run.pipeline.push(data.subarray(0, 300_044));
-  await drain(run);
+  await sendHeld(run);
   const atFlush = await decodedSeconds(Buffer.concat(run.frames));
   assert.ok(Math.abs(atFlush - 300_000 / 32000) <= 0.04, `everything before the flush went out: ${atFlush} s`);
   run.pipeline.push(data.subarray(300_044));
-  await drain(run);
+  await sendHeld(run);
   run.pipeline.close();
   assert.equal(run.errors.length, 0);
   const seconds = await decodedSeconds(Buffer.concat(run.frames));

@@ -13,7 +13,7 @@ import {
   FIXTURES,
   chromeChunks,
   decodedSeconds,
-  drain,
+  sendHeld,
   fixture,
   open,
   prng,
@@ -124,7 +124,7 @@ async function cutAndResume(c: Case, cut: number, resumeAt: number, seed: number
   for (const ch of randomChunks(c.data.subarray(0, cut), seed, 4000)) run.pipeline.push(ch);
   run.pipeline.gap();
   for (const ch of randomChunks(c.data.subarray(resumeAt), seed + 1, 4000)) run.pipeline.push(ch);
-  await drain(run);
+  await sendHeld(run);
   run.pipeline.close();
   return run;
 }
@@ -190,8 +190,8 @@ describe('gap(): passthrough containers resume at a verified boundary', () => {
   }
 });
 
-it('FLAC: a drain sends every frame it held, the last one too', async () => {
-  // Chunks after which the parser held two frames at the drain (it sent only the first).
+it('FLAC: sending what is held sends every frame it held, the last one too', async () => {
+  // Chunks after which the parser held two frames when it was asked to send them (it sent only the first).
   const data = fixture('dictation.flac');
   const run = open('audio/flac');
   for (const ch of [
@@ -199,7 +199,7 @@ it('FLAC: a drain sends every frame it held, the last one too', async () => {
     ...randomChunks(data.subarray(284287), 12, 4000),
   ])
     run.pipeline.push(ch);
-  await drain(run);
+  await sendHeld(run);
   assert.ok(Buffer.concat(run.frames).equals(data));
 });
 
@@ -218,7 +218,7 @@ describe('gap(): raw PCM stays sample-aligned', () => {
         if (off === cut) run.pipeline.gap();
         if (off < cut || off >= cut + lost) run.pipeline.push(data.subarray(off, off + chunk));
       }
-      await drain(run);
+      await sendHeld(run);
       run.pipeline.close();
       assert.deepEqual(run.errors, []);
       assert.equal(run.pipeline.stats.gapBytes, 0);
@@ -239,7 +239,7 @@ describe('gap(): raw PCM stays sample-aligned', () => {
     for (const ch of randomChunks(wav.subarray(0, cut), 3, 3000)) run.pipeline.push(ch);
     run.pipeline.gap();
     for (const ch of randomChunks(wav.subarray(resumeAt), 4, 3000)) run.pipeline.push(ch);
-    await drain(run);
+    await sendHeld(run);
     run.pipeline.close();
     assert.deepEqual(run.errors, []);
     assert.equal(run.pipeline.stats.gapBytes, 1);

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { describe, it } from 'vitest';
-import { chromeChunks, drain, fixture, FIXTURES, open, prng } from '../audio/helpers.js';
+import { chromeChunks, sendHeld, fixture, FIXTURES, open, prng } from '../audio/helpers.js';
 
 const ALLOWED = new Set(['AUDIO_MALFORMED', 'AUDIO_UNRECOGNIZED', 'AUDIO_FORMAT_MISMATCH', 'AUDIO_BUFFER_OVERRUN']);
 const CASES_PER_KIND = 80;
@@ -167,9 +167,9 @@ async function runCase(s: Source, input: Buffer, r: () => number): Promise<{ fai
   try {
     for (let i = 0; i < parts.length; i++) {
       run.pipeline.push(parts[i]);
-      if (i === flushAt) await drain(run);
+      if (i === flushAt) await sendHeld(run);
     }
-    await drain(run);
+    await sendHeld(run);
     run.pipeline.close();
   } catch (e) {
     return { failure: `threw ${(e as Error).stack}`, id: 'THROWN' };

@@ -130,8 +130,8 @@ describe('PendingControls', () => {
     assert.equal(p.hold({ type: 'end' }), false);
     assert.equal(p.hold({ type: 'flush' }), true);
     assert.throws(() => p.hold({ type: 'flush' }), /more than 3 flush\/end messages/);
-    assert.deepEqual(p.drain(), [{ type: 'flush' }, { type: 'end' }, { type: 'flush' }]);
-    assert.deepEqual(p.drain(), []);
+    assert.deepEqual(p.takeAll(), [{ type: 'flush' }, { type: 'end' }, { type: 'flush' }]);
+    assert.deepEqual(p.takeAll(), []);
   });
 
   it('flushes not answered are asked again first; answered ones are not', () => {
@@ -142,10 +142,10 @@ describe('PendingControls', () => {
     p.send({ type: 'flush' }, a.c);
     p.flushed();
     p.hold({ type: 'end' });
-    assert.deepEqual(p.drain(), [{ type: 'flush' }, { type: 'flush' }, { type: 'end' }]);
+    assert.deepEqual(p.takeAll(), [{ type: 'flush' }, { type: 'flush' }, { type: 'end' }]);
     p.flushed(); // an answer with none out changes nothing
     p.send({ type: 'flush' }, a.c);
-    assert.deepEqual(p.drain(), [{ type: 'flush' }]);
+    assert.deepEqual(p.takeAll(), [{ type: 'flush' }]);
     assert.equal(a.sent.length, 4);
   });
 
