@@ -122,7 +122,15 @@ describe('settings are validated before anything starts', () => {
         'the gateway to start',
       );
       assert.match(g.out.stdout, /speech-gateway is listening on http:\/\/localhost:\d+/, g.out.stderr);
-      assert.doesNotMatch(g.out.stdout, /"level":30/, 'no info lines at LOG_LEVEL=warn');
+      assert.doesNotMatch(g.out.stdout, /"level":"info"/, 'no info lines at LOG_LEVEL=warn');
+      // Log lines as pipelines and auditors read them: the level's name, an ISO-8601 time.
+      const lines = g.out.stdout.split('\n').filter((l) => l.startsWith('{'));
+      assert.ok(lines.length > 0, `JSON log lines (the warning that no Redis is set): ${g.out.stdout}`);
+      for (const line of lines) {
+        const { level, time } = JSON.parse(line) as { level: unknown; time: unknown };
+        assert.ok(level === 'warn' || level === 'error', `a level name: ${line}`);
+        assert.match(String(time), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/, `an ISO-8601 time: ${line}`);
+      }
       assert.equal(g.out.stderr, '');
     } finally {
       g.child.kill('SIGTERM');
