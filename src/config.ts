@@ -18,9 +18,13 @@ const number = (integer: boolean, min: number, max: number, def: number) => {
 };
 const int = (min: number, max: number, def: number) => number(true, min, max, def);
 const port = (def: number) => int(0, 65535, def);
+/** A URL with one of `schemes`, its scheme lower-cased: a client library may read `REDISS://` as no TLS. */
 const url = (...schemes: string[]) => {
   const message = `must be a ${schemes.join(' or ')} URL`;
-  return z.string().refine((v) => URL.canParse(v) && schemes.includes(new URL(v).protocol.slice(0, -1)), message);
+  return z
+    .string()
+    .refine((v) => URL.canParse(v) && schemes.includes(new URL(v).protocol.slice(0, -1)), message)
+    .transform((v) => v.replace(/^[a-z][a-z0-9+.-]*:/i, (scheme) => scheme.toLowerCase()));
 };
 
 /** "*", or origins as browsers send them (scheme, host, optional port): an entry without its scheme never matches one. */
