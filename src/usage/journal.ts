@@ -8,7 +8,7 @@
 // cut at open, so appends always start on a record boundary and the events written are exactly
 // those the journal counts. Lines without a tab are the format before checksums: plain JSON.
 import { createHash } from 'node:crypto';
-import { mkdir, open, readFile, rename, rm, truncate, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, open, readFile, rename, rm, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { logger } from '../telemetry/index.js';
 import type { LedgerEvent } from './model.js';
@@ -17,6 +17,9 @@ export interface JournalLimits {
   maxEvents: number;
   maxBytes: number;
 }
+
+/** Usage records are the tenants' business: the journal is readable by the gateway's user only. */
+const FILE_MODE = 0o600;
 
 export class Journal {
   private constructor(
@@ -27,8 +30,9 @@ export class Journal {
   ) {}
 
   static async open(dir: string, limits: JournalLimits): Promise<Journal> {
-    await mkdir(dir, { recursive: true });
+    await mkdir(dir, { recursive: true, mode: 0o700 });
     const file = join(dir, 'usage-journal.jsonl');
+    await chmod(file, FILE_MODE).catch(() => undefined); // one an older version wrote with the umask's mode
     const data = await readFile(file).catch(() => Buffer.alloc(0));
     const whole = data.lastIndexOf(0x0a) + 1;
     if (whole < data.length) {
@@ -67,7 +71,7 @@ export class Journal {
 
   /** Writes records ending at `ends`; after a failure keeps the whole ones written and cuts the rest. */
   private async write(text: string, ends: number[]): Promise<number> {
-    const fh = await open(this.file, 'a');
+    const fh = await open(this.file, 'a', FILE_MODE);
     try {
       await fh.truncate(this.bytes); // whatever a failed write left after the last record
       await fh.appendFile(text);
@@ -106,7 +110,7 @@ export class Journal {
     const text = events.map(frame).join('');
     const tmp = this.file + '.tmp';
     try {
-      await writeFile(tmp, text, { flush: true });
+      await writeFile(tmp, text, { flush: true, mode: FILE_MODE });
     } catch (err) {
       await rm(tmp, { force: true });
       throw err; // the journal as it was stays, whole

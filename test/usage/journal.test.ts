@@ -2,7 +2,7 @@
 // order and idempotently, when it returns; a ledger closed with Redis down leaves a journal
 // that the next instance replays.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, test } from 'vitest';
 import { createUsage, type UsageOptions } from '../../src/usage/index.js';
@@ -72,6 +72,8 @@ test('close() with Redis down leaves a journal that the next instance replays on
   await first.close();
   const lines = readFileSync(join(dir, 'usage-journal.jsonl'), 'utf8').trim().split('\n');
   assert.equal(lines.length, 3);
+  // Readable by the gateway's user only, whatever the umask.
+  assert.equal(statSync(join(dir, 'usage-journal.jsonl')).mode & 0o777, 0o600);
 
   await redis.restart();
   const second = await createUsage(options(dir, prefix));
