@@ -12,7 +12,6 @@ export { createAuthenticator } from './authenticator.js';
 export { createUpstreamCredentials } from './upstream-credentials.js';
 export type { ClientCredentials, UpstreamCredentials, UpstreamCredentialsOptions } from './upstream-credentials.js';
 export { loadUpstreamCredentials } from './credentials-file.js';
-export { redactUrl } from './redact.js';
 export { isValidTenant } from './tenant.js';
 export { isResumeKey } from './resume-key.js';
 export { parseBearer } from './bearer.js';
