@@ -27,7 +27,18 @@ export interface UsageApi {
 
 type Reply = { status: number; body: unknown };
 const PATHS = new Set(['/v1/usage', '/v1/usage/sessions', '/v1/tenants']);
-const ISO = /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/;
+/** A date, or a date-time with its offset: without one, the instant would depend on the host's time zone. */
+const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
+
+/** The instant `v` names, or NaN: not ISO 8601, or a day or time that does not exist (2025-02-30, 24:00). */
+function isoInstant(v: string): number {
+  const m = ISO.exec(v);
+  if (!m) return NaN;
+  const [y, mo, d, h = 0, mi = 0, s = 0] = m.slice(1).map((x) => (x === undefined ? undefined : Number(x)));
+  const day = new Date(Date.UTC(y!, mo! - 1, d!));
+  if (day.getUTCMonth() !== mo! - 1 || day.getUTCDate() !== d || h! > 23 || mi! > 59 || s! > 59) return NaN;
+  return Date.parse(v);
+}
 
 class BadRequest extends Error {}
 
@@ -171,8 +182,8 @@ function timeParam(q: URLSearchParams, name: string, required: boolean): number 
     if (required) throw new BadRequest(`${name} is required (ISO 8601 date-time)`);
     return undefined;
   }
-  const t = ISO.test(v) ? Date.parse(v) : NaN;
-  if (Number.isNaN(t)) throw new BadRequest(`${name} is not an ISO 8601 date-time`);
+  const t = isoInstant(v);
+  if (Number.isNaN(t)) throw new BadRequest(`${name} is not an ISO 8601 date, or date-time with its offset`);
   return t;
 }
 

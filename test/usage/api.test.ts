@@ -140,6 +140,9 @@ for (const [mode, make] of Object.entries(modes)) {
         `/v1/usage?from=${FROM}&to=${TO}`,
         `/v1/usage?tenant=acme&to=${TO}`,
         `/v1/usage?tenant=acme&from=yesterday&to=${TO}`,
+        `/v1/usage?tenant=acme&from=2025-01-01T10:00:00&to=${TO}`, // no offset: the host's time zone would decide
+        `/v1/usage?tenant=acme&from=2025-02-30&to=${TO}`, // no such day (not rolled over to March 2)
+        `/v1/usage?tenant=acme&from=2025-01-01T24:00:00Z&to=${TO}`,
         `/v1/usage?tenant=acme&from=${TO}&to=${FROM}`,
         `/v1/usage?tenant=acme&from=${FROM}&to=${TO}&granularity=week`,
         `/v1/usage?tenant=acme&from=${FROM}&to=${TO}&endpoint=rest`,
