@@ -1,6 +1,8 @@
 // The Helm chart with a real helm (v4): lint --strict, template over the values files in ci/, every
-// rendered object validated against the Kubernetes API schemas, and the settings it renders
-// accepted by the gateway's own config loader. Bad values are refused by values.schema.json.
+// rendered object validated against the Kubernetes API schemas (the HTTPRoute, a Gateway API kind
+// the models lack, against its field lists here), and the settings it renders accepted by the
+// gateway's own config loader. Bad values are refused by values.schema.json; no upstream and no
+// emulator is refused by the templates.
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,11 +13,14 @@ import { parse, parseAllDocuments } from 'yaml';
 import { loadConfig } from '../../src/config.js';
 import { registry } from '../../src/telemetry/index.js';
 import { helm, helmBinary } from './helm-tool.js';
-import { validateObject, type K8sObject } from './helm-models.js';
+import { unknownFields, validateObject, type K8sObject } from './helm-models.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const chart = join(root, 'helm/speech-gateway');
 const valuesFiles = readdirSync(join(chart, 'ci')).filter((f) => f.endsWith('.yaml'));
+/** The defaults plus the development emulator: the defaults alone have no upstream and do not render. */
+const dev = join(chart, 'ci', 'emulator-values.yaml');
+const extras = join(chart, 'ci', 'extras-values.yaml');
 let home: string;
 
 beforeAll(() => {
@@ -24,9 +29,16 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(home, { recursive: true, force: true }));
 
-/** Renders the chart with the values files and --set pairs; the objects, or helm's exit and stderr. */
-async function render(files: string[], set: string[] = []) {
-  const args = ['template', 'sgw', chart, ...files.flatMap((f) => ['-f', f]), ...set.flatMap((s) => ['--set', s])];
+/** Renders the chart with the values files, --set and --set-json pairs; the objects, or helm's exit and stderr. */
+async function render(files: string[], set: string[] = [], setJson: string[] = []) {
+  const args = [
+    'template',
+    'sgw',
+    chart,
+    ...files.flatMap((f) => ['-f', f]),
+    ...set.flatMap((s) => ['--set', s]),
+    ...setJson.flatMap((s) => ['--set-json', s]),
+  ];
   const r = await helm(args, home);
   const objects =
     r.code === 0
@@ -41,6 +53,68 @@ function one(objects: K8sObject[], kind: string): K8sObject & { spec: any; data:
   const found = objects.filter((o) => o.kind === kind);
   assert.equal(found.length, 1, `one ${kind} (got ${found.length})`);
   return found[0] as never;
+}
+
+/** Throws, naming the path, when an HTTPRoute (gateway.networking.k8s.io/v1) has a field or value
+ * the Gateway API's CRD would refuse: its field lists, required fields, enums and formats. */
+function validateHttpRoute(o: K8sObject & { spec?: any }): void {
+  const fail = (what: string) => {
+    throw new Error(`HTTPRoute ${o.metadata?.name}: ${what}`);
+  };
+  const only = (value: unknown, path: string, keys: string[], required: string[] = []) => {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) fail(`${path} is not an object`);
+    const extra = Object.keys(value as object).filter((k) => !keys.includes(k));
+    if (extra.length) fail(`unknown fields ${extra.map((k) => `${path}.${k}`).join(', ')}`);
+    for (const k of required) if ((value as Record<string, unknown>)[k] === undefined) fail(`${path}.${k} is required`);
+  };
+  const list = (value: unknown, path: string): unknown[] =>
+    Array.isArray(value) ? value : fail(`${path} is not a list`);
+  const name = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+  const duration = /^([0-9]{1,5}(h|m|s|ms)){1,4}$/;
+  if (o.apiVersion !== 'gateway.networking.k8s.io/v1') fail(`apiVersion ${o.apiVersion}`);
+  only(o, '', ['apiVersion', 'kind', 'metadata', 'spec'], ['metadata', 'spec']);
+  const meta = unknownFields(o.metadata, 'V1ObjectMeta', '.metadata');
+  if (meta.length) fail(`unknown fields ${meta.join(', ')}`);
+  if (!name.test(o.metadata.name)) fail(`.metadata.name ${o.metadata.name}`);
+  only(o.spec, '.spec', ['parentRefs', 'hostnames', 'rules']);
+  for (const [i, ref] of list(o.spec.parentRefs ?? [], '.spec.parentRefs').entries()) {
+    only(ref, `.spec.parentRefs[${i}]`, ['group', 'kind', 'namespace', 'name', 'sectionName', 'port'], ['name']);
+    if (!name.test((ref as any).name)) fail(`.spec.parentRefs[${i}].name ${(ref as any).name}`);
+  }
+  for (const h of list(o.spec.hostnames ?? [], '.spec.hostnames'))
+    if (typeof h !== 'string' || !/^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(h))
+      fail(`.spec.hostnames: ${String(h)}`);
+  for (const [i, rule] of list(o.spec.rules ?? [], '.spec.rules').entries()) {
+    const at = `.spec.rules[${i}]`;
+    only(rule, at, ['name', 'matches', 'filters', 'backendRefs', 'timeouts', 'retry', 'sessionPersistence']);
+    const r = rule as any;
+    for (const [j, m] of list(r.matches ?? [], `${at}.matches`).entries()) {
+      only(m, `${at}.matches[${j}]`, ['path', 'headers', 'queryParams', 'method']);
+      const path = (m as any).path;
+      if (path === undefined) continue;
+      only(path, `${at}.matches[${j}].path`, ['type', 'value']);
+      if (!['Exact', 'PathPrefix', 'RegularExpression'].includes(path.type ?? 'PathPrefix'))
+        fail(`${at}.matches[${j}].path.type ${path.type}`);
+      if (!String(path.value ?? '/').startsWith('/')) fail(`${at}.matches[${j}].path.value ${path.value}`);
+    }
+    for (const [j, b] of list(r.backendRefs ?? [], `${at}.backendRefs`).entries()) {
+      only(b, `${at}.backendRefs[${j}]`, ['group', 'kind', 'name', 'namespace', 'port', 'weight', 'filters'], ['name']);
+      const ref = b as any;
+      if ((ref.kind ?? 'Service') === 'Service' && !Number.isInteger(ref.port))
+        fail(`${at}.backendRefs[${j}].port is required`);
+    }
+    if (r.timeouts !== undefined) {
+      only(r.timeouts, `${at}.timeouts`, ['request', 'backendRequest']);
+      for (const [k, v] of Object.entries(r.timeouts))
+        if (!duration.test(String(v))) fail(`${at}.timeouts.${k} ${String(v)}`);
+    }
+  }
+}
+
+/** Every object the chart renders, each against its schema. */
+function validate(o: K8sObject): void {
+  if (o.kind === 'HTTPRoute') validateHttpRoute(o);
+  else validateObject(o);
 }
 
 /** What an operator's existing Secret holds (the chart only names it). */
@@ -65,6 +139,8 @@ function podEnv(objects: K8sObject[]): Record<string, string> {
     ...(ref && !secret ? existingSecretData : Object.fromEntries(decoded)),
   };
   for (const e of container.env ?? []) {
+    // Only the downward API is known here: a Secret or ConfigMap key named by an extra entry is not.
+    if (e.valueFrom && !e.valueFrom.fieldRef) continue;
     env[e.name] = e.valueFrom
       ? podFields[e.valueFrom.fieldRef.fieldPath]
       : e.value.replace(/\$\((\w+)\)/g, (m: string, name: string) => env[name] ?? m);
@@ -83,22 +159,22 @@ describe('helm chart', () => {
   it.each(valuesFiles)('%s renders objects that validate and settings the gateway accepts', async (f) => {
     const r = await render([join(chart, 'ci', f)]);
     assert.equal(r.code, 0, r.stderr);
-    for (const o of r.objects) validateObject(o);
+    for (const o of r.objects) validate(o);
     for (const kind of ['Deployment', 'Service', 'ConfigMap', 'PodDisruptionBudget']) one(r.objects, kind);
     const config = loadConfig(podEnv(r.objects)); // throws with the variable's name if it would not start
     assert.equal(config.USAGE_JOURNAL_DIR, '/var/lib/speech-gateway/usage-journal');
   });
 
   it('has the API server refuse a field it does not know, as kubectl would', async () => {
-    const { objects } = await render([], ['affinity.nodeAfinity.x=1']);
+    const { objects } = await render([dev], ['affinity.nodeAfinity.x=1']);
     assert.throws(
-      () => objects.forEach(validateObject),
+      () => objects.forEach(validate),
       /Deployment sgw-speech-gateway: unknown fields \.spec\.template\.spec\.affinity\.nodeAfinity$/,
     );
   });
 
   it('runs non-root on a read-only root filesystem, writing only the journal volume and /tmp', async () => {
-    const { objects } = await render([]);
+    const { objects } = await render([dev]);
     const pod = one(objects, 'Deployment').spec.template.spec;
     const [c] = pod.containers;
     assert.equal(pod.securityContext.runAsNonRoot, true);
@@ -139,12 +215,12 @@ describe('helm chart', () => {
   });
 
   it('refuses a termination grace shorter than the drain', async () => {
-    const r = await render([], ['terminationGracePeriodSeconds=30']);
+    const r = await render([dev], ['terminationGracePeriodSeconds=30']);
     assert.notEqual(r.code, 0);
     assert.match(r.stderr, /terminationGracePeriodSeconds 30 is shorter than the drain needs: 105/);
   });
 
-  it('keeps /streams connections open 2 hours at the ingress and hashes on the resume key', async () => {
+  it('with the ingress-nginx preset, keeps /streams connections open 2 hours and hashes on the resume key', async () => {
     const { objects } = await render([join(chart, 'ci', 'production-values.yaml')]);
     const a = one(objects, 'Ingress').metadata.annotations as Record<string, string>;
     assert.ok(Number(a['nginx.ingress.kubernetes.io/proxy-read-timeout']) >= 7200);
@@ -196,13 +272,170 @@ describe('helm chart', () => {
     assert.equal(one(objects, 'ServiceMonitor').spec.endpoints[0].path, '/metrics');
   });
 
+  it('refuses to render without an upstream or the development emulator, saying what to set', async () => {
+    const none = await render([]);
+    assert.notEqual(none.code, 0, 'the defaults rendered');
+    assert.match(
+      none.stderr,
+      /no upstream configured: set config\.UPSTREAM_URL and config\.AUTH_URL \(the speech service\), or emulator\.enabled=true for the embedded emulator \(development only/,
+    );
+    const both = await render(
+      [dev],
+      ['config.UPSTREAM_URL=wss://upstream.example', 'config.AUTH_URL=https://auth.example'],
+    );
+    assert.notEqual(both.code, 0, 'the emulator and an upstream rendered together');
+    assert.match(both.stderr, /emulator\.enabled and config\.UPSTREAM_URL are both set/);
+    // Either one alone renders: the emulator's pods have no upstream, the upstream's no emulator value.
+    const emulated = loadConfig(podEnv((await render([dev])).objects));
+    assert.equal(emulated.UPSTREAM_URL, undefined);
+    const real = loadConfig(podEnv((await render([join(chart, 'ci', 'existing-secret-values.yaml')])).objects));
+    assert.equal(real.UPSTREAM_URL, 'wss://api.eu.corti.app/audio-bridge/v2');
+  });
+
+  it('fits the preStop sleep inside the grace period, ahead of the whole drain', async () => {
+    for (const [sleep, drain] of [
+      [0, 30],
+      [5, 30],
+      [45, 120],
+    ]) {
+      const { code, stderr, objects } = await render(
+        [dev],
+        [`preStopSleepSeconds=${sleep}`, `config.DRAIN_SECONDS=${drain}`, 'drainMarginSeconds=10'],
+      );
+      assert.equal(code, 0, stderr);
+      const pod = one(objects, 'Deployment').spec.template.spec;
+      const { preStop } = pod.containers[0].lifecycle ?? {};
+      if (sleep === 0) {
+        assert.equal(preStop, undefined, 'no hook for no sleep');
+      } else {
+        assert.deepEqual(preStop.exec.command, ['sleep', String(sleep)]);
+      }
+      const env = loadConfig(podEnv(objects));
+      // The kubelet's grace clock runs through the hook: what is left after it must hold the drain.
+      const drainNeeds = env.END_TIMEOUT_MS / 1000 + env.DRAIN_SECONDS + env.END_TIMEOUT_MS / 1000;
+      const left = pod.terminationGracePeriodSeconds - sleep;
+      assert.ok(
+        left >= drainNeeds + 10,
+        `sleep ${sleep} s: ${left} s left after it, the drain needs ${drainNeeds} s + 10`,
+      );
+    }
+    const short = await render([dev], ['preStopSleepSeconds=60', 'terminationGracePeriodSeconds=100']);
+    assert.notEqual(short.code, 0, 'a grace that the sleep eats into was accepted');
+    assert.match(short.stderr, /terminationGracePeriodSeconds 100 is shorter than the drain needs: 160/);
+  });
+
+  it('spreads replicas over nodes and zones by default, softly, selecting its own pods', async () => {
+    const deployment = one((await render([dev])).objects, 'Deployment');
+    const { topologySpreadConstraints: spread } = deployment.spec.template.spec;
+    assert.deepEqual(
+      spread.map((c: any) => [c.topologyKey, c.whenUnsatisfiable, c.maxSkew]),
+      [
+        ['kubernetes.io/hostname', 'ScheduleAnyway', 1],
+        ['topology.kubernetes.io/zone', 'ScheduleAnyway', 1],
+      ],
+    );
+    for (const c of spread) {
+      assert.deepEqual(c.labelSelector, { matchLabels: deployment.spec.selector.matchLabels });
+      assert.deepEqual(c.matchLabelKeys, ['pod-template-hash']);
+    }
+    const off = one((await render([dev], [], ['topologySpreadConstraints=[]'])).objects, 'Deployment');
+    assert.equal(off.spec.template.spec.topologySpreadConstraints, undefined, '[] turns spreading off');
+  });
+
+  it('renders extra env, volumes, mounts, sidecars, pod annotations, a priority class and its own spreading', async () => {
+    const { code, stderr, objects } = await render([extras]);
+    assert.equal(code, 0, stderr);
+    const pod = one(objects, 'Deployment').spec.template;
+    const [gateway, sidecar, ...more] = pod.spec.containers;
+    assert.equal(more.length, 0);
+    assert.equal(gateway.name, 'gateway');
+    // After the chart's own entries, so an extra one with the same name wins.
+    assert.deepEqual(
+      gateway.env.map((e: any) => e.name),
+      ['REPLICA_ID', 'POD_IP', 'ADVERTISE_URL', 'NODE_EXTRA_CA_CERTS', 'USAGE_API_TOKEN'],
+    );
+    assert.deepEqual(gateway.env[4].valueFrom, { secretKeyRef: { name: 'usage-api', key: 'token' } });
+    assert.deepEqual(gateway.volumeMounts.at(-1), {
+      name: 'extra-ca',
+      mountPath: '/etc/speech-gateway/ca',
+      readOnly: true,
+    });
+    assert.deepEqual(pod.spec.volumes.at(-1), { name: 'extra-ca', configMap: { name: 'corporate-ca' } });
+    assert.equal(sidecar.name, 'hop-tls');
+    assert.equal(sidecar.image, 'registry.example.com/tls-proxy:1.0');
+    assert.equal(pod.metadata.annotations['example.com/team'], 'speech');
+    assert.ok(pod.metadata.annotations['checksum/config'], 'the checksums stay beside extra annotations');
+    assert.equal(pod.spec.priorityClassName, 'speech-critical');
+    assert.deepEqual(pod.spec.topologySpreadConstraints, [
+      {
+        maxSkew: 2,
+        topologyKey: 'topology.kubernetes.io/zone',
+        whenUnsatisfiable: 'DoNotSchedule',
+        labelSelector: { matchLabels: one(objects, 'Deployment').spec.selector.matchLabels },
+      },
+    ]);
+    const defaults = one((await render([dev])).objects, 'Deployment').spec.template.spec;
+    assert.equal(defaults.priorityClassName, undefined);
+    assert.deepEqual(
+      defaults.containers.map((c: any) => c.name),
+      ['gateway'],
+    );
+  });
+
+  it('renders an Ingress for any controller: class and annotations from values, nginx ones only on request', async () => {
+    const plain = one((await render([dev], ['ingress.enabled=true'])).objects, 'Ingress');
+    assert.equal(plain.metadata.annotations, undefined, 'no controller annotations by default');
+    assert.equal(plain.spec.ingressClassName, undefined, 'the cluster default class');
+    const { objects } = await render([extras]);
+    const ingress = one(objects, 'Ingress');
+    assert.equal(ingress.spec.ingressClassName, 'traefik');
+    assert.deepEqual(ingress.metadata.annotations, { 'traefik.ingress.kubernetes.io/router.entrypoints': 'websecure' });
+    assert.equal(ingress.spec.rules[0].http.paths[0].path, '/audio-bridge/');
+  });
+
+  it('renders a Gateway API HTTPRoute to the Service when asked, and none by default', async () => {
+    assert.equal((await render([dev])).objects.filter((o) => o.kind === 'HTTPRoute').length, 0);
+    const { objects } = await render([extras]);
+    const route = one(objects, 'HTTPRoute');
+    validate(route);
+    assert.deepEqual(route.spec.parentRefs, [
+      { name: 'public-gateway', namespace: 'gateway-system', sectionName: 'https' },
+    ]);
+    assert.deepEqual(route.spec.hostnames, ['speech.example.com']);
+    assert.equal((route.metadata.annotations as Record<string, string>)['example.com/owner'], 'speech');
+    const [rule] = route.spec.rules;
+    assert.deepEqual(rule.matches, [{ path: { type: 'PathPrefix', value: '/audio-bridge/' } }]);
+    assert.deepEqual(rule.timeouts, { request: '0s' });
+    const service = one(objects, 'Service');
+    assert.deepEqual(rule.backendRefs, [{ name: service.metadata.name, port: service.spec.ports[0].port }]);
+    const plain = one(
+      (await render([dev], ['httpRoute.enabled=true', 'httpRoute.parentRefs[0].name=gw'])).objects,
+      'HTTPRoute',
+    );
+    validate(plain);
+    assert.equal(plain.spec.hostnames, undefined, "the listener's host names");
+    assert.deepEqual(plain.spec.rules[0].matches, [{ path: { type: 'PathPrefix', value: '/' } }]);
+    assert.throws(
+      () => validate({ ...route, spec: { ...route.spec, rules: [{ ...rule, backendRef: [] }] } }),
+      /unknown fields/,
+    );
+  });
+
   it.each([
     [['replicaCount=-1'], /replicaCount/],
     [['unknownKey=1'], /unknownKey/],
     [['config.DRAIN_SECONDS=abc'], /DRAIN_SECONDS/],
     [['config.CHUNK_MS=5'], /CHUNK_MS/],
     [['config.NOT_A_SETTING=1'], /NOT_A_SETTING/],
-    [['ingress.timeoutSeconds=60'], /timeoutSeconds/],
+    [['ingress.nginx.timeoutSeconds=60'], /timeoutSeconds/],
+    [['ingress.resumeAffinity=true'], /resumeAffinity/],
+    [['emulator.enabled=yes'], /emulator/],
+    [['extraEnv[0].value=x'], /extraEnv/],
+    [['extraVolumeMounts[0].name=x'], /mountPath/],
+    [['extraContainers[0].name=gateway', 'extraContainers[0].image=x'], /extraContainers/],
+    [['topologySpreadConstraints[0].whenUnsatisfiable=Sometimes'], /whenUnsatisfiable/],
+    [['httpRoute.enabled=true'], /parentRefs/],
+    [['httpRoute.enabled=true', 'httpRoute.parentRefs[0].name=Bad_Name'], /parentRefs/],
     [['podSecurityContext.runAsNonRoot=false'], /runAsNonRoot/],
     [['securityContext.readOnlyRootFilesystem=false'], /readOnlyRootFilesystem/],
     [['config.UPSTREAM_URL=wss://upstream.example'], /AUTH_URL/],

@@ -62,3 +62,16 @@ sessions the drain is still handing over or ending.
 {{- else }}{{ int $set }}
 {{- end }}
 {{- end }}
+
+{{/*
+Without an upstream the gateway runs its embedded emulator and reports ready: an install that looks
+healthy and transcribes nothing real. So the chart asks for one of the two explicitly.
+*/}}
+{{- define "speech-gateway.checkUpstream" -}}
+{{- $upstream := .Values.config.UPSTREAM_URL }}
+{{- if and $upstream .Values.emulator.enabled }}
+{{- fail "emulator.enabled and config.UPSTREAM_URL are both set: the emulator runs only without an upstream. Unset one of them." }}
+{{- else if not (or $upstream .Values.emulator.enabled) }}
+{{- fail "no upstream configured: set config.UPSTREAM_URL and config.AUTH_URL (the speech service), or emulator.enabled=true for the embedded emulator (development only: made-up transcripts)." }}
+{{- end }}
+{{- end }}
