@@ -43,6 +43,6 @@ export function asyncHttp(log: Logger, res: uWS.HttpResponse, work: (aborted: ()
   });
   work(() => aborted).catch((err: Error) => {
     log.error({ err: err.message }, 'request failed');
-    if (!aborted) sendJson(res, 500, { error: gatewayError('INTERNAL', 'internal error') });
+    if (!aborted) sendJson(res, 500, { type: 'error', error: gatewayError('INTERNAL', 'internal error') });
   });
 }

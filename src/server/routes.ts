@@ -34,13 +34,17 @@ export function addRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: Server
         const answer = await deps.usageApi.handle({ method, path, query, authorization });
         if (aborted()) return;
         if (!answer)
-          return sendJson(res, 404, { error: gatewayError('NOT_FOUND', `no route for ${echo(method)} ${echo(path)}`) });
+          return sendJson(res, 404, {
+            type: 'error',
+            error: gatewayError('NOT_FOUND', `no route for ${echo(method)} ${echo(path)}`),
+          });
         sendJson(res, answer.status, answer.body);
       });
     })
     .any('/*', (res, req) => {
       metrics.refusals.inc({ reason: 'not_found' });
       sendJson(res, 404, {
+        type: 'error',
         error: gatewayError('NOT_FOUND', `no route for ${echo(req.getMethod().toUpperCase())} ${echo(req.getUrl())}`),
       });
     });

@@ -352,4 +352,11 @@ describe('gateway protocol over real sockets', () => {
     const unknown = await refusal(`${stack.base}/audio-bridge/v2/elsewhere?${q}`);
     assert.equal(unknown.status, 404);
   });
+
+  it('answers a plain HTTP request for a path it does not serve 404, in the ops API error shape', async () => {
+    const res = await fetch(`http://127.0.0.1:${stack.gateway.server.port}/v1/no-such-report`);
+    assert.equal(res.status, 404);
+    const body = (await res.json()) as { type: string; error: { id: string } };
+    assert.deepEqual([body.type, body.error.id], ['error', 'NOT_FOUND']);
+  });
 });

@@ -171,7 +171,9 @@ describe('browser demo (Chromium, fake microphone)', () => {
   it.skipIf(!external)('gives the development token to loopback clients only', async () => {
     const r = await fetch(`http://${external!.address}:${stack.gateway.server.port}/demo/token`, { method: 'POST' });
     assert.equal(r.status, 404);
-    assert.equal(((await r.json()) as { error: { id: string } }).error.id, 'NOT_FOUND');
+    const body = (await r.json()) as { type: string; error: { id: string } };
+    assert.equal(body.error.id, 'NOT_FOUND');
+    assert.equal(body.type, 'error', 'the shape of every HTTP error outside the upgrade');
     const ok = await fetch(`${http}/demo/token`, { method: 'POST' });
     assert.equal(ok.status, 200);
   });
