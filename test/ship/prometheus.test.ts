@@ -1,6 +1,8 @@
 // The Grafana dashboard and the alert rules, checked by a real Prometheus scraping a live gateway
 // (with Redis) while sessions pass: every panel query parses and shows data, every metric the
-// alerts use exists, and promtool accepts the rules and their unit tests.
+// alerts use exists, and promtool accepts the rules and their unit tests. Each alert reads only
+// the gateway's job, keeps namespace and job apart, links its runbook in docs/operations.md, and
+// has unit tests where it fires and where it does not.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -8,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { parse } from 'yaml';
 import { chromeChunks, evenChunks, fixture } from '../support/fixtures.js';
 import { configured, englishConfiguration, startStack, type Stack, type TestClient } from '../support/stack.js';
 import { metrics } from '../../src/telemetry/index.js';
@@ -18,6 +21,10 @@ import { PROMTOOL, startPrometheus, type TestPrometheus } from './prom-server.js
 const JOB = 'speech-gateway';
 const DASHBOARD = 'grafana/dashboards/speech-gateway.json';
 const ALERTS = 'grafana/alerts.yaml';
+const ALERT_TESTS = 'grafana/alerts.test.yaml';
+const GUIDE = 'docs/operations.md';
+/** The job matcher every selector in the rules carries (the chart's ServiceMonitor job is the Service's name). */
+const JOB_MATCHER = 'job=~".*speech-gateway.*"';
 const run = promisify(execFile);
 
 interface Panel {
@@ -44,6 +51,32 @@ function fillVariables(expr: string, instance: string): string {
     .replaceAll('$tenant', 'base|clinic-b');
   assert.doesNotMatch(filled, /\$/, `a variable the test does not know: ${filled}`);
   return filled;
+}
+
+interface AlertRule {
+  alert: string;
+  expr: string;
+  annotations?: Record<string, string>;
+}
+
+const alertRules = (): AlertRule[] =>
+  (parse(readFileSync(ALERTS, 'utf8')) as { groups: Array<{ rules: AlertRule[] }> }).groups.flatMap((g) => g.rules);
+
+/** GitHub's heading anchors of a Markdown file's headings outside code blocks: lower case, every
+ * character but letters, digits, `_`, `-` and space dropped, each space one `-`, repeats suffixed -1, -2. */
+function markdownAnchors(md: string): Set<string> {
+  const seen = new Set<string>();
+  const text = md.replace(/^(```|~~~)[^\n]*\n[\s\S]*?^\1[^\n]*$/gm, '');
+  for (const [, heading] of text.matchAll(/^#{1,6}[ \t]+(.+?)[ \t]*#*[ \t]*$/gm)) {
+    const base = heading
+      .toLowerCase()
+      .replace(/[^a-z0-9 _-]/g, '')
+      .replace(/ /g, '-');
+    let anchor = base;
+    for (let n = 1; seen.has(anchor); n++) anchor = `${base}-${n}`;
+    seen.add(anchor);
+  }
+  return seen;
 }
 
 async function dictation(stack: Stack, endpoint: 'transcribe' | 'streams', tenant: string): Promise<TestClient> {
@@ -257,7 +290,89 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
   it('promtool checks the rules and passes their unit tests', async () => {
     const check = await run(PROMTOOL, ['check', 'rules', ALERTS]);
     assert.match(check.stdout, /SUCCESS: \d+ rules found/);
-    const unit = await run(PROMTOOL, ['test', 'rules', 'grafana/alerts.test.yaml']);
+    const unit = await run(PROMTOOL, ['test', 'rules', ALERT_TESTS]).catch(
+      (err: { stdout?: string; stderr?: string }) => {
+        throw new Error(`${err.stdout ?? ''}${err.stderr ?? ''}`);
+      },
+    );
     assert.match(unit.stdout, /SUCCESS/);
+  });
+
+  it('every alert has unit tests where it fires and where it does not', () => {
+    const tests = (
+      parse(readFileSync(ALERT_TESTS, 'utf8')) as {
+        tests: Array<{ alert_rule_test?: Array<{ alertname: string; exp_alerts?: unknown[] }> }>;
+      }
+    ).tests.flatMap((t) => t.alert_rule_test ?? []);
+    for (const { alert } of alertRules()) {
+      const cases = tests.filter((t) => t.alertname === alert);
+      assert.ok(
+        cases.some((t) => (t.exp_alerts ?? []).length > 0),
+        `${alert}: no unit test where it fires`,
+      );
+      assert.ok(
+        cases.some((t) => (t.exp_alerts ?? []).length === 0),
+        `${alert}: no unit test where it stays quiet`,
+      );
+    }
+  });
+
+  it('the target-down alert watches the gateway job: up == 0 for minutes, and absent() when no target is left', () => {
+    const down = alertRules().find((r) => r.alert === 'SpeechGatewayDown');
+    assert.ok(down, 'SpeechGatewayDown is in the rules');
+    assert.match(down.expr, /\bup\{job=~"\.\*speech-gateway\.\*"\} == 0/);
+    assert.match(down.expr, /\babsent\(up\{job=~"\.\*speech-gateway\.\*"\}\)/);
+  });
+
+  it('every alert reads only the gateway job and keeps namespace and job apart', () => {
+    for (const { alert, expr } of alertRules()) {
+      // Every series selector (a metric name with or without braces; not a function call or a
+      // `by (...)` list) carries the job matcher.
+      const selectors = [
+        ...expr.matchAll(/\b(up|(?:speech_gateway|nodejs)_[a-z0-9_]+)\b(\{[^}]*\})?/g),
+      ] as RegExpMatchArray[];
+      assert.ok(selectors.length > 0, `${alert}: no selector found in ${expr}`);
+      for (const [selector, , braces] of selectors)
+        assert.ok(braces?.includes(JOB_MATCHER), `${alert}: ${selector} is not scoped by ${JOB_MATCHER}`);
+      // Every aggregation keeps namespace and job (an unaggregated series keeps all its labels).
+      for (const [aggregation, labels] of expr.matchAll(
+        /\b(?:sum|max|min|avg|count)\b\s*(?:by\s*\(([^)]*)\))?\s*\(/g,
+      )) {
+        const kept = (labels ?? '').split(',').map((l) => l.trim());
+        assert.ok(
+          kept.includes('namespace') && kept.includes('job'),
+          `${alert}: "${aggregation.trim()}" drops namespace or job`,
+        );
+      }
+      // Matching across two aggregations names them too.
+      for (const [matching, labels] of expr.matchAll(/\bon\s*\(([^)]*)\)/g)) {
+        const kept = labels.split(',').map((l) => l.trim());
+        assert.ok(
+          kept.includes('namespace') && kept.includes('job'),
+          `${alert}: "${matching}" ignores namespace or job`,
+        );
+      }
+    }
+  });
+
+  it("every alert links its runbook: docs/operations.md#<anchor>, a heading of the guide's Alerts section", () => {
+    const guide = readFileSync(GUIDE, 'utf8');
+    const section = guide.split(/^## Alerts$/m)[1];
+    assert.ok(section, `${GUIDE} has an Alerts section`);
+    const all = markdownAnchors(guide);
+    const inAlerts = markdownAnchors(section);
+    const rules = alertRules();
+    assert.ok(rules.length >= 11, `alerts found: ${rules.length}`);
+    for (const { alert, annotations } of rules) {
+      const url = annotations?.runbook_url;
+      assert.ok(url, `${alert} has no runbook_url`);
+      const [path, anchor] = url.split('#');
+      assert.equal(path, GUIDE, `${alert}: the runbook is in ${GUIDE}`);
+      assert.equal(anchor, alert.toLowerCase(), `${alert}: the runbook anchor is the alert's heading`);
+      assert.ok(
+        all.has(anchor) && inAlerts.has(anchor),
+        `${alert}: no heading with anchor #${anchor} in ${GUIDE}'s Alerts section`,
+      );
+    }
   });
 });
