@@ -102,6 +102,22 @@ interface Run {
   resentBytes: number;
 }
 
+/** A client's messages in short, to see where a stretch without finals fell: finals as start-end,
+ *  interim transcripts left out, config answers with what a resume was told. */
+function trace(messages: Array<Record<string, any>>): string {
+  return messages
+    .map((m) => {
+      if (m.type === 'transcript')
+        return finals([m])
+          .map((f) => `${f.start}-${f.end}`)
+          .join(' ');
+      if (m.type === 'CONFIG_ACCEPTED') return `ACCEPTED${m.resumed ? ` resumed@${m.audioBytes}` : ''}`;
+      return m.type === 'error' ? `error:${m.error?.id}` : String(m.type);
+    })
+    .filter(Boolean)
+    .join(' ');
+}
+
 /** Overlaps (a final repeated or out of order), and the stretches of media from 0 to `total` no final covers. */
 function timeline(
   f: Array<[number, number]>,
@@ -321,8 +337,10 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
         problems.push(`${r.name} did not end; closes ${r.closeCodes}, errors ${r.errors}`);
       if (t.overlaps.length) problems.push(`${r.name}: finals repeated or out of order: ${t.overlaps.join(', ')}`);
       const unexpected = unexpectedGaps(r, t.gaps);
-      if (unexpected.length)
+      if (unexpected.length) {
         problems.push(`${r.name} has no final for ${stretches(unexpected)} s; closes ${[...new Set(r.closeCodes)]}`);
+        console.log(`  ${r.name}, what it was told: ${trace(r.messages)}`);
+      }
     }
 
     // Usage: the ledger's total is what the upstream reported, one ledger session per client session.
