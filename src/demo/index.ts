@@ -6,7 +6,7 @@
 import type uWS from 'uWebSockets.js';
 import { gatewayError } from '../protocol/index.js';
 import type { Logger } from '../telemetry/index.js';
-import { asyncHttp, refuse, sendJson } from '../http/index.js';
+import { asyncHttp, refuseRequest, sendJson } from '../http/index.js';
 import { DEMO_CSS, DEMO_HTML, DEMO_JS } from './assets.js';
 
 export interface DemoOptions {
@@ -25,7 +25,11 @@ export function addDemoRoutes(app: uWS.TemplatedApp, demo: DemoOptions, log: Log
     .get('/demo/app.css', (res) => sendFile(res, 'text/css; charset=utf-8', DEMO_CSS))
     .post('/demo/token', (res) => {
       if (!isLoopback(Buffer.from(res.getRemoteAddressAsText()).toString())) {
-        return refuse(res, gatewayError('NOT_FOUND', 'the demo token is given to loopback clients only'), 'not_found');
+        return refuseRequest(
+          res,
+          gatewayError('NOT_FOUND', 'the demo token is given to loopback clients only'),
+          'not_found',
+        );
       }
       asyncHttp(log, res, async (aborted) => {
         const token = await devToken(demo.tokenUrl);

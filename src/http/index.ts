@@ -29,10 +29,16 @@ export function sendJson(res: uWS.HttpResponse, status: number, body: unknown): 
   });
 }
 
-/** A refused request: counted by reason, answered with the error's status. */
+/** A refused upgrade: counted by reason, answered with the error's status (body `{error}`). */
 export function refuse(res: uWS.HttpResponse, err: GatewayError, reason: string): void {
   metrics.refusals.inc({ reason });
   sendJson(res, err.status, { error: err });
+}
+
+/** A refused plain HTTP request: counted by reason, answered as the ops API answers (`{type, error}`). */
+export function refuseRequest(res: uWS.HttpResponse, err: GatewayError, reason: string): void {
+  metrics.refusals.inc({ reason });
+  sendJson(res, err.status, { type: 'error', error: err });
 }
 
 /** Runs an async handler with uWS's abort rule: never touch `res` after the client went away. */
