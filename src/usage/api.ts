@@ -34,9 +34,9 @@ const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(
 function isoInstant(v: string): number {
   const m = ISO.exec(v);
   if (!m) return NaN;
-  const [y, mo, d, h = 0, mi = 0, s = 0] = m.slice(1).map((x) => (x === undefined ? undefined : Number(x)));
-  const day = new Date(Date.UTC(y!, mo! - 1, d!));
-  if (day.getUTCMonth() !== mo! - 1 || day.getUTCDate() !== d || h! > 23 || mi! > 59 || s! > 59) return NaN;
+  const [y, mo, d, h, mi, s] = m.slice(1, 7).map((x) => Number(x ?? 0)); // time fields absent: 00:00:00
+  const day = new Date(Date.UTC(y, mo - 1, d));
+  if (day.getUTCMonth() !== mo - 1 || day.getUTCDate() !== d || h > 23 || mi > 59 || s > 59) return NaN;
   return Date.parse(v);
 }
 
