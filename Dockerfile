@@ -21,13 +21,13 @@ FROM node:24-trixie-slim
 # base image's "node" user (numeric, so Kubernetes' runAsNonRoot can check it).
 RUN apt-get update && apt-get install -y --no-install-recommends tini && rm -rf /var/lib/apt/lists/* && install -d -o 1000 -g 1000 /var/lib/speech-gateway/usage-journal
 WORKDIR /app
-ENV NODE_ENV=production PORT=8080 USAGE_JOURNAL_DIR=/var/lib/speech-gateway/usage-journal
+ENV NODE_ENV=production PORT=8080 ADMIN_PORT=9090 USAGE_JOURNAL_DIR=/var/lib/speech-gateway/usage-journal
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 VOLUME ["/var/lib/speech-gateway/usage-journal"]
 USER 1000:1000
-EXPOSE 8080
+EXPOSE 8080 9090
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 8080) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 ENTRYPOINT ["/usr/bin/tini", "--"]
 # The same command as package.json's start:prod (a test keeps them equal). A 1 MB young-generation

@@ -40,6 +40,8 @@ function originList(v: string): boolean {
 const schema = z
   .object({
     PORT: port(8080),
+    /** /metrics, the usage API (/v1/*) and the internal hop: a port for the cluster's inside, never public. */
+    ADMIN_PORT: port(9090),
     HOST: z.string().default('0.0.0.0'),
     UPSTREAM_URL: url('ws', 'wss').optional(),
     AUTH_URL: url('http', 'https').optional(),
@@ -99,7 +101,7 @@ const schema = z
     METRICS_MAX_TENANTS: int(0, 10_000, 50),
     /** Shared by the replicas: signs the internal hop (a resume carried to the session's replica). Unset: no hop. */
     CLUSTER_SECRET: z.string().min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)').optional(),
-    /** This replica's address for the internal hop (the pod IP in Kubernetes); default ws://127.0.0.1:<PORT>. */
+    /** This replica's address for the internal hop (the pod IP in Kubernetes); default ws://127.0.0.1:<ADMIN_PORT>. */
     ADVERTISE_URL: url('ws', 'wss').optional(),
     /** This replica's name in session records and its heartbeat; default <hostname>-<pid>-<random>. */
     REPLICA_ID: z

@@ -109,6 +109,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     cluster,
     host: config.HOST,
     port: config.PORT,
+    adminPort: config.ADMIN_PORT,
     auth,
     usageApi: usage.api,
     maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
@@ -122,7 +123,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     settings: sessionSettings(config, upstreamWsBase),
   });
 
-  await cluster.start(server.port);
+  await cluster.start(server.adminPort); // the hop is on the admin port
   let stopping: Promise<void> | undefined;
   return {
     server,

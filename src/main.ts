@@ -7,8 +7,11 @@ async function main(): Promise<void> {
   const config = loadConfig();
   logger.level = config.LOG_LEVEL;
   const gw = await startGateway(config);
-  const port = gw.server.port;
-  logger.info({ port }, `speech-gateway listening on :${port}`);
+  const { port, adminPort } = gw.server;
+  logger.info(
+    { port, adminPort },
+    `speech-gateway listening on :${port} (admin: metrics, usage API, hop on :${adminPort})`,
+  );
   if (gw.emulator) {
     const tokenUrl = `${gw.emulator.authBase}/realms/base/protocol/openid-connect/token`;
     process.stdout.write(
@@ -16,6 +19,7 @@ async function main(): Promise<void> {
         '',
         `speech-gateway is listening on http://localhost:${port} (sockets under /audio-bridge/v2/...)`,
         `Browser demo (microphone, dictation): http://localhost:${port}/`,
+        `Metrics and the usage API (admin port): http://localhost:${adminPort}/metrics`,
         `Upstream: the embedded EMULATOR on ${gw.emulator.authBase} (a stand-in, not speech recognition).`,
         'Development token for tenant "base" (loopback only, client dev / dev-secret):',
         `  curl -s -d grant_type=client_credentials -d client_id=dev -d client_secret=dev-secret -d 'scope=openid transcribe' ${tokenUrl}`,

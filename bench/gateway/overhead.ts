@@ -103,6 +103,7 @@ const emulator = await startEmulator({ port: 0, host: '127.0.0.1' });
 const gateway = await startGateway(
   loadConfig({
     PORT: '0',
+    ADMIN_PORT: '0',
     HOST: '127.0.0.1',
     UPSTREAM_URL: emulator.wsBase,
     AUTH_URL: emulator.authBase,

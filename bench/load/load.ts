@@ -2,7 +2,7 @@
 // stream (250 ms pieces, config, a flush now and then, end), ramp then hold, through each peer in
 // one run against one upstream: direct (the floor), nginx, a naive `ws` proxy, the gateway
 // (passthrough, PCM transcoding, and wss upstream like nginx's TLS leg), and the gateway while
-// autocannon hits /metrics and /v1/usage. Writes bench/results/load.json and load.md.
+// autocannon hits /metrics and /v1/usage on the admin port. Writes bench/results/load.json and load.md.
 // Run: npm run bench -- load  (quick: 300 sessions)   npm run bench -- load --full  (1,500)
 // Overrides: BENCH_SESSIONS, BENCH_RAMP_S, BENCH_HOLD_S, BENCH_WORKERS, BENCH_ONLY (legs),
 // BENCH_GATEWAY_ARGS (node flags for the gateway, e.g. --cpu-prof).
@@ -114,7 +114,7 @@ try {
     const idleRssBytes = peer ? treeRss(peer.pid) : 0;
     const url = `ws://127.0.0.1:${peer?.port ?? upstream.port}${path}`;
     await drive(url, plan.audio ?? audio, WARM_UP, null); // first-session costs (token keys, lazy modules) stay out of the numbers
-    const during = plan.http ? (from: number, to: number) => hitHttp(peer!.port, from, to) : undefined;
+    const during = plan.http ? (from: number, to: number) => hitHttp(peer!.adminPort!, from, to) : undefined;
     const result = await drive(url, plan.audio ?? audio, load, peer?.pid ?? null, during);
     await peer?.stop();
     legs.push({ name: plan.name, ...result, idleRssBytes });

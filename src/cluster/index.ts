@@ -50,7 +50,7 @@ export interface ClusterOptions {
   redisUrl?: string;
   /** REPLICA_ID */
   replicaId?: string;
-  /** ADVERTISE_URL; default ws://127.0.0.1:<the port listened on> */
+  /** ADVERTISE_URL; default ws://127.0.0.1:<the admin port listened on> */
   advertiseUrl?: string;
   /** CLUSTER_SECRET */
   secret?: string;
@@ -62,8 +62,8 @@ export interface Cluster {
   readonly replicas: Replicas;
   readonly records: RecordStore;
   readonly hop: HopDeps;
-  /** The server listens on `port`: this replica's heartbeat begins. */
-  start(port: number): Promise<void>;
+  /** The server listens, the hop on `adminPort`: this replica's heartbeat begins. */
+  start(adminPort: number): Promise<void>;
   /** At exit, after the drain: the heartbeat stops and its key goes. */
   close(): Promise<void>;
 }
@@ -75,7 +75,7 @@ export async function createCluster(o: ClusterOptions): Promise<Cluster> {
     replicas,
     records: createRecordStore({ redis, graceSeconds: o.graceSeconds }),
     hop: { secret: o.secret, used: createUsedSignatures(redis), logger: o.logger },
-    start: (port) => replicas.start(o.advertiseUrl ?? `ws://127.0.0.1:${port}`),
+    start: (adminPort) => replicas.start(o.advertiseUrl ?? `ws://127.0.0.1:${adminPort}`),
     async close() {
       await replicas.close();
       redis?.disconnect();

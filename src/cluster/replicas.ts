@@ -13,7 +13,7 @@ export const HEARTBEAT_EVERY_MS = 1500;
 export interface Replicas {
   /** this replica's id (REPLICA_ID, or `<hostname>-<pid>-<random>`) */
   readonly id: string;
-  /** this replica's internal address (ADVERTISE_URL, or ws://127.0.0.1:<PORT>); set by start() */
+  /** this replica's internal address (ADVERTISE_URL, or ws://127.0.0.1:<ADMIN_PORT>); set by start() */
   readonly url: string;
   /** begins the heartbeat (the first beat awaited), once the server listens at `url` */
   start(url: string): Promise<void>;

@@ -1,12 +1,13 @@
-// The uWebSockets.js app, wired from its parts: the upgrade gate (upgrade.ts), socket behaviour
-// (sockets.ts), HTTP routes (routes.ts) and the drain (drain.ts). This file listens and is the one
-// way in.
+// The uWebSockets.js apps, wired from their parts: the upgrade gate (upgrade.ts), socket behaviour
+// (sockets.ts), HTTP routes (routes.ts), the internal hop (hop-route.ts) and the drain (drain.ts).
+// Two listeners share one state: the client port (PORT: the sockets, health, the demo) and the admin
+// port (ADMIN_PORT: metrics, the usage API, the hop). This file listens and is the one way in.
 import uWS from 'uWebSockets.js';
 import { startJanitor } from '../cluster/index.js';
 import type { Session } from '../session/index.js';
 import { drainOnce } from './drain.js';
 import { addHopRoutes } from './hop-route.js';
-import { addRoutes } from './routes.js';
+import { addAdminRoutes, addClientRoutes } from './routes.js';
 import { socketBehavior } from './sockets.js';
 import type { ServerDeps, ServerState } from './types.js';
 import { UnconfiguredSockets } from './unconfigured.js';
@@ -14,9 +15,13 @@ import { UnconfiguredSockets } from './unconfigured.js';
 export type { ServerDeps } from './types.js';
 
 export interface GatewayServer {
+  /** the client port: the sockets, /healthz, /readyz, the demo */
   readonly port: number;
+  /** the admin port: /metrics, /v1/*, the internal hop */
+  readonly adminPort: number;
   readonly sessions: ReadonlySet<Session>;
-  /** Runs once however often called: see drain.ts. Stops listening when no session is left. */
+  /** Runs once however often called: see drain.ts. Stops listening when no session is left: the
+   *  client port first, the admin port last (scrapes see the drain's final counters). */
   drain(seconds: number): Promise<void>;
   close(): void;
 }
@@ -26,7 +31,7 @@ export function isNativeUws(): boolean {
   return /\[native code\]/.test(Function.prototype.toString.call(uWS.App));
 }
 
-export function startServer(deps: ServerDeps): Promise<GatewayServer> {
+export async function startServer(deps: ServerDeps): Promise<GatewayServer> {
   const state: ServerState = {
     sessions: new Set(),
     draining: false,
@@ -34,33 +39,46 @@ export function startServer(deps: ServerDeps): Promise<GatewayServer> {
     claiming: new Set(),
     unconfigured: new UnconfiguredSockets(deps.maxUnconfiguredPerSubject),
   };
-  const app = uWS
+  const client = uWS
     .App()
     .ws('/audio-bridge/v2/transcribe', socketBehavior(deps, state, 'transcribe'))
     .ws('/audio-bridge/v2/interactions/:id/streams', socketBehavior(deps, state, 'streams'));
-  addHopRoutes(app, deps, state);
-  addRoutes(app, deps, state);
+  addClientRoutes(client, deps, state);
+  // The hop's sockets live on the admin app, but their sessions are in the same state as the client's.
+  const admin = uWS.App();
+  addHopRoutes(admin, deps, state);
+  addAdminRoutes(admin, deps);
+
+  const clientSocket = await listen(client, deps.host, deps.port);
+  const adminSocket = await listen(admin, deps.host, deps.adminPort).catch((err: Error) => {
+    uWS.us_listen_socket_close(clientSocket);
+    throw err;
+  });
   const drain = drainOnce(deps, state);
   // Handed-over sessions nobody resumed: any replica ends them (one does, the records say which).
   const stopJanitor = deps.cluster.records.shared
     ? startJanitor({ ...deps.cluster, logger: deps.logger, ledger: deps.ledger, limiter: deps.limiter })
     : undefined;
 
-  return new Promise((resolve, reject) => {
-    app.listen(deps.host, deps.port, (socket) => {
-      if (!socket) return reject(new Error(`could not listen on ${deps.host}:${deps.port}`));
-      let listening: uWS.us_listen_socket | null = socket;
-      const close = () => {
-        stopJanitor?.();
-        if (listening) uWS.us_listen_socket_close(listening);
-        listening = null;
-      };
-      resolve({
-        port: uWS.us_socket_local_port(socket),
-        sessions: state.sessions,
-        drain: (seconds) => drain(seconds).then(close),
-        close,
-      });
-    });
-  });
+  let listening: uWS.us_listen_socket[] = [clientSocket, adminSocket];
+  const close = () => {
+    stopJanitor?.();
+    for (const socket of listening) uWS.us_listen_socket_close(socket); // in order: the admin port last
+    listening = [];
+  };
+  return {
+    port: uWS.us_socket_local_port(clientSocket),
+    adminPort: uWS.us_socket_local_port(adminSocket),
+    sessions: state.sessions,
+    drain: (seconds) => drain(seconds).then(close),
+    close,
+  };
+}
+
+function listen(app: uWS.TemplatedApp, host: string, port: number): Promise<uWS.us_listen_socket> {
+  return new Promise((resolve, reject) =>
+    app.listen(host, port, (socket) =>
+      socket ? resolve(socket) : reject(new Error(`could not listen on ${host}:${port}`)),
+    ),
+  );
 }

@@ -1,5 +1,8 @@
-// The HTTP routes beside the sockets: health, readiness (503 from the drain's first moment),
-// metrics, the ops usage API, the browser demo when asked for, and a JSON 404 for anything else.
+// The HTTP routes, one set per port. The client port (PORT) is what browsers and the load balancer
+// reach: health, readiness (503 from the drain's first moment) and the browser demo when asked for.
+// The admin port (ADMIN_PORT) is for the cluster's inside: metrics, the ops usage API and (added by
+// hop-route.ts) the internal hop; kept off the client port so a public Service never exposes them.
+// Anything else on either port is a JSON 404.
 import type uWS from 'uWebSockets.js';
 import { addDemoRoutes } from '../demo/index.js';
 import { echo } from '../protocol/index.js';
@@ -8,17 +11,22 @@ import { metrics, registry } from '../telemetry/index.js';
 import { asyncHttp, sendJson } from '../http/index.js';
 import type { ServerDeps, ServerState } from './types.js';
 
-export function addRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: ServerState): uWS.TemplatedApp {
-  const log = deps.logger;
-  if (deps.demo) addDemoRoutes(app, deps.demo, log);
-  return app
+export function addClientRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: ServerState): uWS.TemplatedApp {
+  if (deps.demo) addDemoRoutes(app, deps.demo, deps.logger);
+  app
     .get('/healthz', (res) => sendJson(res, 200, { status: 'ok' }))
     .get('/readyz', (res) =>
       sendJson(res, state.draining ? 503 : 200, {
         status: state.draining ? 'draining' : 'ready',
         sessions: state.sessions.size,
       }),
-    )
+    );
+  return addNotFound(app);
+}
+
+export function addAdminRoutes(app: uWS.TemplatedApp, deps: ServerDeps): uWS.TemplatedApp {
+  const log = deps.logger;
+  app
     .get('/metrics', (res) =>
       asyncHttp(log, res, async (aborted) => {
         const text = await registry.metrics();
@@ -33,19 +41,20 @@ export function addRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: Server
       asyncHttp(log, res, async (aborted) => {
         const answer = await deps.usageApi.handle({ method, path, query, authorization });
         if (aborted()) return;
-        if (!answer)
-          return sendJson(res, 404, {
-            type: 'error',
-            error: gatewayError('NOT_FOUND', `no route for ${echo(method)} ${echo(path)}`),
-          });
+        if (!answer) return sendJson(res, 404, notFound(method, path));
         sendJson(res, answer.status, answer.body);
       });
-    })
-    .any('/*', (res, req) => {
-      metrics.refusals.inc({ reason: 'not_found' });
-      sendJson(res, 404, {
-        type: 'error',
-        error: gatewayError('NOT_FOUND', `no route for ${echo(req.getMethod().toUpperCase())} ${echo(req.getUrl())}`),
-      });
     });
+  return addNotFound(app);
+}
+
+function addNotFound(app: uWS.TemplatedApp): uWS.TemplatedApp {
+  return app.any('/*', (res, req) => {
+    metrics.refusals.inc({ reason: 'not_found' });
+    sendJson(res, 404, notFound(req.getMethod().toUpperCase(), req.getUrl()));
+  });
+}
+
+function notFound(method: string, path: string) {
+  return { type: 'error', error: gatewayError('NOT_FOUND', `no route for ${echo(method)} ${echo(path)}`) };
 }

@@ -14,7 +14,10 @@ export interface ServerDeps extends SessionDeps {
   /** session records, replica liveness, the internal hop */
   cluster: Cluster;
   host: string;
+  /** the client port (PORT): the sockets, health, the demo */
   port: number;
+  /** the admin port (ADMIN_PORT): metrics, the usage API, the internal hop */
+  adminPort: number;
   auth: Authenticator;
   usageApi: UsageApi;
   maxSessionsPerTenant: number;

@@ -67,10 +67,10 @@ const hopPath = '/internal/hop/audio-bridge/v2/transcribe';
 
 describe('the internal hop between two replicas', () => {
   let cluster: Cluster;
-  // Replica 0 is reached by the other one through a proxy: a test can slow the path back from it.
+  // Replica 0's admin port (the hop) is reached by the other one through a proxy: a test can slow the path back from it.
   let toReplica0: TcpProxy;
   beforeAll(async () => {
-    toReplica0 = await startTcpProxy(() => cluster.replicas[0].port);
+    toReplica0 = await startTcpProxy(() => cluster.replicas[0].adminPort);
     const env = {
       CLUSTER_SECRET: SECRET,
       PACE: '4',
@@ -107,7 +107,7 @@ describe('the internal hop between two replicas', () => {
     assertOneTimeline(finals([...first.messages, ...second.messages]), 7);
     assert.equal(second.types().filter((t) => t === 'usage').length, 1);
 
-    const res = await fetch(`http://127.0.0.1:${cluster.replicas[1].port}/v1/usage/sessions?tenant=${tenant}`, {
+    const res = await fetch(`http://127.0.0.1:${cluster.replicas[1].adminPort}/v1/usage/sessions?tenant=${tenant}`, {
       headers: { authorization: `Bearer ${API}` },
     });
     const rows = ((await res.json()) as { sessions: Array<{ outcome: string | null }> }).sessions;
@@ -116,8 +116,8 @@ describe('the internal hop between two replicas', () => {
       ['ended'],
       'one ledger session',
     );
-    assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_hops_total{result="opened"}'), 1);
-    assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_hop_sessions'), 0);
+    assert.equal(await metric(cluster.replicas[1].adminPort, 'speech_gateway_hops_total{result="opened"}'), 1);
+    assert.equal(await metric(cluster.replicas[1].adminPort, 'speech_gateway_hop_sessions'), 0);
   });
 
   it('the internal route refuses a missing, forged, stale or mismatched signature, and nothing reaches the session', async () => {
@@ -131,7 +131,7 @@ describe('the internal hop between two replicas', () => {
       notices: false,
       owner: cluster.replicas[0].id,
     };
-    const url = `ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?resume=${key}`;
+    const url = `ws://127.0.0.1:${cluster.replicas[0].adminPort}${hopPath}?resume=${key}`;
     const attempts: Array<[string, Record<string, string>]> = [
       ['missing', {}],
       ['forged', signHop(randomBytes(32).toString('hex'), key, identity)],
@@ -144,6 +144,9 @@ describe('the internal hop between two replicas', () => {
       assert.equal(r.status, 403, what);
       assert.equal(r.body.error.id, 'HOP_FORBIDDEN', what);
     }
+    // The internal route is on the admin port only: the client port does not know it.
+    const onClientPort = `ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?resume=${key}`;
+    assert.equal((await refusal(onClientPort, undefined, signHop(SECRET, key, identity))).status, 404);
     // Signed, but for another tenant's client: the same refusal as a local resume.
     const other = await refusal(url, undefined, signHop(SECRET, key, { ...identity, tenant: 'base' }));
     assert.equal(other.body.error.id, 'RESUME_FORBIDDEN');
@@ -217,14 +220,14 @@ describe('the internal hop between two replicas', () => {
     await delay(2500); // the record is written within 2 s
     first.ws.terminate();
     await delay(300);
-    const hops = await metric(cluster.replicas[1].port, 'speech_gateway_hops_total{result="opened"}');
+    const hops = await metric(cluster.replicas[1].adminPort, 'speech_gateway_hops_total{result="opened"}');
     const second = await openClient(await streamsUrl(1));
     second.sendJson(streamsConfig);
     const resumed = await second.next('CONFIG_ACCEPTED');
     assert.equal(resumed.resumed, true);
     assert.equal(resumed.sessionId, accepted.sessionId);
     assert.equal(
-      await metric(cluster.replicas[1].port, 'speech_gateway_hops_total{result="opened"}'),
+      await metric(cluster.replicas[1].adminPort, 'speech_gateway_hops_total{result="opened"}'),
       hops + 1,
       'through the hop',
     );
@@ -254,12 +257,12 @@ describe('the internal hop between two replicas', () => {
     await cluster.start(0); // restarted in place outside Kubernetes: a new id at the same address
     // Within the dead one's heartbeat (a start may take longer than its 5 s TTL here): it is still there.
     const direct = new Redis(cluster.redis.url);
-    await direct.set(`sgw:replica:${dead}`, `ws://127.0.0.1:${cluster.replicas[0].port}`, 'PX', 5000);
+    await direct.set(`sgw:replica:${dead}`, `ws://127.0.0.1:${cluster.replicas[0].adminPort}`, 'PX', 5000);
     direct.disconnect();
     const { client: second, accepted } = await openConfigured(await replicaUrl(cluster, 1, tenant, key), configuration);
     assert.equal(accepted.resumed, true, 'taken over at the first attempt, not sent to reconnect');
-    assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_hops_total{result="not_owner"}'), 1);
-    assert.equal(await metric(cluster.replicas[1].port, 'speech_gateway_takeovers_total{from="crash"}'), 1);
+    assert.equal(await metric(cluster.replicas[1].adminPort, 'speech_gateway_hops_total{result="not_owner"}'), 1);
+    assert.equal(await metric(cluster.replicas[1].adminPort, 'speech_gateway_takeovers_total{from="crash"}'), 1);
     for (let off = accepted.audioBytes; off < whole.length; off += 16_000)
       second.send(whole.subarray(off, off + 16_000));
     second.sendJson({ type: 'end' });
@@ -290,7 +293,7 @@ describe('without CLUSTER_SECRET', () => {
       owner: cluster.replicas[0].id,
     };
     const r = await refusal(
-      `ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?resume=${key}`,
+      `ws://127.0.0.1:${cluster.replicas[0].adminPort}${hopPath}?resume=${key}`,
       undefined,
       signHop(SECRET, key, identity),
     );

@@ -28,7 +28,7 @@ describe('first run: npm start, a dev token, npm run stream', () => {
   beforeAll(async () => {
     gateway = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       cwd: root,
-      env: { ...process.env, PORT: '0', EMULATOR_PORT: '0', LOG_LEVEL: 'trace', PACE: '8' },
+      env: { ...process.env, PORT: '0', ADMIN_PORT: '0', EMULATOR_PORT: '0', LOG_LEVEL: 'trace', PACE: '8' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     gateway.stdout!.on('data', (c: Buffer) => (output += c));
@@ -100,12 +100,12 @@ describe('first run: npm start, a dev token, npm run stream', () => {
 describe('uWS native build guard', () => {
   it('refuses to start on the pure-JS fallback unless ALLOW_UWS_FALLBACK is set', async () => {
     const standIn = ['--import', 'tsx', '--import', './test/support/uws-js-only.mjs', 'src/main.ts'];
-    const r = await run(process.execPath, standIn, { PORT: '0', EMULATOR_PORT: '0' });
+    const r = await run(process.execPath, standIn, { PORT: '0', ADMIN_PORT: '0', EMULATOR_PORT: '0' });
     assert.notEqual(r.code, 0);
     assert.match(r.out, /native binary did not load/);
     const allowed = spawn(process.execPath, standIn, {
       cwd: root,
-      env: { ...process.env, PORT: '0', EMULATOR_PORT: '0', ALLOW_UWS_FALLBACK: 'true' },
+      env: { ...process.env, PORT: '0', ADMIN_PORT: '0', EMULATOR_PORT: '0', ALLOW_UWS_FALLBACK: 'true' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

@@ -49,6 +49,7 @@ async function modulesLoaded(name: string, env: Record<string, string>): Promise
       ...env,
       SGW_MODULE_LOG: log,
       PORT: String(port),
+      ADMIN_PORT: '0',
       HOST: '127.0.0.1',
       LOG_LEVEL: 'silent',
       USAGE_JOURNAL_DIR: join(dir, `journal-${name}`),

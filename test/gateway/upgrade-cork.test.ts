@@ -29,6 +29,7 @@ describe('upgrades of a token verified a moment ago', () => {
       env: {
         ...process.env,
         PORT: '0',
+        ADMIN_PORT: '0',
         HOST: '127.0.0.1',
         EMULATOR_PORT: '0',
         LOG_LEVEL: 'info',

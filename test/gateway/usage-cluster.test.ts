@@ -23,6 +23,7 @@ const API_TOKEN = 'ops-test-token';
 interface GatewayProcess {
   child: ChildProcess;
   port: number;
+  adminPort: number;
   output: () => string;
 }
 
@@ -32,6 +33,7 @@ async function spawnGateway(env: Record<string, string>): Promise<GatewayProcess
     env: {
       ...process.env,
       PORT: '0',
+      ADMIN_PORT: '0',
       LOG_LEVEL: 'info',
       USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-j-')),
       ...env,
@@ -42,8 +44,8 @@ async function spawnGateway(env: Record<string, string>): Promise<GatewayProcess
   child.stdout!.on('data', (c: Buffer) => (out += c));
   child.stderr!.on('data', (c: Buffer) => (out += c));
   for (let i = 0; i < 400; i++) {
-    const m = out.match(/"port":(\d+)[^\n]*listening/);
-    if (m) return { child, port: Number(m[1]), output: () => out };
+    const m = out.match(/"port":(\d+),"adminPort":(\d+)[^\n]*listening/);
+    if (m) return { child, port: Number(m[1]), adminPort: Number(m[2]), output: () => out };
     if (child.exitCode !== null) break;
     await delay(50);
   }
@@ -103,7 +105,7 @@ describe('usage across two gateway processes and one Redis', () => {
   }
 
   async function api(gw: GatewayProcess, path: string) {
-    const res = await fetch(`http://127.0.0.1:${gw.port}${path}`, {
+    const res = await fetch(`http://127.0.0.1:${gw.adminPort}${path}`, {
       headers: { authorization: `Bearer ${API_TOKEN}` },
     });
     return { status: res.status, body: (await res.json()) as any };
@@ -164,7 +166,7 @@ describe('usage across two gateway processes and one Redis', () => {
     const tenants = await api(a, '/v1/tenants');
     assert.ok(['acme', 'globex'].every((t) => tenants.body.tenants.includes(t)));
 
-    const metrics = await (await fetch(`http://127.0.0.1:${a.port}/metrics`)).text();
+    const metrics = await (await fetch(`http://127.0.0.1:${a.adminPort}/metrics`)).text();
     for (const series of [
       'speech_gateway_active_sessions',
       'speech_gateway_sessions_total',

@@ -20,6 +20,7 @@ function gateway(env: Record<string, string>) {
     env: {
       ...process.env,
       PORT: '0',
+      ADMIN_PORT: '0',
       HOST: '127.0.0.1',
       EMULATOR_PORT: '0',
       USAGE_JOURNAL_DIR: tempDir(),

@@ -38,6 +38,7 @@ async function npmStart(redisUrl: string): Promise<Started> {
     env: {
       ...process.env,
       PORT: '0',
+      ADMIN_PORT: '0',
       HOST: '127.0.0.1',
       EMULATOR_PORT: '0',
       REDIS_URL: redisUrl,

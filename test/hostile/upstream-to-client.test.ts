@@ -66,6 +66,7 @@ describe('what of the upstream reaches a client', () => {
       env: {
         ...process.env,
         PORT: '0',
+        ADMIN_PORT: '0',
         HOST: '127.0.0.1',
         LOG_LEVEL: 'info',
         USAGE_JOURNAL_DIR: tempDir(),

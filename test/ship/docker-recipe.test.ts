@@ -61,6 +61,7 @@ describe('the Dockerfile recipe builds an image directory that serves a session'
         PATH: process.env.PATH,
         ...runtime.env,
         PORT: '0',
+        ADMIN_PORT: '0',
         EMULATOR_PORT: '0',
         HOST: '127.0.0.1',
         USAGE_JOURNAL_DIR: journal,

@@ -1,5 +1,5 @@
 // Test support: N gateway processes (real `node src/main.ts`, as in production) on fixed loopback
-// ports, sharing one real redis-server and one emulator, each replica startable, killable (SIGKILL,
+// ports (client and admin), sharing one real redis-server and one emulator, each replica startable, killable (SIGKILL,
 // a crash) and stoppable (SIGTERM, a drain) on its own, and started again on the same port, as a
 // Kubernetes rolling update replaces pods behind one Service.
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -20,6 +20,8 @@ const OUTPUT_LIMIT = 256 * 1024;
 export interface Replica {
   readonly index: number;
   readonly port: number;
+  /** ADMIN_PORT: /metrics, /v1/*, the internal hop */
+  readonly adminPort: number;
   /** REPLICA_ID of the running (or last) process: a new one per start, as a new pod gets a new name. */
   id: string;
   child: ChildProcess | null;
@@ -62,8 +64,25 @@ export async function startCluster(
     ...env,
   };
   const replicas: Array<Replica & { out: string; starts: number }> = [];
+  // Two ports a replica: one given twice (the first closed before the next is asked for) would clash.
+  const taken = new Set<number>();
+  const port = async (): Promise<number> => {
+    let p = await freePort();
+    while (taken.has(p)) p = await freePort();
+    taken.add(p);
+    return p;
+  };
   for (let index = 0; index < n; index++) {
-    const r = { index, port: await freePort(), id: '', child: null, out: '', starts: 0, output: () => r.out };
+    const r = {
+      index,
+      port: await port(),
+      adminPort: await port(),
+      id: '',
+      child: null,
+      out: '',
+      starts: 0,
+      output: () => r.out,
+    };
     replicas.push(r);
   }
   const exited = (c: ChildProcess) =>
@@ -83,6 +102,7 @@ export async function startCluster(
         ...base,
         ...own(i),
         PORT: String(r.port),
+        ADMIN_PORT: String(r.adminPort),
         REPLICA_ID: r.id,
         USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-j-')),
       },

@@ -1,6 +1,6 @@
 // Test support: a gateway's Prometheus metrics, read from its /metrics as Prometheus would.
 
-/** The value of `series` on the gateway (or replica) listening on `port`, 0 when it has no such
+/** The value of `series` on the gateway (or replica) whose admin port is `port`, 0 when it has no such
  *  sample. `series` is a metric name with its labels as the gateway writes them
  *  (`speech_gateway_hops_total{result="opened"}`), or a name alone: the sum over its label sets. */
 export async function metric(port: number, series: string): Promise<number> {

@@ -1,4 +1,4 @@
-// Test support: a real gateway (uWS) and the upstream emulator on ephemeral loopback ports,
+// Test support: a real gateway (uWS, its client and admin ports) and the upstream emulator on ephemeral loopback ports,
 // and a WebSocket client that records what a user would see.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,6 +28,7 @@ export async function startStack(env: Record<string, string> = {}, o: { emulator
   const config = loadConfig({
     ...external,
     PORT: '0',
+    ADMIN_PORT: '0',
     HOST: '127.0.0.1',
     EMULATOR_PORT: '0',
     USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-journal-')),

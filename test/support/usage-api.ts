@@ -14,10 +14,10 @@ export interface LedgerSession {
 
 /** Every session the ledger holds for `tenant` (all pages). The stack needs USAGE_API_TOKEN = `apiToken`. */
 export function ledgerSessions(stack: Stack, apiToken: string, tenant = 'base'): Promise<LedgerSession[]> {
-  return ledgerSessionsAt(stack.gateway.server.port, apiToken, tenant);
+  return ledgerSessionsAt(stack.gateway.server.adminPort, apiToken, tenant);
 }
 
-/** The same from the gateway (or replica) listening on `port`. */
+/** The same from the gateway (or replica) whose admin port is `port`. */
 export async function ledgerSessionsAt(port: number, apiToken: string, tenant: string): Promise<LedgerSession[]> {
   const base = `http://127.0.0.1:${port}/v1/usage/sessions?tenant=${tenant}`;
   const out: LedgerSession[] = [];

@@ -1,4 +1,4 @@
-// The HTTP surfaces under autocannon while the sessions hold: /metrics, then /v1/usage, each for
+// The HTTP surfaces (the gateway's admin port) under autocannon while the sessions hold: /metrics, then /v1/usage, each for
 // half the hold window, ten connections; autocannon runs as its own process (its CPU is not the
 // gateway's, and the load generator's timers are not delayed by it).
 import { spawn } from 'node:child_process';
@@ -39,7 +39,7 @@ function cannon(url: string, seconds: number, headers: string[]): Promise<Cannon
   });
 }
 
-export async function hitHttp(port: number, holdFrom: number, stopAt: number): Promise<HttpResult[]> {
+export async function hitHttp(adminPort: number, holdFrom: number, stopAt: number): Promise<HttpResult[]> {
   await new Promise((r) => setTimeout(r, Math.max(0, holdFrom - Date.now())));
   const seconds = Math.max(1, Math.floor((stopAt - holdFrom) / 2000));
   const out: HttpResult[] = [];
@@ -49,7 +49,7 @@ export async function hitHttp(port: number, holdFrom: number, stopAt: number): P
     ['/metrics', []],
     [usage, ['Authorization=Bearer bench-usage-token']],
   ] as const) {
-    const r = await cannon(`http://127.0.0.1:${port}${path}`, seconds, [...headers]);
+    const r = await cannon(`http://127.0.0.1:${adminPort}${path}`, seconds, [...headers]);
     out.push({
       path: path.split('?')[0],
       requestsPerS: r.requests.average,

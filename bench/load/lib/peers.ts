@@ -14,6 +14,8 @@ export interface Peer {
   name: string;
   pid: number;
   port: number;
+  /** the gateway's admin port (/metrics, /v1/*); none for the other peers */
+  adminPort?: number;
   stop(): Promise<void>;
 }
 
@@ -190,6 +192,8 @@ function prodCommand(): string[] {
 
 export async function startGateway(dir: string, env: Record<string, string>): Promise<Peer> {
   const port = await freePort();
+  let adminPort = await freePort();
+  while (adminPort === port) adminPort = await freePort();
   const { REDIS_URL: _redis, ...inherited } = process.env;
   const profiling = process.env.BENCH_GATEWAY_ARGS?.split(' ').filter(Boolean) ?? [];
   const child = spawn(process.execPath, [...profiling, ...prodCommand()], {
@@ -197,6 +201,7 @@ export async function startGateway(dir: string, env: Record<string, string>): Pr
     env: {
       ...inherited,
       PORT: String(port),
+      ADMIN_PORT: String(adminPort),
       HOST: '127.0.0.1',
       PACE: '1',
       LOG_LEVEL: 'warn',
@@ -209,7 +214,7 @@ export async function startGateway(dir: string, env: Record<string, string>): Pr
   const stop = stopper(child);
   const said = quietStderr(child);
   await waitHttp(port, '/readyz', child, 'gateway');
-  return { name: 'gateway', pid: child.pid!, port, stop: () => stop().then(said) };
+  return { name: 'gateway', pid: child.pid!, port, adminPort, stop: () => stop().then(said) };
 }
 
 /** Each distinct stderr line once, with how often it came, when the process is stopped. */
