@@ -152,7 +152,7 @@ describe('handover at drain between two gateway processes', () => {
     assertOnce(finals(all), 8.5, 'hand-written');
     assert.deepEqual(second.types().slice(-2), ['usage', 'ended']);
 
-    const rows = await endedSessions(cluster.replicas[1].port, tenant);
+    const rows = await endedSessions(cluster.replicas[1].adminPort, tenant);
     assert.equal(rows.length, 1, 'one ledger session');
     assert.equal(rows[0].segments.length, 2, 'two upstream segments');
     assert.equal(rows[0].estimated, false);
@@ -202,7 +202,7 @@ describe('handover at drain between two gateway processes', () => {
         [],
       );
       assertOnce(finals(run.messages), 8.5, 'SDK');
-      const rows = await endedSessions(cluster.replicas[1 - owner].port, tenant);
+      const rows = await endedSessions(cluster.replicas[1 - owner].adminPort, tenant);
       assert.equal(rows.length, 1, 'one ledger session');
       assert.equal(rows[0].segments.length, 2, 'two upstream segments');
     } finally {
@@ -290,7 +290,7 @@ describe('handover at drain between two gateway processes', () => {
       const all = finals([...first.messages, ...second.messages]);
       for (let i = 1; i < all.length; i++) assert.ok(all[i].start >= all[i - 1].end - 0.01, `final ${i} once`);
       assert.ok(all.at(-1)!.end > 8.5);
-      const text = await (await fetch(`http://127.0.0.1:${cluster.replicas[1].port}/metrics`)).text();
+      const text = await (await fetch(`http://127.0.0.1:${cluster.replicas[1].adminPort}/metrics`)).text();
       assert.match(text, /speech_gateway_takeovers_total\{from="crash"\} 1/);
     } finally {
       cluster.emulator.faults.stall = false;
@@ -309,7 +309,7 @@ describe('handover at drain between two gateway processes', () => {
       'the slot waits for the client',
     );
 
-    const rows = await endedSessions(cluster.replicas[1].port, tenant); // grace 10 s + the janitor's 5 s round
+    const rows = await endedSessions(cluster.replicas[1].adminPort, tenant); // grace 10 s + the janitor's 5 s round
     assert.equal(rows.length, 1);
     assert.equal(rows[0].outcome, 'client_gone');
     assert.equal(rows[0].estimated, false, 'the handover made its usage final');

@@ -77,7 +77,7 @@ describe('the internal hop over wss://', () => {
   let terminator: Awaited<ReturnType<typeof tlsTerminator>>;
   beforeAll(async () => {
     const tlsFiles = certificate();
-    terminator = await tlsTerminator(tlsFiles, () => cluster.replicas[0].port);
+    terminator = await tlsTerminator(tlsFiles, () => cluster.replicas[0].adminPort);
     const env = { CLUSTER_SECRET: randomBytes(32).toString('hex'), RESUME_GRACE_SECONDS: '10' };
     cluster = await startCluster(2, env, (i): Record<string, string> =>
       i === 0
@@ -110,7 +110,7 @@ describe('the internal hop over wss://', () => {
     assert.equal(terminator.handshakes() - before, 1, 'one TLS connection: the hop');
     second.sendJson({ type: 'end' });
     await second.next('ended', 20_000);
-    const metrics = await (await fetch(`http://127.0.0.1:${cluster.replicas[1].port}/metrics`)).text();
+    const metrics = await (await fetch(`http://127.0.0.1:${cluster.replicas[1].adminPort}/metrics`)).text();
     assert.match(metrics, /speech_gateway_hops_total\{result="opened"\} 1/);
   }, 60_000);
 });

@@ -226,7 +226,7 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
   async function countedLoss(): Promise<number> {
     let total = 0;
     for (const r of cluster.replicas) {
-      const text = await fetch(`http://127.0.0.1:${r.port}/metrics`).then(
+      const text = await fetch(`http://127.0.0.1:${r.adminPort}/metrics`).then(
         (res) => res.text(),
         () => '',
       );
@@ -359,7 +359,7 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
     const from = new Date(Date.now() - 86_400_000).toISOString(); // a day back: hour buckets are chosen by their start, and a run may cross an hour
     const to = new Date(Date.now() + 3_600_000).toISOString();
     const res = await fetch(
-      `http://127.0.0.1:${cluster.replicas[0].port}/v1/usage?tenant=${TENANT}&from=${from}&to=${to}&granularity=hour`,
+      `http://127.0.0.1:${cluster.replicas[0].adminPort}/v1/usage?tenant=${TENANT}&from=${from}&to=${to}&granularity=hour`,
       { headers: { authorization: `Bearer ${API_TOKEN}` } },
     );
     return ((await res.json()) as { total: { credits: number; sessions: number } }).total;

@@ -133,7 +133,7 @@ describe('clients that resend from audioBytes, across replicas', () => {
 
     const usage = second.messages.filter((m) => m.type === 'usage');
     assert.equal(usage.length, 1);
-    const rows = await endedSessions(cluster.replicas[1].port, tenant);
+    const rows = await endedSessions(cluster.replicas[1].adminPort, tenant);
     assert.equal(rows.length, 1, 'one ledger session');
     assert.equal(rows[0].segments.length, 2, 'two upstream segments');
     assert.ok(rows[0].segments.every((s) => s.credits > 0));
@@ -169,7 +169,7 @@ describe('clients that resend from audioBytes, across replicas', () => {
       );
       assertWhole(finals(all), 25.5, s.tenant);
     }
-    const ports = [1, 2].map((i) => cluster.replicas[i].port);
+    const ports = [1, 2].map((i) => cluster.replicas[i].adminPort);
     const takeovers = await Promise.all(ports.map((p) => metric(p, 'speech_gateway_takeovers_total{from="crash"}')));
     assert.equal(takeovers[0] + takeovers[1], sessions.length, 'each session taken over after the crash');
     const lost = await Promise.all(ports.map((p) => metric(p, 'speech_gateway_takeover_lost_media_seconds_total')));

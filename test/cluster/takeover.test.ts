@@ -77,7 +77,7 @@ describe('takeover after the owner is SIGKILLed', () => {
       );
     assert.ok(all.at(-1)!.end > 8.5, `one timeline to the end of the audio (${all.at(-1)!.end})`);
 
-    const port = cluster.replicas[1].port;
+    const port = cluster.replicas[1].adminPort;
     assert.equal(await metric(port, 'speech_gateway_takeovers_total{from="crash"}'), 1);
     const lost = await metric(port, 'speech_gateway_takeover_lost_media_seconds_total');
     const gap = Math.max(...all.slice(1).map((f, i) => f.start - all[i].end));

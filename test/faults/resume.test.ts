@@ -200,7 +200,7 @@ describe('a client whose bytes were lost in flight', () => {
     for (let k = 1; k < all.length; k++)
       assert.ok(all[k].end > all[k - 1].end, `final ${k} goes on after final ${k - 1}`);
     assert.ok(all.at(-1)!.end > 5, `the audio after the gap is transcribed (last final ends at ${all.at(-1)!.end})`);
-    const gap = await metric(stack.gateway.server.port, 'speech_gateway_resume_gap_bytes_total');
+    const gap = await metric(stack.gateway.server.adminPort, 'speech_gateway_resume_gap_bytes_total');
     assert.ok(gap > 0, `the skipped bytes are counted (${gap})`);
     assert.deepEqual(protocolViolations(stack.emulator), [], 'the upstream got a valid stream');
   });

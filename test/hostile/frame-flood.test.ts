@@ -52,7 +52,7 @@ describe('a flood of distinct frames', () => {
       await other.next('CONFIG_ACCEPTED');
       other.sendJson({ type: 'end' });
       await other.next('ended');
-      const metrics = await (await fetch(`http://127.0.0.1:${stack.gateway.server.port}/metrics`)).text();
+      const metrics = await (await fetch(`http://127.0.0.1:${stack.gateway.server.adminPort}/metrics`)).text();
       assert.match(metrics, /speech_gateway_refusals_total\{reason="client_flood"\} 1\b/);
     },
   );

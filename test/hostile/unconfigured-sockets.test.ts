@@ -61,7 +61,7 @@ async function ledgerSessionCount(stack: Stack, tenant: string): Promise<number>
   const from = new Date(Date.now() - 86_400_000).toISOString();
   const to = new Date(Date.now() + 86_400_000).toISOString();
   const res = await fetch(
-    `${stack.base.replace('ws:', 'http:')}/v1/usage?tenant=${tenant}&from=${from}&to=${to}&granularity=day`,
+    `http://127.0.0.1:${stack.gateway.server.adminPort}/v1/usage?tenant=${tenant}&from=${from}&to=${to}&granularity=day`,
     {
       headers: { authorization: `Bearer ${API_TOKEN}` },
     },
@@ -93,13 +93,13 @@ describe('sockets that never send a config', () => {
   it(`${SOCKETS} unconfigured sockets with one token: past the bound refused before the upgrade, no ledger session, no active session`, async () => {
     const tenant = 'idle-flood';
     const sessionsBefore = await ledgerSessionCount(stack, tenant);
-    const activeBefore = await metric(stack.gateway.server.port, 'speech_gateway_active_sessions');
+    const activeBefore = await metric(stack.gateway.server.adminPort, 'speech_gateway_active_sessions');
     const url = urlOf(stack, tenant, await tokenOf(stack, tenant, 'flooder'));
 
     const { accepted, refused } = await openMany(url, SOCKETS);
     try {
       assert.equal(
-        await metric(stack.gateway.server.port, 'speech_gateway_active_sessions'),
+        await metric(stack.gateway.server.adminPort, 'speech_gateway_active_sessions'),
         activeBefore,
         'unconfigured sockets are not active sessions',
       );
@@ -125,13 +125,13 @@ describe('sockets that never send a config', () => {
         [['429 UNCONFIGURED_LIMIT', SOCKETS - BOUND]],
         'every other socket refused before the upgrade',
       );
-      assert.equal(await metric(stack.gateway.server.port, 'speech_gateway_unconfigured_sockets'), BOUND);
+      assert.equal(await metric(stack.gateway.server.adminPort, 'speech_gateway_unconfigured_sockets'), BOUND);
     } finally {
       for (const ws of accepted) ws.terminate();
     }
     // Closed sockets give their place back: the same token opens its bound again.
     await until(
-      async () => (await metric(stack.gateway.server.port, 'speech_gateway_unconfigured_sockets')) === 0,
+      async () => (await metric(stack.gateway.server.adminPort, 'speech_gateway_unconfigured_sockets')) === 0,
       'the unconfigured sockets to be released',
     );
     const again = await openMany(url, BOUND);
@@ -149,7 +149,7 @@ describe('sockets that never send a config', () => {
     for (let round = 0; round < 3; round++) {
       for (const ws of held) ws.terminate();
       await until(
-        async () => (await metric(stack.gateway.server.port, 'speech_gateway_unconfigured_sockets')) === 0,
+        async () => (await metric(stack.gateway.server.adminPort, 'speech_gateway_unconfigured_sockets')) === 0,
         "the holder's sockets released",
       );
       held = (await openMany(idle, BOUND)).accepted;

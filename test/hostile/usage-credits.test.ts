@@ -67,7 +67,7 @@ for (const mode of ['in-process', 'redis'] as const) {
         assert.deepEqual([row.credits, row.estimated, row.outcome], [good, true, 'ended']);
         const range = `from=${new Date(Date.now() - 86_400_000).toISOString()}&to=${new Date(Date.now() + 86_400_000).toISOString()}`;
         const res = await fetch(
-          `http://127.0.0.1:${stack.gateway.server.port}/v1/usage?tenant=${tenant}&${range}&granularity=day`,
+          `http://127.0.0.1:${stack.gateway.server.adminPort}/v1/usage?tenant=${tenant}&${range}&granularity=day`,
           {
             headers: { authorization: `Bearer ${API_TOKEN}` },
           },

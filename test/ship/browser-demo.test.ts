@@ -90,7 +90,10 @@ describe('browser demo (Chromium, fake microphone)', () => {
     await page.click('#start');
     await waitForFinals(page, 2);
     assert.equal(
-      await metric(stack.gateway.server.port, 'speech_gateway_active_sessions{endpoint="transcribe",tenant="base"}'),
+      await metric(
+        stack.gateway.server.adminPort,
+        'speech_gateway_active_sessions{endpoint="transcribe",tenant="base"}',
+      ),
       1,
     );
     const upstream = stack.emulator.sessions.at(-1)!;
@@ -112,12 +115,15 @@ describe('browser demo (Chromium, fake microphone)', () => {
     assertOneTimeline(await finals(page));
     assert.ok(
       (await metric(
-        stack.gateway.server.port,
+        stack.gateway.server.adminPort,
         'speech_gateway_sessions_total{endpoint="transcribe",outcome="ended"}',
       )) >= 1,
     );
     assert.equal(
-      await metric(stack.gateway.server.port, 'speech_gateway_active_sessions{endpoint="transcribe",tenant="base"}'),
+      await metric(
+        stack.gateway.server.adminPort,
+        'speech_gateway_active_sessions{endpoint="transcribe",tenant="base"}',
+      ),
       0,
     );
     assert.deepEqual(errors, []);
@@ -141,7 +147,7 @@ describe('browser demo (Chromium, fake microphone)', () => {
     assert.equal(await page.locator('#session').innerText(), sessionId);
     assert.equal(stack.emulator.sessions.length, upstreamSessions, 'no new upstream session');
     assertOneTimeline(await finals(page));
-    assert.ok((await metric(stack.gateway.server.port, 'speech_gateway_resumes_total{result="resumed"}')) >= 1);
+    assert.ok((await metric(stack.gateway.server.adminPort, 'speech_gateway_resumes_total{result="resumed"}')) >= 1);
     // The drop itself is the only error the browser reports (a reset socket).
     assert.deepEqual(
       errors.filter((e) => !/WebSocket/.test(e)),

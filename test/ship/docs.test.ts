@@ -119,7 +119,7 @@ describe('doc links on errors a running gateway sends', () => {
     assert.equal(onSocket.id, 'INVALID_MESSAGE');
     c.ws.close();
 
-    const res = await fetch(`${stack.base.replace('ws:', 'http:')}/v1/usage`);
+    const res = await fetch(`http://127.0.0.1:${stack.gateway.server.adminPort}/v1/usage`);
     const usage = (await res.json()).error;
     assert.equal(usage.id, 'UNAUTHORIZED');
 

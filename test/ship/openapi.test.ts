@@ -126,7 +126,7 @@ describe(`a real gateway's usage API answers as ${CONTRACT} says`, () => {
   /** GET `pathAndQuery` (with the API token unless `token` is null): the answer, checked against the
    *  contract for its path and status. */
   async function get(pathAndQuery: string, token: string | null = API_TOKEN): Promise<{ status: number; body: Json }> {
-    const res = await fetch(`http://127.0.0.1:${stack.gateway.server.port}${pathAndQuery}`, {
+    const res = await fetch(`http://127.0.0.1:${stack.gateway.server.adminPort}${pathAndQuery}`, {
       headers: token === null ? {} : { authorization: `Bearer ${token}` },
     });
     assert.match(res.headers.get('content-type') ?? '', /^application\/json/);

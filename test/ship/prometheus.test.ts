@@ -110,7 +110,7 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
       CONFIG_TIMEOUT_MS: '300',
       PACE: '4',
     });
-    instance = `127.0.0.1:${stack.gateway.server.port}`;
+    instance = `127.0.0.1:${stack.gateway.server.adminPort}`; // scraped on the admin port
     prom = await startPrometheus({ job: JOB, targets: [instance], ruleFiles: [`${process.cwd()}/${ALERTS}`] });
     await prom.scrapedAfter(JOB, Date.now());
 

@@ -11,7 +11,7 @@ describe('counters a fresh gateway exposes at 0', () => {
   let text: string;
   beforeAll(async () => {
     stack = await startStack();
-    text = await (await fetch(`http://127.0.0.1:${stack.gateway.server.port}/metrics`)).text();
+    text = await (await fetch(`http://127.0.0.1:${stack.gateway.server.adminPort}/metrics`)).text();
   });
   afterAll(() => stack?.close());
 
