@@ -5,10 +5,10 @@
 import * as api from '@kubernetes/client-node/dist/gen/models/all.js';
 import { Deployment } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
-import { Ingress } from 'kubernetes-models/networking.k8s.io/v1';
+import { Ingress, NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ConfigMap, Secret, Service, ServiceAccount } from 'kubernetes-models/v1';
-import { PrometheusRule, ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
+import { PodMonitor, PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1';
 
 export interface K8sObject {
   apiVersion: string;
@@ -25,13 +25,14 @@ const models: Record<string, [new (data: never) => Model, string?]> = {
   'apps/v1/Deployment': [Deployment, 'V1Deployment'],
   'autoscaling/v2/HorizontalPodAutoscaler': [HorizontalPodAutoscaler, 'V2HorizontalPodAutoscaler'],
   'networking.k8s.io/v1/Ingress': [Ingress, 'V1Ingress'],
+  'networking.k8s.io/v1/NetworkPolicy': [NetworkPolicy, 'V1NetworkPolicy'],
   'policy/v1/PodDisruptionBudget': [PodDisruptionBudget, 'V1PodDisruptionBudget'],
   'v1/ConfigMap': [ConfigMap, 'V1ConfigMap'],
   'v1/Secret': [Secret, 'V1Secret'],
   'v1/Service': [Service, 'V1Service'],
   'v1/ServiceAccount': [ServiceAccount, 'V1ServiceAccount'],
   'monitoring.coreos.com/v1/PrometheusRule': [PrometheusRule],
-  'monitoring.coreos.com/v1/ServiceMonitor': [ServiceMonitor],
+  'monitoring.coreos.com/v1/PodMonitor': [PodMonitor],
 };
 
 type Attribute = { baseName: string; type: string };

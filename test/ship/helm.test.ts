@@ -160,7 +160,8 @@ describe('helm chart', () => {
     const r = await render([join(chart, 'ci', f)]);
     assert.equal(r.code, 0, r.stderr);
     for (const o of r.objects) validate(o);
-    for (const kind of ['Deployment', 'Service', 'ConfigMap', 'PodDisruptionBudget']) one(r.objects, kind);
+    for (const kind of ['Deployment', 'Service', 'ConfigMap', 'PodDisruptionBudget', 'NetworkPolicy'])
+      one(r.objects, kind);
     const config = loadConfig(podEnv(r.objects)); // throws with the variable's name if it would not start
     assert.equal(config.USAGE_JOURNAL_DIR, '/var/lib/speech-gateway/usage-journal');
   });
@@ -207,11 +208,100 @@ describe('helm chart', () => {
     assert.deepEqual(strategy, { type: 'RollingUpdate', rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } });
   });
 
-  it('gives each pod its replica id (the pod name) and its internal address (the pod IP)', async () => {
+  it('gives each pod its replica id (the pod name) and its internal address (the pod IP, the admin port)', async () => {
     const { objects } = await render([join(chart, 'ci', 'production-values.yaml')]);
     const env = loadConfig(podEnv(objects));
     assert.equal(env.REPLICA_ID, podFields['metadata.name']);
-    assert.equal(env.ADVERTISE_URL, 'ws://10.1.2.3:8080');
+    assert.equal(env.ADVERTISE_URL, 'ws://10.1.2.3:9090');
+    assert.equal(env.ADMIN_PORT, 9090);
+    assert.equal(env.PORT, 8080);
+  });
+
+  it('exposes only the client port: the Service, Ingress and HTTPRoute never reach the admin port', async () => {
+    const { objects } = await render([extras]);
+    const [c] = one(objects, 'Deployment').spec.template.spec.containers;
+    assert.deepEqual(
+      c.ports.map((p: any) => [p.name, p.containerPort]),
+      [
+        ['http', 8080],
+        ['admin', 9090],
+      ],
+    );
+    const service = one(objects, 'Service');
+    assert.deepEqual(
+      service.spec.ports.map((p: any) => p.targetPort),
+      ['http'],
+      'the Service has no admin port',
+    );
+    assert.equal(one(objects, 'Ingress').spec.rules[0].http.paths[0].backend.service.port.name, 'http');
+    assert.deepEqual(
+      one(objects, 'HTTPRoute').spec.rules[0].backendRefs.map((b: any) => b.port),
+      [service.spec.ports[0].port],
+    );
+    // Moved together: the ports, the gateway's settings and the hop's address.
+    const moved = await render([dev], ['adminPort=9500', 'containerPort=8500']);
+    const env = loadConfig(podEnv(moved.objects));
+    assert.deepEqual([env.PORT, env.ADMIN_PORT, env.ADVERTISE_URL], [8500, 9500, 'ws://10.1.2.3:9500']);
+    const same = await render([dev], ['adminPort=8080']);
+    assert.notEqual(same.code, 0, 'one port for both listeners rendered');
+    assert.match(same.stderr, /containerPort and adminPort are both 8080/);
+  });
+
+  it('renders a NetworkPolicy by default: the client port open, the admin port to its own pods and the named namespaces', async () => {
+    const { objects } = await render([join(chart, 'ci', 'existing-secret-values.yaml')]);
+    const policy = one(objects, 'NetworkPolicy');
+    validate(policy);
+    const own = one(objects, 'Deployment').spec.selector.matchLabels;
+    assert.deepEqual(policy.spec.podSelector.matchLabels, own);
+    assert.deepEqual(policy.spec.policyTypes, ['Ingress']);
+    const [client, admin, ...more] = policy.spec.ingress;
+    assert.equal(more.length, 0);
+    assert.deepEqual(client, { ports: [{ port: 'http', protocol: 'TCP' }] }, 'the client port from anywhere');
+    assert.deepEqual(admin.ports, [{ port: 'admin', protocol: 'TCP' }]);
+    assert.deepEqual(admin.from, [
+      { podSelector: { matchLabels: own } },
+      {
+        namespaceSelector: {
+          matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['monitoring'] }],
+        },
+      },
+    ]);
+    const off = await render([dev], ['networkPolicy.enabled=false']);
+    assert.equal(off.objects.filter((o) => o.kind === 'NetworkPolicy').length, 0);
+  });
+
+  it('renders the NetworkPolicy peers it is given: client peers, admin namespaces and extra admin peers', async () => {
+    const { code, stderr, objects } = await render(
+      [dev],
+      [],
+      [
+        'networkPolicy.clientFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"ingress-nginx"}}}]',
+        'networkPolicy.adminFromNamespaces=["observability","billing"]',
+        'networkPolicy.extraAdminFrom=[{"ipBlock":{"cidr":"10.20.0.0/16"}}]',
+      ],
+    );
+    assert.equal(code, 0, stderr);
+    const policy = one(objects, 'NetworkPolicy');
+    validate(policy);
+    const [client, admin] = policy.spec.ingress;
+    assert.deepEqual(client.from, [
+      { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } },
+    ]);
+    assert.deepEqual(admin.from.slice(1), [
+      {
+        namespaceSelector: {
+          matchExpressions: [
+            { key: 'kubernetes.io/metadata.name', operator: 'In', values: ['observability', 'billing'] },
+          ],
+        },
+      },
+      { ipBlock: { cidr: '10.20.0.0/16' } },
+    ]);
+    // No namespace named: the release's own pods (the hop) and nobody else.
+    const none = one((await render([dev], [], ['networkPolicy.adminFromNamespaces=[]'])).objects, 'NetworkPolicy');
+    assert.deepEqual(none.spec.ingress[1].from, [
+      { podSelector: { matchLabels: admin.from[0].podSelector.matchLabels } },
+    ]);
   });
 
   it('refuses a termination grace shorter than the drain', async () => {
@@ -269,7 +359,14 @@ describe('helm chart', () => {
     );
     const { objects } = await render([join(chart, 'ci', 'monitoring-values.yaml')]);
     assert.deepEqual(one(objects, 'PrometheusRule').spec.groups, parse(source).groups);
-    assert.equal(one(objects, 'ServiceMonitor').spec.endpoints[0].path, '/metrics');
+    const monitor = one(objects, 'PodMonitor');
+    assert.deepEqual(monitor.spec.podMetricsEndpoints[0], {
+      port: 'admin',
+      path: '/metrics',
+      interval: '30s',
+      scrapeTimeout: '10s',
+    });
+    assert.deepEqual(monitor.spec.selector.matchLabels, one(objects, 'Deployment').spec.selector.matchLabels);
   });
 
   it('refuses to render without an upstream or the development emulator, saying what to set', async () => {
@@ -444,6 +541,12 @@ describe('helm chart', () => {
     [['secret.existingSecret=s', 'secret.usageApiToken=t'], /usageApiToken/],
     [['secret.clusterSecret=too-short'], /clusterSecret/],
     [['rollingUpdate.maxSurge=0'], /maxSurge/],
+    [['adminPort=0'], /adminPort/],
+    [['serviceMonitor.enabled=true'], /serviceMonitor/],
+    [['networkPolicy.enabled=yes'], /enabled/],
+    [['networkPolicy.adminFromNamespaces[0]=Not_A_Namespace'], /adminFromNamespaces/],
+    [['networkPolicy.extraAdminFrom[0].pods=x'], /extraAdminFrom/],
+    [['networkPolicy.clientFrom[0].ipBlock.except[0]=10.0.0.0/8'], /cidr/],
   ])('refuses %j, naming it', async (set, named) => {
     const r = await render([], set);
     assert.notEqual(r.code, 0, 'helm template succeeded');

@@ -63,6 +63,13 @@ sessions the drain is still handing over or ending.
 {{- end }}
 {{- end }}
 
+{{/* One port for two listeners: the gateway would fail to start. */}}
+{{- define "speech-gateway.checkPorts" -}}
+{{- if eq (int .Values.containerPort) (int .Values.adminPort) }}
+{{- fail (printf "containerPort and adminPort are both %d: the client port and the admin port (metrics, usage API, hop) must differ" (int .Values.adminPort)) }}
+{{- end }}
+{{- end }}
+
 {{/*
 Without an upstream the gateway runs its embedded emulator and reports ready: an install that looks
 healthy and transcribes nothing real. So the chart asks for one of the two explicitly.
