@@ -23,7 +23,7 @@ const DASHBOARD = 'grafana/dashboards/speech-gateway.json';
 const ALERTS = 'grafana/alerts.yaml';
 const ALERT_TESTS = 'grafana/alerts.test.yaml';
 const GUIDE = 'docs/operations.md';
-/** The job matcher every selector in the rules carries (the chart's ServiceMonitor job is the Service's name). */
+/** The job matcher every selector in the rules carries (the chart's PodMonitor job holds the release's full name). */
 const JOB_MATCHER = 'job=~".*speech-gateway.*"';
 const run = promisify(execFile);
 
