@@ -125,21 +125,23 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
 
   await cluster.start(server.adminPort); // the hop is on the admin port
   let stopping: Promise<void> | undefined;
+  const closers = [() => cluster.close(), () => usage.close(), () => auth.close(), () => credentials.close()];
+  if (emulator) closers.push(() => emulator.close());
   return {
     server,
     emulator,
     config,
-    stop() {
-      stopping ??= (async () => {
-        await server.drain(config.DRAIN_SECONDS);
-        await cluster.close();
-        await usage.close();
-        auth.close();
-        credentials.close();
-        await emulator?.close();
-        await closeDefaultEncoderPool();
-      })();
-      return stopping;
-    },
+    stop: () => (stopping ??= stopAll(server, config.DRAIN_SECONDS, closers)),
   };
+}
+
+/** The drain, then each part in order; the admin port last, so /metrics answers until the rest is done. */
+async function stopAll(server: GatewayServer, drainSeconds: number, closers: Array<() => unknown>): Promise<void> {
+  try {
+    await server.drain(drainSeconds);
+    for (const close of closers) await close();
+    await closeDefaultEncoderPool();
+  } finally {
+    server.close();
+  }
 }

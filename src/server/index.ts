@@ -20,9 +20,10 @@ export interface GatewayServer {
   /** the admin port: /metrics, /v1/*, the internal hop */
   readonly adminPort: number;
   readonly sessions: ReadonlySet<Session>;
-  /** Runs once however often called: see drain.ts. Stops listening when no session is left: the
-   *  client port first, the admin port last (scrapes see the drain's final counters). */
+  /** Runs once however often called: see drain.ts. Closes the client port when no session is left;
+   *  the admin port stays for close(), so scrapes see the drain's final counters. */
   drain(seconds: number): Promise<void>;
+  /** Stops listening on both ports, the admin port last. */
   close(): void;
 }
 
@@ -60,17 +61,23 @@ export async function startServer(deps: ServerDeps): Promise<GatewayServer> {
     ? startJanitor({ ...deps.cluster, logger: deps.logger, ledger: deps.ledger, limiter: deps.limiter })
     : undefined;
 
-  let listening: uWS.us_listen_socket[] = [clientSocket, adminSocket];
-  const close = () => {
+  let clientOpen: uWS.us_listen_socket | null = clientSocket;
+  let adminOpen: uWS.us_listen_socket | null = adminSocket;
+  const closeClient = () => {
     stopJanitor?.();
-    for (const socket of listening) uWS.us_listen_socket_close(socket); // in order: the admin port last
-    listening = [];
+    if (clientOpen) uWS.us_listen_socket_close(clientOpen);
+    clientOpen = null;
+  };
+  const close = () => {
+    closeClient();
+    if (adminOpen) uWS.us_listen_socket_close(adminOpen);
+    adminOpen = null;
   };
   return {
     port: uWS.us_socket_local_port(clientSocket),
     adminPort: uWS.us_socket_local_port(adminSocket),
     sessions: state.sessions,
-    drain: (seconds) => drain(seconds).then(close),
+    drain: (seconds) => drain(seconds).then(closeClient),
     close,
   };
 }

@@ -1,8 +1,11 @@
 // What is on which port, as an operator sees it: /metrics and the usage API answer on the admin port
 // (ADMIN_PORT) and not on the client port (PORT), which answers the sockets, health and readiness;
-// each port answers anything else with the JSON 404. (The hop on the admin port: test/cluster/hop.test.ts.)
+// each port answers anything else with the JSON 404; through a drain the admin port closes last.
+// (The hop on the admin port: test/cluster/hop.test.ts.)
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { metric } from '../support/metrics.js';
 import { configured, startStack, type Stack } from '../support/stack.js';
 
 const API_TOKEN = 'admin-port-usage-token';
@@ -67,5 +70,41 @@ describe('the admin port', () => {
   it('takes no client sockets: an upgrade to the socket path on the admin port is the JSON 404', async () => {
     const res = await get(`${admin}/audio-bridge/v2/transcribe?tenant-name=base`);
     await assertJson404(res, 'admin socket path');
+  });
+});
+
+/** Whether a new TCP connection to `port` is accepted (fetch may reuse one opened before a close). */
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => (socket.destroy(), resolve(true)));
+    socket.once('error', () => resolve(false));
+  });
+}
+
+describe('the admin port through a drain', () => {
+  let stack: Stack | undefined;
+  afterAll(() => stack?.close());
+
+  it('serves /metrics while the drain runs and after the client port has closed, until the gateway stops', async () => {
+    stack = await startStack({ DRAIN_SECONDS: '1' });
+    const { port, adminPort } = stack.gateway.server;
+    const ended = () => metric(adminPort, 'speech_gateway_drain_sessions_total{result="ended"}');
+    const before = await ended();
+    const c = await stack.connect('transcribe');
+    await configured(c, { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' });
+
+    const drained = stack.gateway.server.drain(1);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/readyz`)).status, 503, 'the client port answers: draining');
+    assert.equal((await fetch(`http://127.0.0.1:${adminPort}/metrics`)).status, 200, 'scraped during the drain');
+    await drained;
+    assert.equal((await c.closed).code, 1012);
+    assert.equal(await accepts(port), false, 'the client port is closed');
+    assert.equal(await accepts(adminPort), true, 'the admin port is open');
+    assert.equal(await ended(), before + 1, "the admin port still answers, with the drain's final count");
+
+    await stack.gateway.stop();
+    stack = undefined;
+    assert.equal(await accepts(adminPort), false, 'the admin port closed last');
   });
 });
