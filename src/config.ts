@@ -110,6 +110,14 @@ const schema = z
       .optional(),
   })
   .superRefine((c, ctx) => {
+    // Two listeners: one port for both would fail at start with a less helpful "could not listen".
+    if (c.PORT !== 0 && c.PORT === c.ADMIN_PORT) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['ADMIN_PORT'],
+        message: 'is the same as PORT: the admin port (metrics, usage API, hop) needs a port of its own',
+      });
+    }
     // One without the other would mix the real service with the emulator's tokens.
     if (!c.UPSTREAM_URL !== !c.AUTH_URL) {
       ctx.addIssue({

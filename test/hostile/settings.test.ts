@@ -52,6 +52,8 @@ describe('settings are validated before anything starts', () => {
       /LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent/,
     ],
     ['PORT above 65535', { PORT: '70000' }, /PORT must be an integer from 0 to 65535/],
+    ['ADMIN_PORT above 65535', { ADMIN_PORT: '70000' }, /ADMIN_PORT must be an integer from 0 to 65535/],
+    ['ADMIN_PORT the same as PORT', { PORT: '18080', ADMIN_PORT: '18080' }, /ADMIN_PORT is the same as PORT/],
     ['PACE not a number', { PACE: 'fast' }, /PACE must be a number from 1 to 1000/],
     [
       'UPSTREAM_URL over http',
