@@ -297,6 +297,11 @@ describe('helm chart', () => {
       },
       { ipBlock: { cidr: '10.20.0.0/16' } },
     ]);
+    // A sidecar's port (the TLS terminator in front of the hop, extras-values.yaml) gets its own rule.
+    const extra = one((await render([extras])).objects, 'NetworkPolicy');
+    validate(extra);
+    assert.deepEqual(extra.spec.ingress.at(-1).ports, [{ port: 'hop-tls', protocol: 'TCP' }]);
+    assert.equal(extra.spec.ingress.length, 3);
     // No namespace named: the release's own pods (the hop) and nobody else.
     const none = one((await render([dev], [], ['networkPolicy.adminFromNamespaces=[]'])).objects, 'NetworkPolicy');
     assert.deepEqual(none.spec.ingress[1].from, [
@@ -547,6 +552,7 @@ describe('helm chart', () => {
     [['networkPolicy.adminFromNamespaces[0]=Not_A_Namespace'], /adminFromNamespaces/],
     [['networkPolicy.extraAdminFrom[0].pods=x'], /extraAdminFrom/],
     [['networkPolicy.clientFrom[0].ipBlock.except[0]=10.0.0.0/8'], /cidr/],
+    [['networkPolicy.extraIngress[0].to=x'], /extraIngress/],
   ])('refuses %j, naming it', async (set, named) => {
     const r = await render([], set);
     assert.notEqual(r.code, 0, 'helm template succeeded');
