@@ -11,7 +11,7 @@ import { socketBehavior } from './sockets.js';
 import type { ServerDeps, ServerState } from './types.js';
 import { UnconfiguredSockets } from './unconfigured.js';
 
-export type { ServerDeps } from './types.js';
+export type { Environments, ServedEnvironment, ServerDeps } from './types.js';
 
 export interface GatewayServer {
   readonly port: number;

@@ -217,6 +217,7 @@ const OTHER_REFUSAL_REASONS = [
   'hop_forbidden',
   'hop_not_owner',
   'client_flood',
+  'environment_not_served',
 ];
 
 /**
