@@ -55,15 +55,14 @@ function urlsOf(env: Env, name: string, isDefault: boolean, problems: string[]):
       `UPSTREAM_URL/AUTH_URL and ${upVar}/${authVar} are both set for the default environment: set one form`,
     );
   const [up, auth] = own || !isDefault ? [env[upVar], env[authVar]] : [env.UPSTREAM_URL, env.AUTH_URL];
-  // The plain pair's own checks (schemes, half-set) are config.ts's.
-  if (!own) return { name, upstreamUrl: up, authUrl: auth };
-  if ((up === undefined) !== (auth === undefined))
-    problems.push(`${up === undefined ? upVar : authVar} is unset: set both ${upVar} and ${authVar} or neither`);
   const upstreamUrl = up === undefined ? undefined : checkedUrl(up, ['ws', 'wss']);
   const authUrl = auth === undefined ? undefined : checkedUrl(auth, ['http', 'https']);
-  if (up !== undefined && !upstreamUrl) problems.push(`${upVar} must be a ws or wss URL`);
-  if (auth !== undefined && !authUrl) problems.push(`${authVar} must be a http or https URL`);
-  return { name, upstreamUrl, authUrl };
+  // The plain pair's own checks (schemes, half-set) are config.ts's.
+  if (own && (up === undefined) !== (auth === undefined))
+    problems.push(`${up === undefined ? upVar : authVar} is unset: set both ${upVar} and ${authVar} or neither`);
+  if (own && up !== undefined && !upstreamUrl) problems.push(`${upVar} must be a ws or wss URL`);
+  if (own && auth !== undefined && !authUrl) problems.push(`${authVar} must be a http or https URL`);
+  return { name, ...(upstreamUrl && { upstreamUrl }), ...(authUrl && { authUrl }) };
 }
 
 /** UPSTREAM_URL_<X>/AUTH_URL_<X> for an environment not served: a typo, or a region left out by mistake. */
