@@ -2,6 +2,7 @@
 // errors (a bad value stops the process with the variable's name and what it accepts), then
 // passed down explicitly. Messages never repeat a value: some of these variables hold secrets.
 import { z } from 'zod';
+import { parseEnvironments, type EnvironmentsConfig } from './environments.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -135,15 +136,16 @@ const schema = z
     }
   });
 
-export type GatewayConfig = z.infer<typeof schema> & { allowedOrigins: string[] | 'same-origin' | '*' };
+/** `environments`/`defaultEnvironment`: ENVIRONMENTS, UPSTREAM_URL_<ENV>... (environments.ts). */
+export type GatewayConfig = z.infer<typeof schema> &
+  EnvironmentsConfig & { allowedOrigins: string[] | 'same-origin' | '*' };
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): GatewayConfig {
   const clean = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
   const parsed = schema.safeParse(clean);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`).join('; ');
-    throw new Error(`invalid configuration: ${problems}`);
-  }
+  const problems = parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join('.')} ${i.message}`);
+  const residency = parseEnvironments(clean, problems);
+  if (!parsed.success || problems.length > 0) throw new Error(`invalid configuration: ${problems.join('; ')}`);
   const c = parsed.data;
   const raw = c.ALLOWED_ORIGINS?.trim();
   const allowedOrigins = !raw
@@ -154,5 +156,5 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
           .split(',')
           .map((s) => s.trim())
           .filter(Boolean);
-  return { ...c, allowedOrigins };
+  return { ...c, ...residency, allowedOrigins };
 }

@@ -1,5 +1,5 @@
-// A whole gateway from one config object: the embedded emulator when no upstream is configured,
-// auth, usage ledger, server. main.ts runs one; tests start several.
+// A whole gateway from one config object: per environment (data residency) its auth and upstream, or
+// an embedded emulator when no upstream is configured; the usage ledger; the server. main.ts runs one; tests start several.
 import { closeDefaultEncoderPool } from './audio/index.js';
 import {
   REFUSAL_REASONS,
@@ -10,37 +10,86 @@ import {
 import { createCluster } from './cluster/index.js';
 import type { GatewayConfig } from './config.js';
 import type { Emulator } from './emulator/index.js';
-import { isNativeUws, startServer, type GatewayServer } from './server/index.js';
-import type { SessionSettings } from './session/index.js';
+import type { EnvironmentConfig } from './environments.js';
+import {
+  isNativeUws,
+  startServer,
+  type Environments,
+  type GatewayServer,
+  type ServedEnvironment,
+  type ServerDeps,
+} from './server/index.js';
 import { initialiseCounters, logger, metrics, setMaxTenantLabels } from './telemetry/index.js';
 import { createUsage } from './usage/index.js';
 
 export interface Gateway {
   server: GatewayServer;
+  /** the default environment's embedded emulator, if it has one */
   emulator?: Emulator;
+  /** every environment's embedded emulator, by environment (none with real upstreams) */
+  emulators: ReadonlyMap<string, Emulator>;
   config: GatewayConfig;
   /** SIGTERM path: drain sessions, flush the usage journal, stop. */
   stop(): Promise<void>;
 }
 
-/** Starts a whole gateway from a config object (tests start several this way). */
-/** Without UPSTREAM_URL or AUTH_URL, the embedded emulator stands in for the speech service. */
-async function embeddedEmulator(config: GatewayConfig): Promise<Emulator | undefined> {
-  if (config.UPSTREAM_URL && config.AUTH_URL) return undefined;
+/** An environment's emulator when it has no upstream configured (no environment has: environments.ts).
+ * Each is its own process-local auth server with its own signing keys: one's tokens are not another's. */
+async function embeddedEmulator(
+  config: GatewayConfig,
+  e: EnvironmentConfig,
+  index: number,
+): Promise<Emulator | undefined> {
+  if (e.upstreamUrl && e.authUrl) return undefined;
   // Imported only here: a gateway with a real upstream never loads the emulator (idle memory).
   const { startEmulator } = await import('./emulator/index.js');
-  const emulator = await startEmulator({ port: config.EMULATOR_PORT, host: '127.0.0.1' });
+  const port = config.EMULATOR_PORT === 0 ? 0 : config.EMULATOR_PORT + index; // eu 8081, us 8082...
+  const emulator = await startEmulator({ port, host: '127.0.0.1' });
   logger.warn(
-    { emulator: emulator.authBase },
-    'UPSTREAM_URL/AUTH_URL unset: using the embedded upstream EMULATOR (not speech recognition)',
+    { environment: e.name, emulator: emulator.authBase },
+    'no upstream configured: using the embedded upstream EMULATOR (not speech recognition)',
   );
   return emulator;
 }
 
+/** One environment's auth, upstream and credentials: its own, from its own auth server. */
+function serveEnvironment(config: GatewayConfig, upstreamWsBase: string, authUrl: string): ServedEnvironment {
+  const auth = createAuthenticator({
+    authUrl,
+    allowedOrigins: config.allowedOrigins,
+    allowFullAccessFromBrowsers: config.ALLOW_FULL_ACCESS_TOKENS_FROM_BROWSERS,
+    jwksCooldownMs: config.JWKS_COOLDOWN_MS,
+    resumeGraceSeconds: config.RESUME_GRACE_SECONDS,
+  });
+  const credentials = createUpstreamCredentials({
+    mode: config.UPSTREAM_AUTH,
+    authUrl,
+    credentials:
+      config.UPSTREAM_AUTH === 'client-credentials'
+        ? loadUpstreamCredentials({ file: config.UPSTREAM_CREDENTIALS_FILE, inline: config.UPSTREAM_CREDENTIALS })
+        : undefined,
+  });
+  return { auth, upstreamWsBase, credentials };
+}
+
+/** Every environment served, with the emulators started for those without an upstream, by name. */
+async function startEnvironments(
+  config: GatewayConfig,
+): Promise<{ environments: Environments; emulators: Map<string, Emulator> }> {
+  const served = new Map<string, ServedEnvironment>();
+  const emulators = new Map<string, Emulator>();
+  for (const [i, e] of config.environments.entries()) {
+    const emulator = await embeddedEmulator(config, e, i);
+    if (emulator) emulators.set(e.name, emulator);
+    const upstream = e.upstreamUrl ?? emulator!.wsBase;
+    served.set(e.name, serveEnvironment(config, upstream, e.authUrl ?? emulator!.authBase));
+  }
+  return { environments: { defaultName: config.defaultEnvironment, served }, emulators };
+}
+
 /** What every session runs with, from the gateway's configuration. */
-function sessionSettings(config: GatewayConfig, upstreamWsBase: string): SessionSettings {
+function sessionSettings(config: GatewayConfig): ServerDeps['settings'] {
   return {
-    upstreamWsBase,
     configTimeoutMs: config.CONFIG_TIMEOUT_MS,
     streamMaxSeconds: config.STREAM_MAX_SECONDS,
     chunkMs: config.CHUNK_MS,
@@ -70,25 +119,8 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   initialiseCounters(REFUSAL_REASONS); // alerts and rate() see 0, not nothing, before the first event
   metrics.tenantSessionCap.set(config.MAX_SESSIONS_PER_TENANT); // alerts compare sessions per tenant with it
 
-  const emulator = await embeddedEmulator(config);
-  const upstreamWsBase = config.UPSTREAM_URL ?? emulator!.wsBase;
-  const authUrl = config.AUTH_URL ?? emulator!.authBase;
-
-  const auth = createAuthenticator({
-    authUrl,
-    allowedOrigins: config.allowedOrigins,
-    allowFullAccessFromBrowsers: config.ALLOW_FULL_ACCESS_TOKENS_FROM_BROWSERS,
-    jwksCooldownMs: config.JWKS_COOLDOWN_MS,
-    resumeGraceSeconds: config.RESUME_GRACE_SECONDS,
-  });
-  const credentials = createUpstreamCredentials({
-    mode: config.UPSTREAM_AUTH,
-    authUrl,
-    credentials:
-      config.UPSTREAM_AUTH === 'client-credentials'
-        ? loadUpstreamCredentials({ file: config.UPSTREAM_CREDENTIALS_FILE, inline: config.UPSTREAM_CREDENTIALS })
-        : undefined,
-  });
+  const { environments, emulators } = await startEnvironments(config);
+  const emulator = emulators.get(config.defaultEnvironment);
   const usage = await createUsage({
     redisUrl: config.REDIS_URL,
     journalDir: config.USAGE_JOURNAL_DIR,
@@ -110,26 +142,31 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     host: config.HOST,
     port: config.PORT,
     adminPort: config.ADMIN_PORT,
-    auth,
+    environments,
     usageApi: usage.api,
     maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
     maxUnconfiguredPerSubject: config.MAX_UNCONFIGURED_PER_SUBJECT,
     clientIdleSeconds: config.CLIENT_IDLE_SECONDS,
     demo: emulator ? { tokenUrl: `${emulator.authBase}/realms/base/protocol/openid-connect/token` } : undefined,
-    credentials,
     ledger: usage.ledger,
     limiter: usage.limiter,
     logger,
-    settings: sessionSettings(config, upstreamWsBase),
+    settings: sessionSettings(config),
   });
 
   await cluster.start(server.adminPort); // the hop is on the admin port
   let stopping: Promise<void> | undefined;
-  const closers = [() => cluster.close(), () => usage.close(), () => auth.close(), () => credentials.close()];
-  if (emulator) closers.push(() => emulator.close());
+  const closers: Array<() => unknown> = [() => cluster.close(), () => usage.close()];
+  for (const e of environments.served.values())
+    closers.push(
+      () => e.auth.close(),
+      () => e.credentials.close(),
+    );
+  for (const e of emulators.values()) closers.push(() => e.close());
   return {
     server,
     emulator,
+    emulators,
     config,
     stop: () => (stopping ??= stopAll(server, config.DRAIN_SECONDS, closers)),
   };

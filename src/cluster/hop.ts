@@ -20,6 +20,8 @@ export interface HopIdentity {
   subject?: string;
   endpoint: Endpoint;
   interactionId?: string;
+  /** the environment B resolved and verified the token in; absent from an older B (one environment: A's default) */
+  environment?: string;
   notices: boolean;
   /** the replica B's record names as the session's owner: any other process at its address refuses */
   owner: string;
@@ -101,6 +103,7 @@ export function verifyHop(
     typeof i.notices === 'boolean' &&
     typeof i.owner === 'string' &&
     ['string', 'undefined'].includes(typeof i.subject) &&
+    ['string', 'undefined'].includes(typeof i.environment) &&
     ['string', 'undefined'].includes(typeof i.interactionId);
   return valid ? i : { refused: 'bad identity' };
 }
@@ -224,6 +227,7 @@ export async function hopUpgrade(
     subject: info.subject,
     endpoint: info.endpoint,
     interactionId: info.interactionId,
+    environment: info.environment,
     notices: info.notices ?? false,
     owner: owner.id,
   };

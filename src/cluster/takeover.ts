@@ -190,12 +190,13 @@ export type ResumeRoute =
   | { route: 'gone' }; // the record changed hands while we looked, or its handover did not finish in time
 
 /** Where a resume of a key this replica does not hold goes (docs/design.md, 'Where a resume goes').
+ * Only the same tenant, subject, environment, endpoint and interaction may resume (else 'forbidden').
  * A record taken over here is claimed (compare-and-set) before the client's socket is accepted.
  * `notOwner`: a replica whose address answered a hop to it that it is not the owner (HOP_NOT_OWNER). */
 export async function findResume(
-  d: TakeoverDeps,
+  d: TakeoverDeps & { legacyEnvironment: string },
   key: string,
-  who: Pick<SessionInfo, 'tenant' | 'subject' | 'endpoint' | 'interactionId'>,
+  who: Pick<SessionInfo, 'tenant' | 'subject' | 'environment' | 'endpoint' | 'interactionId'>,
   notOwner?: string,
 ): Promise<ResumeRoute> {
   const keys = recordKeys(key);
@@ -207,6 +208,9 @@ export async function findResume(
     r.tenant === who.tenant &&
     r.subject !== undefined &&
     r.subject === who.subject &&
+    // A record of another environment is never taken over here; one written before environments
+    // were kept (none in it) was the one-environment gateway's, now the default environment.
+    (r.environment ?? d.legacyEnvironment) === who.environment &&
     r.endpoint === who.endpoint &&
     r.interactionId === who.interactionId;
   if (!same) return { route: 'forbidden' };

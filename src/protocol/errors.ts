@@ -26,6 +26,7 @@ export const ERRORS = {
   // HTTP refusals at the upgrade (auth, routing, limits)
   NOT_FOUND: { status: 404, title: 'Not found' },
   INVALID_INTERACTION_ID: { status: 400, title: 'Interaction id must be a UUID' },
+  ENVIRONMENT_NOT_SERVED: { status: 403, title: 'This gateway does not serve the requested environment' },
   RESUME_FORBIDDEN: { status: 403, title: 'Resume key belongs to another session' },
   RESUME_UNAVAILABLE: { status: 503, title: 'Session is live on another replica that cannot be reached' },
   HOP_FORBIDDEN: { status: 403, title: 'Internal hop without a valid signature' },

@@ -80,7 +80,8 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
           'hop_not_owner',
         );
       }
-      const refusal = resumeRefusal(held, identity, endpoint, interactionId);
+      const environment = identity.environment ?? deps.environments.defaultName;
+      const refusal = resumeRefusal(held, { ...identity, environment }, endpoint, interactionId);
       if (refusal) return refuse(res, refusal, 'resume_refused');
       metrics.hops.inc({ result: 'accepted' });
       const up = { res, context, secKey, protocol: '', secExtensions, aborted };

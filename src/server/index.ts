@@ -12,7 +12,7 @@ import { socketBehavior } from './sockets.js';
 import type { ServerDeps, ServerState } from './types.js';
 import { UnconfiguredSockets } from './unconfigured.js';
 
-export type { ServerDeps } from './types.js';
+export type { Environments, ServedEnvironment, ServerDeps } from './types.js';
 
 export interface GatewayServer {
   /** the client port: the sockets, /healthz, /readyz, the demo */

@@ -9,6 +9,7 @@ import { SEND_DROPPED } from '../http/index.js';
 import { Inflow, MAX_QUEUED_BYTES } from './inflow.js';
 import { claimTaken, dropClaim } from './resume-claim.js';
 import { upgradeGate } from './upgrade.js';
+import { sessionDeps } from './environments.js';
 import type {
   AwaitingSocket,
   HopSocket,
@@ -131,7 +132,7 @@ function takeOver(ws: Ws, data: ResumeSocket | HopSocket, state: ServerState): v
 /** A new session, counted among its token's unconfigured sockets until its config is accepted. */
 function started(deps: ServerDeps, state: ServerState, ws: Ws, data: NewSocket): void {
   data.sink = new ClientSocket(ws, data);
-  const session = (data.session = new Session(deps, data.info, data.sink));
+  const session = (data.session = new Session(sessionDeps(deps, data.info.environment), data.info, data.sink));
   session.on((e) => e.type === 'configured' && countedOut(state, data));
   track(deps, state, session);
 }
@@ -140,7 +141,12 @@ function started(deps: ServerDeps, state: ServerState, ws: Ws, data: NewSocket):
 function restored(deps: ServerDeps, state: ServerState, ws: Ws, data: RestoreSocket): Session {
   const { record, from } = data.restore;
   data.sink = new ClientSocket(ws, data);
-  const session = (data.session = new Session(deps, data.info, data.sink, restoreOf(record, from)));
+  const session = (data.session = new Session(
+    sessionDeps(deps, data.info.environment),
+    data.info,
+    data.sink,
+    restoreOf(record, from),
+  ));
   void deps.limiter.adopt(record.tenant, record.sessionKey);
   countTakeover({ ...deps.cluster, logger: deps.logger }, record, from);
   track(deps, state, session);

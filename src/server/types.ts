@@ -1,16 +1,32 @@
 // What the server's parts share: their dependencies, the state they read and change, and the data
 // uWS keeps for each socket.
 import type uWS from 'uWebSockets.js';
-import type { Authenticator } from '../auth/index.js';
+import type { Authenticator, UpstreamCredentials } from '../auth/index.js';
 import type { Cluster, HopOutbox, HopRelay, SessionRecord } from '../cluster/index.js';
 import type { DemoOptions } from '../demo/index.js';
-import type { ClientSink, Session, SessionDeps, SessionInfo } from '../session/index.js';
+import type { ClientSink, Session, SessionDeps, SessionInfo, SessionSettings } from '../session/index.js';
 import type { Logger } from '../telemetry/index.js';
 import type { UsageApi } from '../usage/index.js';
 import type { Inflow } from './inflow.js';
 import type { UnconfiguredSockets } from './unconfigured.js';
 
-export interface ServerDeps extends SessionDeps {
+/** One environment this gateway serves: its own auth server, upstream and upstream credentials. */
+export interface ServedEnvironment {
+  auth: Authenticator;
+  upstreamWsBase: string;
+  credentials: UpstreamCredentials;
+}
+
+/** The environments served, by name; a request without `environment` gets `defaultName`. */
+export interface Environments {
+  readonly defaultName: string;
+  readonly served: ReadonlyMap<string, ServedEnvironment>;
+}
+
+/** A session's upstream and credentials are its environment's (environments.ts, sessionDeps): the
+ * server has none of its own, so no session can fall back to another environment's. */
+export interface ServerDeps extends Omit<SessionDeps, 'credentials' | 'settings'> {
+  settings: Omit<SessionSettings, 'upstreamWsBase'>;
   /** session records, replica liveness, the internal hop */
   cluster: Cluster;
   host: string;
@@ -18,7 +34,7 @@ export interface ServerDeps extends SessionDeps {
   port: number;
   /** the admin port (ADMIN_PORT): metrics, the usage API, the internal hop */
   adminPort: number;
-  auth: Authenticator;
+  environments: Environments;
   usageApi: UsageApi;
   maxSessionsPerTenant: number;
   /** sockets open that have not sent a valid config, per token subject (0: no bound) */

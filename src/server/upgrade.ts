@@ -14,6 +14,7 @@ import type { Session, SessionInfo } from '../session/index.js';
 import { metrics } from '../telemetry/index.js';
 import { asyncHttp, refuse, sendJson } from '../http/index.js';
 import { accept, type ClientUpgrade } from './accept.js';
+import { resolveEnvironment } from './environments.js';
 import { claimResumeKey, dropClaim } from './resume-claim.js';
 import { UnconfiguredSockets } from './unconfigured.js';
 import type { ServerDeps, ServerState } from './types.js';
@@ -22,12 +23,12 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 type UpgradeHandler = (res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_socket_context_t) => void;
 
-/** Only the session's own client may take it over: same tenant, subject and endpoint (and interaction);
+/** Only the session's own client may take it over: same tenant, subject, environment and endpoint (and interaction);
  * an expired token only for a session that is waiting for it; and only once its config is accepted
  * (before that there is nothing to resume: the key's session is still being opened). */
 export function resumeRefusal(
   held: Session | undefined,
-  d: { tenant: string; subject?: string },
+  d: { tenant: string; subject?: string; environment: string },
   endpoint: Endpoint,
   interactionId?: string,
 ): GatewayError | undefined {
@@ -40,6 +41,7 @@ export function resumeRefusal(
     held.info.tenant === d.tenant &&
     held.info.subject !== undefined &&
     held.info.subject === d.subject &&
+    held.info.environment === d.environment &&
     held.info.endpoint === endpoint &&
     held.info.interactionId === interactionId;
   if (!same) return gatewayError('RESUME_FORBIDDEN', "this resume key belongs to another client's session");
@@ -96,7 +98,13 @@ async function resumeElsewhere(
 ): Promise<true | { replaceOwner?: string }> {
   let found;
   try {
-    found = await findResume({ ...deps.cluster, logger: deps.logger }, info.resumeKey!, info, notOwner);
+    const legacyEnvironment = deps.environments.defaultName;
+    found = await findResume(
+      { ...deps.cluster, logger: deps.logger, legacyEnvironment },
+      info.resumeKey!,
+      info,
+      notOwner,
+    );
   } catch (err) {
     // Redis away: no replica can take a session over meanwhile; the client gets a new session (not resumed).
     deps.logger.warn({ event: 'resume_lookup_failed', err: (err as Error).message }, 'session record lookup failed');
@@ -131,7 +139,7 @@ async function resumeElsewhere(
       const r = found.record;
       accept(up, {
         kind: 'restore',
-        info: { ...info, sessionKey: r.sessionKey, environment: r.environment },
+        info: { ...info, sessionKey: r.sessionKey }, // its environment is info's: findResume checked
         restore: { record: r, from: found.from },
         closed: false,
       });
@@ -188,20 +196,22 @@ function malformedRequest(
   return undefined;
 }
 
-/** A new session's identity, from who the token says connects and what the request asked for. */
+/** A new session's identity, from who the token says connects and what the request asked for
+ * (`environment`: the resolved one, never the raw query). */
 function sessionInfo(
   endpoint: Endpoint,
   decision: Extract<AuthDecision, { ok: true }>,
   query: URLSearchParams,
   interactionId: string | undefined,
   resumeKey: string | undefined,
+  environment: string,
 ): SessionInfo {
   return {
     sessionKey: randomUUID(),
     endpoint,
     tenant: decision.tenant,
     interactionId,
-    environment: query.get('environment') ?? undefined,
+    environment,
     clientToken: decision.clientToken,
     subject: decision.subject,
     resumeKey,
@@ -226,9 +236,15 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       const resumeKey = query.get('resume') ?? undefined;
       const malformed = malformedRequest(endpoint, interactionId, resumeKey);
       if (malformed) return refuse(res, malformed.error, malformed.reason);
+      // The environment first: its auth server alone verifies the token (residency fails closed).
+      const env = resolveEnvironment(deps.environments, query);
+      if ('error' in env) return refuse(res, env.error, env.reason);
+      const environment = env.name;
       const request: UpgradeRequest = { endpoint, query, headers };
       // A resume may present the token its session started with, expired since (browser tokens live 5 min).
-      const decision: AuthDecision = await deps.auth.authenticate(request, { allowExpired: resumeKey !== undefined });
+      const decision: AuthDecision = await env.served.auth.authenticate(request, {
+        allowExpired: resumeKey !== undefined,
+      });
       if (aborted()) return;
       if (!decision.ok) {
         if (decision.reason === 'full_access_from_browser') metrics.fullAccessTokenAttempts.inc();
@@ -239,13 +255,13 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       const held = resumeKey === undefined ? undefined : state.resumable.get(resumeKey);
       let fresh: { replaceOwner?: string } = {};
       if (resumeKey !== undefined && !held && !state.draining) {
-        const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey);
+        const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey, environment);
         const found = await resumeElsewhere(deps, up, info);
         if (found === true) return;
         fresh = found;
       }
       if (held || decision.expired) {
-        const refusal = resumeRefusal(held, decision, endpoint, interactionId);
+        const refusal = resumeRefusal(held, { ...decision, environment }, endpoint, interactionId);
         if (refusal) return refuse(res, refusal, 'resume_refused');
         return accept(up, { kind: 'resume', info: held!.info, resumeOf: held!, closed: false });
       }
@@ -253,7 +269,7 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       const refusal = await newSocketRefusal(deps, state, decision.tenant, unconfigured);
       if (aborted()) return void (!refusal && state.unconfigured.release(unconfigured));
       if (refusal) return refuse(res, refusal.error, refusal.reason);
-      const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey);
+      const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey, environment);
       let claim: string | undefined;
       if (resumeKey !== undefined && !state.draining) {
         // Claimed last, right before the socket is accepted: a refusal above leaves no claim behind.

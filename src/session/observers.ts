@@ -8,6 +8,7 @@ export interface SessionIdentity {
   tenant: string;
   endpoint: 'transcribe' | 'streams';
   interactionId?: string;
+  environment: string;
 }
 
 export function observeSession(lifecycle: Lifecycle, who: SessionIdentity, ledger: UsageLedger, log: Logger): void {
@@ -17,9 +18,9 @@ export function observeSession(lifecycle: Lifecycle, who: SessionIdentity, ledge
 }
 
 function toLedger(e: LifecycleEvent, who: SessionIdentity, ledger: UsageLedger): void {
-  const { sessionKey, tenant, endpoint, interactionId } = who;
+  const { sessionKey, tenant, endpoint, interactionId, environment } = who;
   if (e.type === 'live' && !e.restored)
-    ledger.sessionStarted({ sessionKey, tenant, endpoint, interactionId, startedAt: e.at });
+    ledger.sessionStarted({ sessionKey, tenant, endpoint, interactionId, environment, startedAt: e.at });
   if (e.type === 'upstream_segment') ledger.setUpstreamSessionId(sessionKey, e.upstreamSessionId, e.segment);
   if (e.type === 'ended' && e.live && e.owned)
     ledger.sessionEnded({ sessionKey, outcome: e.outcome, mediaSeconds: e.mediaSeconds, endedAt: e.at });
@@ -27,6 +28,7 @@ function toLedger(e: LifecycleEvent, who: SessionIdentity, ledger: UsageLedger):
 
 function toMetrics(e: LifecycleEvent, who: SessionIdentity): void {
   const labels = { endpoint: who.endpoint, tenant: tenantLabel(who.tenant) };
+  const counted = { ...labels, environment: who.environment }; // not on the gauge: its series stay as they were
   switch (e.type) {
     case 'live':
       return void metrics.activeSessions.inc(labels);
@@ -35,13 +37,13 @@ function toMetrics(e: LifecycleEvent, who: SessionIdentity): void {
     case 'resumed':
       return void metrics.resumes.inc({ result: 'resumed' });
     case 'handed_over':
-      if (e.credits > 0) metrics.credits.inc(labels, e.credits);
+      if (e.credits > 0) metrics.credits.inc(counted, e.credits);
       if (e.live) metrics.activeSessions.dec(labels);
       return;
     case 'ended':
       if (e.live) metrics.activeSessions.dec(labels);
-      metrics.sessionsTotal.inc({ endpoint: who.endpoint, outcome: e.outcome });
-      if (e.credits > 0) metrics.credits.inc(labels, e.credits);
+      metrics.sessionsTotal.inc({ endpoint: who.endpoint, outcome: e.outcome, environment: who.environment });
+      if (e.credits > 0) metrics.credits.inc(counted, e.credits);
       if (e.stats) audioMetrics(e.stats);
       return;
   }

@@ -67,7 +67,8 @@ export interface SessionInfo {
   endpoint: Endpoint;
   tenant: string;
   interactionId?: string;
-  environment?: string;
+  /** the data-residency environment (eu, us...) whose auth server verified the client and whose upstream serves it */
+  environment: string;
   clientToken: string;
   /** the client asked for the gateway's notices (query `notices=true`) */
   notices?: boolean;

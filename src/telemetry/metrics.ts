@@ -25,10 +25,10 @@ export const metrics = {
     help: 'Client sockets open that have not sent a valid config (not sessions yet)',
     registers,
   }),
-  sessionsTotal: new Counter<'endpoint' | 'outcome'>({
+  sessionsTotal: new Counter<'endpoint' | 'outcome' | 'environment'>({
     name: 'speech_gateway_sessions_total',
-    help: 'Sessions finished, by outcome',
-    labelNames: ['endpoint', 'outcome'],
+    help: 'Sessions finished, by outcome and data-residency environment',
+    labelNames: ['endpoint', 'outcome', 'environment'],
     registers,
   }),
   configLatency: new Histogram<'endpoint'>({
@@ -82,10 +82,10 @@ export const metrics = {
     labelNames: ['format'],
     registers,
   }),
-  credits: new Counter<'tenant' | 'endpoint'>({
+  credits: new Counter<'tenant' | 'endpoint' | 'environment'>({
     name: 'speech_gateway_credits_total',
-    help: 'Credits of finished sessions (final figure, or the provisional sum when estimated)',
-    labelNames: ['tenant', 'endpoint'],
+    help: 'Credits of finished sessions (final figure, or the provisional sum when estimated), by data-residency environment',
+    labelNames: ['tenant', 'endpoint', 'environment'],
     registers,
   }),
   upstreamFailures: new Counter<'cause'>({
@@ -217,6 +217,7 @@ const OTHER_REFUSAL_REASONS = [
   'hop_forbidden',
   'hop_not_owner',
   'client_flood',
+  'environment_not_served',
 ];
 
 /**

@@ -151,6 +151,7 @@ export class UsageHttpApi implements UsageApi {
           tenant: r.tenant,
           endpoint: r.endpoint,
           interactionId: r.interactionId,
+          environment: r.environment,
           start: new Date(r.start).toISOString(),
           end: r.end === null ? null : new Date(r.end).toISOString(),
           credits: fromMicro(r.micro),

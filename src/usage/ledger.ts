@@ -84,6 +84,7 @@ export class Ledger implements UsageLedger {
         tenant: s.tenant,
         endpoint: s.endpoint,
         iid: s.interactionId,
+        env: s.environment,
         at: s.startedAt,
       }),
     );

@@ -131,16 +131,17 @@ local function refuse()
 end
 `;
 
-/** ARGV[4..8]: sessionKey, tenant, endpoint, start, interactionId ('' = none). */
+/** ARGV[4..9]: sessionKey, tenant, endpoint, start, interactionId ('' = none), environment ('' = none). */
 export const START =
   prelude +
   `
 if redis.call('HEXISTS', sk, 'started') == 1 then return 0 end
-local key, tenant, endpoint, start, iid = ARGV[4], ARGV[5], ARGV[6], int(ARGV[7], 0, MAX), ARGV[8]
+local key, tenant, endpoint, start, iid, env = ARGV[4], ARGV[5], ARGV[6], int(ARGV[7], 0, MAX), ARGV[8], ARGV[9] or ''
 if key == '' or tenant == '' or endpoint == '' or not start then return redis.error_reply('ERR bad start event') end
 if not fits(nil, nil, nil, { tenant, endpoint, start }) then return refuse() end
 redis.call('HSET', sk, 'started', '1', 'sessionKey', key, 'tenant', tenant, 'endpoint', endpoint, 'start', fmt(start))
 if iid ~= '' then redis.call('HSET', sk, 'iid', iid) end
+if env ~= '' then redis.call('HSET', sk, 'env', env) end
 keepFor()
 redis.call('SADD', P .. 'tenants', tenant)
 local tz = P .. 'ts:' .. tenant

@@ -35,6 +35,7 @@ interface Session {
   endpoint?: Endpoint;
   start?: number;
   iid?: string;
+  env?: string;
   started: boolean;
   ended: boolean;
   seqs: Set<number>;
@@ -103,7 +104,7 @@ export class MemoryUsageStore implements UsageStore {
       if (s.started) return 'ok';
       if (!e.k || !e.tenant || !e.endpoint || !storable(e.at)) return 'invalid';
       if (!this.fits(s, { st: { tenant: e.tenant, endpoint: e.endpoint, start: e.at } })) return 'refused';
-      Object.assign(s, { started: true, tenant: e.tenant, endpoint: e.endpoint, start: e.at, iid: e.iid });
+      Object.assign(s, { started: true, tenant: e.tenant, endpoint: e.endpoint, start: e.at, iid: e.iid, env: e.env });
       this.tenantSet.add(e.tenant);
       this.bump(s, 'sessions', 1);
     } else if (e.t === 'upstream') {
@@ -281,6 +282,7 @@ function toRow(s: Session): SessionRow {
     tenant: s.tenant!,
     endpoint: s.endpoint!,
     interactionId: s.iid ?? null,
+    environment: s.env ?? null,
     start: s.start!,
     end: s.end ?? null,
     outcome: s.outcome ?? null,

@@ -23,12 +23,16 @@ export interface SessionStart {
   tenant: string;
   endpoint: Endpoint;
   interactionId?: string;
+  /** the data-residency environment (eu, us...) the session ran in; sessions always give it, the
+   * ledger takes a start without one as it took those before environments (its row says null) */
+  environment?: string;
   startedAt: number;
 }
 
 /** One ledger event, self-contained and JSON-serialisable (it is what the journal stores). */
 export type LedgerEvent =
-  | { t: 'start'; k: string; tenant: string; endpoint: Endpoint; iid?: string; at: number }
+  /** `env`: the environment; absent from events (journal lines) written before environments. */
+  | { t: 'start'; k: string; tenant: string; endpoint: Endpoint; iid?: string; env?: string; at: number }
   | { t: 'upstream'; k: string; usid: string; seg?: number }
   | { t: 'usage'; k: string; seq: number; seg?: number; kind: 'delta' | 'final'; micro: number; at: number }
   | { t: 'end'; k: string; outcome: Outcome; mediaMs: number; at: number }
@@ -69,6 +73,8 @@ export interface SessionRow {
   tenant: string;
   endpoint: Endpoint;
   interactionId: string | null;
+  /** null for a session recorded before environments were */
+  environment: string | null;
   start: number;
   end: number | null;
   micro: number;

@@ -81,7 +81,7 @@ export class RedisUsageStore implements UsageStore {
     const base = [this.prefix, this.now(), this.retentionMs];
     for (const e of events) {
       const sk = this.sessionKey(e.k);
-      if (e.t === 'start') p.usageStart(sk, ...base, e.k, e.tenant, e.endpoint, e.at, e.iid ?? '');
+      if (e.t === 'start') p.usageStart(sk, ...base, e.k, e.tenant, e.endpoint, e.at, e.iid ?? '', e.env ?? '');
       else if (e.t === 'upstream') p.usageUpstream(sk, ...base, e.seg ?? 0, e.usid);
       else if (e.t === 'usage') p.usageUsage(sk, ...base, e.seg ?? 0, e.seq, e.kind, e.micro);
       else if (e.t === 'end') p.usageEnd(sk, ...base, e.outcome, e.mediaMs, e.at);
@@ -207,6 +207,7 @@ function rowFromHash(h: Record<string, string>): SessionRow | null {
     tenant: h.tenant,
     endpoint: h.endpoint as Endpoint,
     interactionId: h.iid ?? null,
+    environment: h.env ?? null,
     start: Number(h.start),
     end: h.end !== undefined ? Number(h.end) : null,
     outcome: (h.outcome as Outcome | undefined) ?? null,

@@ -122,7 +122,11 @@ function fakeSession() {
       return l;
     },
   };
-  const session = new Session(deps, { sessionKey: 'k1', endpoint: 'transcribe', tenant: 't', clientToken: 'c' }, sink);
+  const session = new Session(
+    deps,
+    { sessionKey: 'k1', endpoint: 'transcribe', tenant: 't', environment: 'eu', clientToken: 'c' },
+    sink,
+  );
   let finished = false;
   session.on((e) => e.type === 'finished' && (finished = true));
   const text = (m: object) => {

@@ -379,19 +379,62 @@ describe('helm chart', () => {
     assert.notEqual(none.code, 0, 'the defaults rendered');
     assert.match(
       none.stderr,
-      /no upstream configured: set config\.UPSTREAM_URL and config\.AUTH_URL \(the speech service\), or emulator\.enabled=true for the embedded emulator \(development only/,
+      /no upstream configured: set config\.UPSTREAM_URL and config\.AUTH_URL \(the speech service\), or environments \(one upstream per environment\), or emulator\.enabled=true for the embedded emulator \(development only/,
     );
     const both = await render(
       [dev],
       ['config.UPSTREAM_URL=wss://upstream.example', 'config.AUTH_URL=https://auth.example'],
     );
     assert.notEqual(both.code, 0, 'the emulator and an upstream rendered together');
-    assert.match(both.stderr, /emulator\.enabled and config\.UPSTREAM_URL are both set/);
+    assert.match(both.stderr, /emulator\.enabled and config\.UPSTREAM_URL \(or environments\) are both set/);
     // Either one alone renders: the emulator's pods have no upstream, the upstream's no emulator value.
     const emulated = loadConfig(podEnv((await render([dev])).objects));
     assert.equal(emulated.UPSTREAM_URL, undefined);
     const real = loadConfig(podEnv((await render([join(chart, 'ci', 'existing-secret-values.yaml')])).objects));
     assert.equal(real.UPSTREAM_URL, 'wss://api.eu.corti.app/audio-bridge/v2');
+  });
+
+  it('renders per-environment upstreams the gateway accepts, and refuses them mixed with another form', async () => {
+    const eu = ['environments.eu.upstreamUrl=wss://api.eu.corti.app/audio-bridge/v2'];
+    eu.push('environments.eu.authUrl=https://auth.eu.corti.app');
+    const us = ['environments.us.upstreamUrl=wss://api.us.corti.app/audio-bridge/v2'];
+    us.push('environments.us.authUrl=https://auth.us.corti.app');
+    const two = await render([], [...us, ...eu, 'config.DEFAULT_ENVIRONMENT=us']);
+    assert.equal(two.code, 0, two.stderr);
+    const env = podEnv(two.objects);
+    assert.equal(env.ENVIRONMENTS, 'eu,us');
+    const config = loadConfig(env);
+    assert.equal(config.defaultEnvironment, 'us');
+    assert.deepEqual(config.environments, [
+      { name: 'eu', upstreamUrl: 'wss://api.eu.corti.app/audio-bridge/v2', authUrl: 'https://auth.eu.corti.app' },
+      { name: 'us', upstreamUrl: 'wss://api.us.corti.app/audio-bridge/v2', authUrl: 'https://auth.us.corti.app' },
+    ]);
+    const dashed = await render(
+      [],
+      ['environments.eu-west.upstreamUrl=wss://x.example', 'environments.eu-west.authUrl=https://y.example'],
+    );
+    assert.equal(loadConfig(podEnv(dashed.objects)).environments[0].upstreamUrl, 'wss://x.example');
+    const refused: Array<[string[], RegExp]> = [
+      [[...eu, 'emulator.enabled=true'], /emulator\.enabled and config\.UPSTREAM_URL \(or environments\) are both set/],
+      [
+        [...eu, 'config.UPSTREAM_URL=wss://u.example', 'config.AUTH_URL=https://a.example'],
+        /environments and config\.UPSTREAM_URL are both set/,
+      ],
+      [[...eu, 'config.ENVIRONMENTS=eu'], /environments and config\.ENVIRONMENTS are both set/],
+      [[...eu, 'config.DEFAULT_ENVIRONMENT=us'], /config\.DEFAULT_ENVIRONMENT is not one of environments/],
+      [[eu[0]], /authUrl/],
+      [['environments.EU.upstreamUrl=wss://x.example', 'environments.EU.authUrl=https://y.example'], /EU|environments/],
+      [['environments.eu.upstreamUrl=https://x.example', eu[1]], /upstreamUrl/],
+    ];
+    for (const [set, named] of refused) {
+      const r = await render([], set);
+      assert.notEqual(r.code, 0, `rendered ${set.join(' ')}`);
+      assert.match(r.stderr, named, set.join(' '));
+    }
+    // The emulators: one per environment, the chart's rule kept (emulator.enabled asked for explicitly).
+    const emulated = await render([dev], ['config.ENVIRONMENTS=eu\\,us']);
+    assert.equal(emulated.code, 0, emulated.stderr);
+    assert.deepEqual(loadConfig(podEnv(emulated.objects)).environments, [{ name: 'eu' }, { name: 'us' }]);
   });
 
   it('fits the preStop sleep inside the grace period, ahead of the whole drain', async () => {

@@ -51,7 +51,13 @@ export async function startHarness(): Promise<Harness> {
           limiter: usage.limiter,
           logger,
         },
-        { sessionKey: `harness-${Math.random()}`, endpoint: 'transcribe', tenant: 'base', clientToken: token },
+        {
+          sessionKey: `harness-${Math.random()}`,
+          endpoint: 'transcribe',
+          tenant: 'base',
+          environment: 'eu',
+          clientToken: token,
+        },
         sink,
       );
       const finished = new Promise<void>((resolve) => session.on((e) => e.type === 'finished' && resolve()));

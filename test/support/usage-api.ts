@@ -5,6 +5,7 @@ import { delay } from './wait.js';
 export interface LedgerSession {
   sessionKey: string;
   tenant: string;
+  environment: string | null;
   end: string | null;
   credits: number;
   estimated: boolean;

@@ -18,12 +18,20 @@ afterAll(async () => {
   await redis.stop();
 });
 
-/** 250 sessions of tenant acme, several sharing a start millisecond, and one of tenant beta. */
+/** 250 sessions of tenant acme, several sharing a start millisecond, in us, eu or (as recorded before
+ * environments were) none; and one of tenant beta. */
 async function seed(u: Usage): Promise<void> {
   for (let i = 0; i < 250; i++) {
     const k = `s${String(i).padStart(3, '0')}`;
     const startedAt = D + 3_600_000 + Math.floor(i / 3) * 1000;
-    u.ledger.sessionStarted({ sessionKey: k, tenant: 'acme', endpoint: i % 2 ? 'streams' : 'transcribe', startedAt });
+    const environment = [undefined, 'us', 'eu'][i % 3];
+    u.ledger.sessionStarted({
+      sessionKey: k,
+      tenant: 'acme',
+      endpoint: i % 2 ? 'streams' : 'transcribe',
+      startedAt,
+      ...(environment && { environment }),
+    });
     u.ledger.recordUsage({ sessionKey: k, seq: 1, kind: 'delta', credits: 0.001, at: startedAt });
     if (i % 5) u.ledger.recordUsage({ sessionKey: k, seq: 2, kind: 'final', credits: 0.002, at: startedAt });
     u.ledger.sessionEnded({ sessionKey: k, outcome: 'ended', mediaSeconds: 0.5, endedAt: startedAt + 500 });
@@ -121,6 +129,7 @@ for (const [mode, make] of Object.entries(modes)) {
         'credits',
         'end',
         'endpoint',
+        'environment',
         'estimated',
         'interactionId',
         'mediaSeconds',
@@ -133,6 +142,12 @@ for (const [mode, make] of Object.entries(modes)) {
       ]);
       assert.equal(first.estimated, true); // s000: no final
       assert.equal(first.credits, 0.001);
+      const rows = (await get(u.api, '/v1/usage/sessions?tenant=acme')).body.sessions.slice(0, 3);
+      assert.deepEqual(
+        rows.map((r: { environment: string | null }) => r.environment),
+        [null, 'us', 'eu'],
+        'the environment each started in; none (an older row): null',
+      );
     });
 
     test('bad parameters get 400 with a reason', async () => {

@@ -59,6 +59,7 @@ for (const mode of ['redis', 'in-process'] as const) {
             tenant: 'acme',
             endpoint: 'transcribe',
             interactionId: null,
+            environment: null,
             start: iso(1, '10:15:00'),
             end: iso(1, '10:15:04'),
             credits: 0.25,

@@ -75,10 +75,16 @@ Without an upstream the gateway runs its embedded emulator and reports ready: an
 healthy and transcribes nothing real. So the chart asks for one of the two explicitly.
 */}}
 {{- define "speech-gateway.checkUpstream" -}}
-{{- $upstream := .Values.config.UPSTREAM_URL }}
-{{- if and $upstream .Values.emulator.enabled }}
-{{- fail "emulator.enabled and config.UPSTREAM_URL are both set: the emulator runs only without an upstream. Unset one of them." }}
+{{- $upstream := or .Values.config.UPSTREAM_URL .Values.environments }}
+{{- if and .Values.config.UPSTREAM_URL .Values.environments }}
+{{- fail "environments and config.UPSTREAM_URL are both set: config.UPSTREAM_URL/AUTH_URL are the one-environment form. Use one of them." }}
+{{- else if and .Values.config.ENVIRONMENTS .Values.environments }}
+{{- fail "environments and config.ENVIRONMENTS are both set: with environments the chart writes ENVIRONMENTS. Unset config.ENVIRONMENTS." }}
+{{- else if and .Values.environments .Values.config.DEFAULT_ENVIRONMENT (not (hasKey .Values.environments .Values.config.DEFAULT_ENVIRONMENT)) }}
+{{- fail "config.DEFAULT_ENVIRONMENT is not one of environments." }}
+{{- else if and $upstream .Values.emulator.enabled }}
+{{- fail "emulator.enabled and config.UPSTREAM_URL (or environments) are both set: the emulator runs only without an upstream. Unset one of them." }}
 {{- else if not (or $upstream .Values.emulator.enabled) }}
-{{- fail "no upstream configured: set config.UPSTREAM_URL and config.AUTH_URL (the speech service), or emulator.enabled=true for the embedded emulator (development only: made-up transcripts)." }}
+{{- fail "no upstream configured: set config.UPSTREAM_URL and config.AUTH_URL (the speech service), or environments (one upstream per environment), or emulator.enabled=true for the embedded emulator (development only: made-up transcripts)." }}
 {{- end }}
 {{- end }}

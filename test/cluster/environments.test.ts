@@ -1,0 +1,51 @@
+// Data residency across replicas: a session record (the one a replica takes a session over from) is
+// taken over only by a request of the session's own environment; a record written before
+// environments were kept counts as the default environment's.
+import assert from 'node:assert/strict';
+import { describe, it } from 'vitest';
+import {
+  createRecordStore,
+  createReplicas,
+  findResume,
+  recordKeys,
+  sealRecord,
+  type SessionRecord,
+} from '../../src/cluster/index.js';
+import { logger } from '../../src/telemetry/index.js';
+
+const who = { tenant: 'acme', subject: 'user-1', endpoint: 'transcribe' as const };
+
+/** A handed-over session of replica `a` (nobody resumed it yet) under `key`, in `environment`. */
+async function handedOver(environment: string | undefined) {
+  const key = `resume-key-${Math.random().toString(36).slice(2)}-0123456789`;
+  const records = createRecordStore({ graceSeconds: 30 });
+  const record: SessionRecord = {
+    owner: 'a',
+    ownerUrl: 'ws://127.0.0.1:9',
+    state: 'handed_over',
+    tenant: who.tenant,
+    endpoint: who.endpoint,
+    sessionKey: 'sk-1',
+    subject: who.subject,
+    environment,
+    timeline: { kind: 'webm', offset: 0, finalUntil: 1, mediaReceived: 2, audioBytes: 100, segment: 0, seq: 1 },
+    updatedAt: Date.now(),
+  };
+  const keys = recordKeys(key);
+  await records.put(keys.hash, sealRecord(keys, record));
+  const d = { records, replicas: createReplicas('b', logger), logger, legacyEnvironment: 'eu' };
+  return (environment: string) => findResume(d, key, { ...who, environment });
+}
+
+describe('session records of another environment', () => {
+  it('a us session is not taken over by an eu request, and is by a us one', async () => {
+    const resume = await handedOver('us');
+    assert.equal((await resume('eu')).route, 'forbidden');
+    assert.equal((await resume('us')).route, 'restore');
+  });
+
+  it("a record without an environment is the default environment's", async () => {
+    assert.equal((await (await handedOver(undefined))('us')).route, 'forbidden');
+    assert.equal((await (await handedOver(undefined))('eu')).route, 'restore');
+  });
+});
