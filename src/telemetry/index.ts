@@ -9,3 +9,4 @@ export {
   isLedgerTotals,
   type LedgerTotals,
 } from './ledger-credits.js';
+export { captureNativeStderr, writeStderrJson } from './stderr.js';
