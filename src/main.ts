@@ -1,11 +1,15 @@
 // The process: config from the environment, start, signals, drain. `npm start` runs this.
 import { loadConfig } from './config.js';
-import { startGateway } from './gateway.js';
-import { logger } from './telemetry/index.js';
+import { captureNativeStderr, logger, writeStderrJson } from './telemetry/index.js';
+
+// Before uWebSockets.js loads: its plain-text stderr lines become JSON log lines (telemetry/stderr.ts).
+captureNativeStderr();
 
 async function main(): Promise<void> {
   const config = loadConfig();
   logger.level = config.LOG_LEVEL;
+  // Imported here, not at the top: a uWS binary that does not load is a start-up failure, logged as one.
+  const { startGateway } = await import('./gateway.js');
   const gw = await startGateway(config);
   const { port, adminPort } = gw.server;
   logger.info(
@@ -54,8 +58,8 @@ function onStopSignals(stop: () => Promise<void>): void {
 }
 
 main().catch((err: Error) => {
-  // Said on stderr too: a start-up failure must be visible whatever LOG_LEVEL is.
+  // Said on stderr too (a JSON line): a start-up failure must be visible whatever LOG_LEVEL is.
   logger.fatal({ err: err.message }, 'speech-gateway failed to start');
-  process.stderr.write(`speech-gateway failed to start: ${err.message}\n`);
+  writeStderrJson('fatal', `speech-gateway failed to start: ${err.message}`);
   process.exit(1);
 });

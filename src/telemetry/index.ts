@@ -2,3 +2,11 @@
 export { logger, type Logger } from './logger.js';
 export { registry, metrics, initialiseCounters } from './metrics.js';
 export { tenantLabel, setMaxTenantLabels, resetTenantLabels } from './tenant-label.js';
+export {
+  ledgerCredits,
+  ledgerReadFailures,
+  setLedgerTotals,
+  isLedgerTotals,
+  type LedgerTotals,
+} from './ledger-credits.js';
+export { captureNativeStderr, writeStderrJson } from './stderr.js';

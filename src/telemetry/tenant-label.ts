@@ -30,6 +30,9 @@ export function setMaxTenantLabels(max: number): void {
   maxTenants = Math.max(0, Math.floor(max));
 }
 
+/** The cap on tenant labels (METRICS_MAX_TENANTS). */
+export const maxTenantLabels = (): number => maxTenants;
+
 /** Forgets the labelled tenants (tests). */
 export function resetTenantLabels(): void {
   known.clear();

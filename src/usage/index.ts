@@ -1,12 +1,13 @@
 // Usage: the credit ledger (Redis, or in process), per-tenant session limits, and the ops usage
 // API. createUsage wires them to one Redis connection (or none) and one on-disk journal.
-import { logger } from '../telemetry/index.js';
+import { isLedgerTotals, logger, setLedgerTotals } from '../telemetry/index.js';
 import { UsageHttpApi, type UsageApi } from './api.js';
 import { Journal } from './journal.js';
 import { Ledger, type Health, type UsageLedger } from './ledger.js';
 import { MemoryLimiter, RedisLimiter, type SessionLimiter } from './limiter.js';
 import { MemoryUsageStore } from './memory-store.js';
 import { RedisHealth } from './redis-health.js';
+import type { UsageStore } from './model.js';
 
 export type { Outcome, SessionStart } from './model.js';
 export type { UsageLedger, UsageRecord } from './ledger.js';
@@ -57,7 +58,9 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
     const alwaysUp: Health = { healthy: true, markFailed: () => undefined, onHealthy: () => undefined };
     const ledger = new Ledger(store, null, alwaysUp);
     const limiter = new MemoryLimiter(o.maxSessionsPerTenant);
+    const unreport = reportTotals(store);
     const close = once(async () => {
+      unreport();
       await ledger.flush();
       await limiter.close();
     });
@@ -88,7 +91,9 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
     ttlMs: o.leaseTtlMs ?? 30_000,
     renewMs: o.leaseRenewMs ?? 10_000,
   });
+  const unreport = reportTotals(store);
   const close = once(async () => {
+    unreport();
     await ledger.flush();
     await limiter.close();
     health.close();
@@ -97,6 +102,13 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
   });
   ledger.close = close;
   return { ledger, limiter, api: new UsageHttpApi(store, o.apiToken), close };
+}
+
+/** The store's credit totals feed speech_gateway_ledger_credits until the returned function is called. */
+function reportTotals(store: UsageStore): () => void {
+  const totals = () => store.creditTotals();
+  setLedgerTotals(totals);
+  return () => isLedgerTotals(totals) && setLedgerTotals(null);
 }
 
 function once(f: () => Promise<void>): () => Promise<void> {

@@ -12,6 +12,10 @@
 // (-1) and writes only the 'refused' mark, which makes the session's usage estimated.
 // Every credit figure is an integer (micro-credits); string.format('%d') keeps Lua from
 // printing large numbers in exponent form.
+// The ledger's own cumulative credits per tenant ('credits' hash, never expiring) move with the
+// buckets, by the same delta in the same script, so their rise over a time equals what the usage
+// API sums for sessions recorded in it; 'torder' ranks tenants by first start, the order in which
+// the metrics keep tenant names (METRICS_MAX_TENANTS), the same on every replica.
 import { MAX_MICRO_PER_MESSAGE, MAX_SEGMENTS, MAX_TOTAL } from './model.js';
 
 const prelude = `
@@ -90,6 +94,8 @@ local function fits(oseg, oval, media, st)
   if not tenant or not start then return true end -- no buckets yet: the start checks them
   local dMicro, dMedia = target - tonumber(v[4] or '0'), 0
   if not v[6] then dMedia = tonumber(media or v[5] or '0') end
+  local total = tonumber(redis.call('HGET', P .. 'credits', tenant) or '0') + dMicro
+  if total < 0 or total > MAX then return false end
   for _, g in ipairs(GRAINS) do
     local b = redis.call('HMGET', bucketKey(tenant, endpoint, start, g), 'micro', 'mediaMs', 'sessions')
     for i, d in ipairs({ dMicro, dMedia, dSessions }) do
@@ -109,6 +115,7 @@ local function reconcile()
   local counted = tonumber(v[4] or '0')
   if target ~= counted then
     bump(v[1], v[2], start, 'micro', target - counted)
+    redis.call('HINCRBY', P .. 'credits', v[1], fmt(target - counted))
     redis.call('HSET', sk, 'counted', fmt(target))
   end
   if v[5] and not v[6] then
@@ -144,6 +151,7 @@ if iid ~= '' then redis.call('HSET', sk, 'iid', iid) end
 if env ~= '' then redis.call('HSET', sk, 'env', env) end
 keepFor()
 redis.call('SADD', P .. 'tenants', tenant)
+redis.call('ZADD', P .. 'torder', 'NX', fmt(redis.call('ZCARD', P .. 'torder')), tenant)
 local tz = P .. 'ts:' .. tenant
 redis.call('ZADD', tz, fmt(start), key)
 redis.call('ZREMRANGEBYSCORE', tz, '-inf', '(' .. fmt(now - retention))

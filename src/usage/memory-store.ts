@@ -14,6 +14,7 @@ import {
   sessionFigures,
   storable,
   type BucketRow,
+  type CreditTotal,
   type Granularity,
   type LedgerEvent,
   type Outcome,
@@ -60,6 +61,8 @@ export class MemoryUsageStore implements UsageStore {
   private readonly sessionsByKey = new Map<string, Session>();
   private readonly buckets_ = new Map<string, Map<number, BucketRow>>(); // tenant\0endpoint\0granularity → start → row
   private readonly tenantSet = new Set<string>();
+  /** Cumulative credits per tenant, in first-start order: as 'credits' and 'torder' in lua.ts. */
+  private readonly totals = new Map<string, number>();
   private lastPrune = 0;
 
   constructor(
@@ -106,6 +109,7 @@ export class MemoryUsageStore implements UsageStore {
       if (!this.fits(s, { st: { tenant: e.tenant, endpoint: e.endpoint, start: e.at } })) return 'refused';
       Object.assign(s, { started: true, tenant: e.tenant, endpoint: e.endpoint, start: e.at, iid: e.iid, env: e.env });
       this.tenantSet.add(e.tenant);
+      if (!this.totals.has(e.tenant)) this.totals.set(e.tenant, 0);
       this.bump(s, 'sessions', 1);
     } else if (e.t === 'upstream') {
       const i = segmentOf(e);
@@ -157,6 +161,8 @@ export class MemoryUsageStore implements UsageStore {
       ? [o.st.tenant, o.st.endpoint, o.st.start, 1]
       : [s.tenant, s.endpoint, s.start, 0];
     if (tenant === undefined || endpoint === undefined || start === undefined) return true; // no buckets yet
+    const total = (this.totals.get(tenant) ?? 0) + target - s.counted;
+    if (total < 0 || total > MAX_TOTAL) return false;
     const dMedia = s.mediaCounted ? 0 : (o.media ?? s.mediaMs ?? 0);
     for (const [g, ms] of GRAINS) {
       const row = this.buckets_.get(`${tenant}\0${endpoint}\0${g}`)?.get(start - (start % ms));
@@ -175,6 +181,7 @@ export class MemoryUsageStore implements UsageStore {
     const target = credits(s);
     if (target !== s.counted) {
       this.bump(s, 'micro', target - s.counted);
+      this.totals.set(s.tenant, (this.totals.get(s.tenant) ?? 0) + target - s.counted);
       s.counted = target;
     }
     if (s.mediaMs !== undefined && !s.mediaCounted) {
@@ -252,6 +259,10 @@ export class MemoryUsageStore implements UsageStore {
 
   async tenants(): Promise<string[]> {
     return [...this.tenantSet].sort();
+  }
+
+  async creditTotals(): Promise<CreditTotal[]> {
+    return [...this.totals].map(([tenant, micro]) => ({ tenant, micro }));
   }
 }
 

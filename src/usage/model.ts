@@ -165,6 +165,14 @@ export interface UsageStore {
     limit: number;
   }): Promise<SessionPage>;
   tenants(): Promise<string[]>;
+  /** Every tenant's cumulative credits in the ledger, in the order the tenants first started a session. */
+  creditTotals(): Promise<CreditTotal[]>;
+}
+
+/** A tenant's cumulative credits as the ledger recorded them (they move with its buckets, never expire). */
+export interface CreditTotal {
+  tenant: string;
+  micro: number;
 }
 
 export class StoreUnavailable extends Error {

@@ -10,6 +10,7 @@ import {
   refusedByStore,
   sessionFigures,
   type BucketRow,
+  type CreditTotal,
   type SegmentRow,
   type Granularity,
   type LedgerEvent,
@@ -177,6 +178,24 @@ export class RedisUsageStore implements UsageStore {
 
   async tenants(): Promise<string[]> {
     return (await this.read(() => this.redis.smembers(`${this.prefix}tenants`))).sort();
+  }
+
+  async creditTotals(): Promise<CreditTotal[]> {
+    const res = await this.read(() =>
+      this.redis.multi().zrange(`${this.prefix}torder`, 0, -1).hgetall(`${this.prefix}credits`).exec(),
+    );
+    const [[e1, order], [e2, totals]] = (res ?? []) as [Error | null, unknown][];
+    if (e1 || e2 || !res) throw new StoreUnavailable((e1 ?? e2)?.message ?? 'credit totals not read');
+    const micro = totals as Record<string, string>;
+    // Tenants of the ledger from before the totals existed have no 'torder' rank: they follow.
+    const ranked = new Set(order as string[]);
+    const tenants = [
+      ...ranked,
+      ...Object.keys(micro)
+        .filter((t) => !ranked.has(t))
+        .sort(),
+    ];
+    return tenants.map((tenant) => ({ tenant, micro: Number(micro[tenant] ?? 0) }));
   }
 
   private async read<T>(f: () => Promise<T>): Promise<T> {

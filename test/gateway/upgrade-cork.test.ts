@@ -32,7 +32,8 @@ describe('upgrades of a token verified a moment ago', () => {
         ADMIN_PORT: '0',
         HOST: '127.0.0.1',
         EMULATOR_PORT: '0',
-        LOG_LEVEL: 'info',
+        // uWS's warning is logged (as a JSON line) at debug: telemetry/stderr.ts.
+        LOG_LEVEL: 'debug',
         USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-cork-')),
         MAX_UNCONFIGURED_PER_SUBJECT: '0',
       },

@@ -93,8 +93,10 @@ describe('settings are validated before anything starts', () => {
       assert.equal(await g.refused, 1, `stderr: ${g.out.stderr}`);
       const lines = g.out.stderr.trimEnd().split('\n');
       assert.equal(lines.length, 1, `one line on stderr, got:\n${g.out.stderr}`);
-      assert.match(lines[0], /^speech-gateway failed to start: invalid configuration: /);
-      assert.match(lines[0], message);
+      const line = JSON.parse(lines[0]) as { level: string; msg: string };
+      assert.equal(line.level, 'fatal', 'a JSON line, as every line the gateway writes');
+      assert.match(line.msg, /^speech-gateway failed to start: invalid configuration: /);
+      assert.match(line.msg, message);
       assert.doesNotMatch(g.out.stderr + g.out.stdout, /hunter2|\n\s+at /, 'no value echoed, no stack trace');
     });
   }
@@ -102,9 +104,10 @@ describe('settings are validated before anything starts', () => {
   it('several bad settings are named together on the one line', async () => {
     const g = gateway({ LOG_LEVEL: 'verbose', CHUNK_MS: '0' });
     assert.equal(await g.refused, 1);
+    assert.match(g.out.stderr, /^[^\n]*\n$/, 'one line');
     assert.match(
-      g.out.stderr,
-      /^[^\n]*LOG_LEVEL must be one of [^\n]*; CHUNK_MS must be an integer from 20 to 1000\n$/,
+      (JSON.parse(g.out.stderr) as { msg: string }).msg,
+      /LOG_LEVEL must be one of [^\n]*; CHUNK_MS must be an integer from 20 to 1000$/,
     );
   });
 

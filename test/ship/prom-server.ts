@@ -19,8 +19,9 @@ export interface Sample {
 
 export interface TestPrometheus {
   url: string;
-  /** Instant query through /api/v1/query; throws with Prometheus's error when it does not parse. */
-  query(expr: string): Promise<Sample[]>;
+  /** Instant query through /api/v1/query, at `atMs` (a Date.now(); default now); throws with
+   *  Prometheus's error when it does not parse. */
+  query(expr: string, atMs?: number): Promise<Sample[]>;
   /** Resolves once every target of the job has been scraped after `sinceMs` (a Date.now()). */
   scrapedAfter(job: string, sinceMs: number, timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
@@ -80,8 +81,10 @@ export async function startPrometheus(o: {
     await delay(100);
   }
 
-  async function query(expr: string): Promise<Sample[]> {
-    const res = await fetch(`${url}/api/v1/query`, { method: 'POST', body: new URLSearchParams({ query: expr }) });
+  async function query(expr: string, atMs?: number): Promise<Sample[]> {
+    const form = new URLSearchParams({ query: expr });
+    if (atMs !== undefined) form.set('time', String(atMs / 1000));
+    const res = await fetch(`${url}/api/v1/query`, { method: 'POST', body: form });
     const body = (await res.json()) as {
       status: string;
       error?: string;

@@ -13,34 +13,25 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parse } from 'yaml';
 import { chromeChunks, evenChunks, fixture } from '../support/fixtures.js';
 import { configured, englishConfiguration, startStack, type Stack, type TestClient } from '../support/stack.js';
-import { metrics } from '../../src/telemetry/index.js';
+import { metricsTarget } from '../support/metrics.js';
+import { usageTotalAt } from '../support/usage-api.js';
 import { delay } from '../support/wait.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
+import { dashboardQueries, panelQuery } from './dashboard.js';
 import { PROMTOOL, startPrometheus, type TestPrometheus } from './prom-server.js';
 
 const JOB = 'speech-gateway';
-const DASHBOARD = 'grafana/dashboards/speech-gateway.json';
 const ALERTS = 'grafana/alerts.yaml';
 const ALERT_TESTS = 'grafana/alerts.test.yaml';
 const GUIDE = 'docs/operations.md';
 /** The job matcher every selector in the rules carries (the chart's PodMonitor job holds the release's full name). */
 const JOB_MATCHER = 'job=~".*speech-gateway.*"';
 const run = promisify(execFile);
-
-interface Panel {
-  title: string;
-  type: string;
-  targets?: Array<{ expr: string }>;
-  panels?: Panel[];
-}
-
-/** Every query target of the dashboard, rows' nested panels included. */
-function dashboardQueries(): Array<{ panel: string; expr: string }> {
-  const panels: Panel[] = JSON.parse(readFileSync(DASHBOARD, 'utf8')).panels;
-  return panels
-    .flatMap((p) => [p, ...(p.panels ?? [])])
-    .flatMap((p) => (p.targets ?? []).map((t) => ({ panel: p.title, expr: t.expr })));
-}
+const CREDITS_PANEL = 'Credits per tenant';
+const USAGE_TOKEN = 'test-usage-token';
+const HOUR = 3_600_000;
+/** The start of the UTC hour holding `ms`: the usage API's hour buckets' edges. */
+const hourOf = (ms: number): number => ms - (ms % HOUR);
 
 /** Grafana's variables as Grafana would fill them in for this gateway over the last few minutes. */
 function fillVariables(expr: string, instance: string): string {
@@ -100,17 +91,19 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
   let stack: Stack;
   let prom: TestPrometheus;
   let instance: string;
+  let firstSession: number;
 
   beforeAll(async () => {
     redis = await startRedis();
     stack = await startStack({
       REDIS_URL: redis.url,
-      USAGE_API_TOKEN: 'test-usage-token',
+      USAGE_API_TOKEN: USAGE_TOKEN,
       MAX_SESSIONS_PER_TENANT: '3',
       CONFIG_TIMEOUT_MS: '300',
       PACE: '4',
     });
-    instance = `127.0.0.1:${stack.gateway.server.adminPort}`; // scraped on the admin port
+    firstSession = Date.now();
+    instance = metricsTarget(stack.gateway.server.adminPort);
     prom = await startPrometheus({ job: JOB, targets: [instance], ruleFiles: [`${process.cwd()}/${ALERTS}`] });
     await prom.scrapedAfter(JOB, Date.now());
 
@@ -136,7 +129,7 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
       (e: { status?: number }) => e.status,
     );
     assert.equal(badToken, 401);
-    assert.equal((await fetch(`http://${instance}/no-such-path`)).status, 404);
+    assert.equal((await fetch(`http://127.0.0.1:${stack.gateway.server.port}/no-such-path`)).status, 404);
     const silent = await stack.connect('transcribe', { tenant: 'clinic-b' });
 
     const ogg = evenChunks(fixture('dictation.ogg'), 8000);
@@ -197,24 +190,24 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
     assert.deepEqual(await labels('sum by (result) (speech_gateway_upstream_reconnect_results_total)', 'result'), [
       'ok',
     ]);
-    // The credits panel shows each tenant's credits in the range: all of them, first sessions included.
-    const panel = dashboardQueries().find((q) => q.panel === 'Credits per tenant')!;
-    // increase() extrapolates to the range's end, up to a scrape interval (1 s here) past the last
-    // sample: over the few seconds these series have, that is up to 10%. A missed first session would be a third.
+    // The credits panel shows each tenant's credits in the range, exactly the usage API's total for
+    // the hours the sessions started in (every session here started and ended in the last 5 minutes).
+    const hours = { from: hourOf(firstSession), to: hourOf(Date.now()) + HOUR };
+    const api = new Map<string, number>();
+    for (const tenant of ['base', 'clinic-b'])
+      api.set(tenant, await usageTotalAt(stack.gateway.server.adminPort, USAGE_TOKEN, { tenant, ...hours }));
+    await prom.scrapedAfter(JOB, Date.now()); // after the ledger wrote the last session's figures
     const shown = new Map(
-      (await prom.query(fillVariables(panel.expr, instance))).map((s) => [s.metric.tenant, Number(s.value[1])]),
+      (await prom.query(fillVariables(panelQuery(CREDITS_PANEL), instance))).map((s) => [
+        s.metric.tenant,
+        Number(s.value[1]),
+      ]),
     );
-    const counted = new Map<string, number>();
-    for (const { labels: l, value } of (await metrics.credits.get()).values)
-      counted.set(String(l.tenant), (counted.get(String(l.tenant)) ?? 0) + value);
-    assert.deepEqual([...shown.keys()].sort(), [...counted.keys()].sort());
-    for (const [tenant, credits] of counted) {
-      assert.ok(
-        Math.abs(shown.get(tenant)! - credits) <= 0.15 * credits,
-        `${tenant}: panel ${shown.get(tenant)}, counted ${credits}`,
-      );
+    assert.deepEqual([...shown.keys()].sort(), ['base', 'clinic-b']);
+    for (const [tenant, credits] of api) {
+      assert.ok(credits > 0, `${tenant}: credits in the usage API`);
+      assert.ok(Math.abs(shown.get(tenant)! - credits) < 1e-9, `${tenant}: panel ${shown.get(tenant)}, API ${credits}`);
     }
-    assert.deepEqual([...counted.keys()].sort(), ['base', 'clinic-b']);
     assert.deepEqual(await labels('sum by (outcome) (speech_gateway_sessions_total)', 'outcome'), [
       'config_timeout',
       'ended',
@@ -245,10 +238,14 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
     for (const name of names) assert.ok((await prom.query(`group(${name})`)).length, `${name} is scraped`);
   });
 
-  it('the credits panel counts a pod a rolling update replaced: 10 + 5 credits in the range show as 15 (not 5)', async () => {
-    const panel = dashboardQueries().find((q) => q.panel === 'Credits per tenant')!;
-    const expr = panel.expr.replaceAll('$__range', '1h').replaceAll('$instance', 'gw-.*').replaceAll('$tenant', 'acme');
-    // gw-0 counts 10 credits over 20 minutes and is replaced at 30m; gw-1 starts at 31m and counts 5.
+  it("the credits panel counts what a replaced pod recorded after its last scrape: the ledger's totals rose 16 in the range", async () => {
+    const expr = panelQuery(CREDITS_PANEL)
+      .replaceAll('$__range', '1h')
+      .replaceAll('$instance', 'gw-.*')
+      .replaceAll('$tenant', 'acme');
+    // Both pods read the ledger's totals in the one Redis: 2 credits from before the range, 12 by
+    // 20m. gw-0 drains at 30m and records its handed-over segment's last credit after its last
+    // scrape; gw-1, from 31m, reads 13 and the takeover's 5 more: 18 - 2 in the range.
     const dir = mkdtempSync(join(tmpdir(), 'sgw-promtool-'));
     const file = join(dir, 'credits-panel.test.yaml');
     writeFileSync(
@@ -261,18 +258,15 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
             interval: '1m',
             input_series: [
               {
-                series: 'speech_gateway_credits_total{tenant="acme",endpoint="transcribe",instance="gw-0",job="gw"}',
-                values: '0+0.5x20 10x10',
+                series: 'speech_gateway_ledger_credits{tenant="acme",instance="gw-0",job="gw"}',
+                values: '2+0.5x20 12x9',
               },
               {
-                series: 'speech_gateway_credits_total{tenant="acme",endpoint="transcribe",instance="gw-1",job="gw"}',
-                values: '_x31 0+0.25x20 5x8',
+                series: 'speech_gateway_ledger_credits{tenant="acme",instance="gw-1",job="gw"}',
+                values: '_x31 13+0.25x20 18x8',
               },
             ],
-            // increase() extrapolates a little past gw-0's last sample: the figure is 15.2, shown rounded.
-            promql_expr_test: [
-              { expr: `round(${expr})`, eval_time: '60m', exp_samples: [{ labels: '{tenant="acme"}', value: 15 }] },
-            ],
+            promql_expr_test: [{ expr, eval_time: '60m', exp_samples: [{ labels: '{tenant="acme"}', value: 16 }] }],
           },
         ],
       }),

@@ -13,6 +13,30 @@ export interface LedgerSession {
   segments: Array<{ upstreamSessionId: string | null; credits: number; estimated: boolean }>;
 }
 
+/** The URL of the ops usage API's `pathAndQuery` (`/v1/...`) on the gateway (or replica) whose admin
+ *  port is `port`. Every test reaches /v1 through it. */
+export function usageApiUrl(port: number, pathAndQuery: string): string {
+  return `http://127.0.0.1:${port}${pathAndQuery}`;
+}
+
+/** GET `pathAndQuery` of the usage API with the bearer `apiToken`: its JSON body, or a throw unless 200. */
+async function usageApiGet<T>(port: number, apiToken: string, pathAndQuery: string): Promise<T> {
+  const res = await fetch(usageApiUrl(port, pathAndQuery), { headers: { authorization: `Bearer ${apiToken}` } });
+  if (res.status !== 200) throw new Error(`usage API answered ${res.status}: ${await res.text()}`);
+  return (await res.json()) as T;
+}
+
+/** GET /v1/usage: the tenant's total credits over [from, to) (ms, on `granularity` bucket edges). */
+export async function usageTotalAt(
+  port: number,
+  apiToken: string,
+  o: { tenant: string; from: number; to: number; granularity?: 'hour' | 'day' },
+): Promise<number> {
+  const range = `from=${new Date(o.from).toISOString()}&to=${new Date(o.to).toISOString()}`;
+  const query = `/v1/usage?tenant=${encodeURIComponent(o.tenant)}&${range}&granularity=${o.granularity ?? 'hour'}`;
+  return (await usageApiGet<{ total: { credits: number } }>(port, apiToken, query)).total.credits;
+}
+
 /** Every session the ledger holds for `tenant` (all pages). The stack needs USAGE_API_TOKEN = `apiToken`. */
 export function ledgerSessions(stack: Stack, apiToken: string, tenant = 'base'): Promise<LedgerSession[]> {
   return ledgerSessionsAt(stack.gateway.server.adminPort, apiToken, tenant);
@@ -20,15 +44,15 @@ export function ledgerSessions(stack: Stack, apiToken: string, tenant = 'base'):
 
 /** The same from the gateway (or replica) whose admin port is `port`. */
 export async function ledgerSessionsAt(port: number, apiToken: string, tenant: string): Promise<LedgerSession[]> {
-  const base = `http://127.0.0.1:${port}/v1/usage/sessions?tenant=${tenant}`;
+  const base = `/v1/usage/sessions?tenant=${tenant}`;
   const out: LedgerSession[] = [];
   let cursor: string | null = null;
   do {
-    const res = await fetch(cursor ? `${base}&cursor=${encodeURIComponent(cursor)}` : base, {
-      headers: { authorization: `Bearer ${apiToken}` },
-    });
-    if (res.status !== 200) throw new Error(`usage API answered ${res.status}: ${await res.text()}`);
-    const body = (await res.json()) as { sessions: LedgerSession[]; next: string | null };
+    const body: { sessions: LedgerSession[]; next: string | null } = await usageApiGet(
+      port,
+      apiToken,
+      cursor ? `${base}&cursor=${encodeURIComponent(cursor)}` : base,
+    );
     out.push(...body.sessions);
     cursor = body.next;
   } while (cursor);
