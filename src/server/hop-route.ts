@@ -1,7 +1,8 @@
 // The owner's end of the internal hop: `/internal/hop/<socket path>?resume=<key>` on the admin port
-// (never the client port), only with CLUSTER_SECRET. Another replica that authenticated a resuming client carries it here; its signed
-// identity is checked (a signature is good once), then it is a resume takeover like a local one (the same checks against the
-// session held here) and the socket behaves as the public one.
+// (never the client port), only with CLUSTER_SECRET. Another replica that authenticated a resuming
+// client carries it here; its signed identity is checked (a signature is good once), then it is a
+// resume takeover like a local one (the same checks against the session held here) and the socket
+// behaves as the public one.
 import type uWS from 'uWebSockets.js';
 import { acceptHop, HopOutbox } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
