@@ -31,6 +31,8 @@ function toMetrics(e: LifecycleEvent, who: SessionIdentity): void {
   const counted = { ...labels, environment: who.environment }; // not on the gauge: its series stay as they were
   switch (e.type) {
     case 'live':
+      // Its credit series exists at 0 from now, so that increase() counts its first credits too.
+      metrics.credits.inc(counted, 0);
       return void metrics.activeSessions.inc(labels);
     case 'config_accepted':
       return void metrics.configLatency.observe({ endpoint: who.endpoint }, e.latencySeconds);

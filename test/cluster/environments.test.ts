@@ -1,6 +1,7 @@
 // Data residency across replicas: a session record (the one a replica takes a session over from) is
 // taken over only by a request of the session's own environment; a record written before
-// environments were kept counts as the default environment's.
+// environments were kept counts as the default environment's. The hop carries the environment the
+// sending replica resolved, for the owner to check against its session's.
 import assert from 'node:assert/strict';
 import { describe, it } from 'vitest';
 import {
@@ -9,6 +10,9 @@ import {
   findResume,
   recordKeys,
   sealRecord,
+  signHop,
+  verifyHop,
+  type HopIdentity,
   type SessionRecord,
 } from '../../src/cluster/index.js';
 import { logger } from '../../src/telemetry/index.js';
@@ -47,5 +51,22 @@ describe('session records of another environment', () => {
   it("a record without an environment is the default environment's", async () => {
     assert.equal((await (await handedOver(undefined))('us')).route, 'forbidden');
     assert.equal((await (await handedOver(undefined))('eu')).route, 'restore');
+  });
+});
+
+describe('the internal hop', () => {
+  const secret = 'x'.repeat(32);
+  const key = 'resume-key-0123456789abcdef';
+  const identity: HopIdentity = { ...who, environment: 'us', notices: false, owner: 'a' };
+  const verified = (i: unknown) => {
+    const h = signHop(secret, key, i as HopIdentity);
+    return verifyHop(secret, key, h['x-sgw-identity'], h['x-sgw-hop']);
+  };
+
+  it('carries the environment; one that is not a string is a bad identity', () => {
+    assert.equal((verified(identity) as HopIdentity).environment, 'us');
+    assert.deepEqual(verified({ ...identity, environment: 5 }), { refused: 'bad identity' });
+    // An older replica sends none: the owner takes it as its default environment (hop-route.ts).
+    assert.equal((verified({ ...identity, environment: undefined }) as HopIdentity).environment, undefined);
   });
 });
