@@ -1,5 +1,6 @@
 // A whole gateway from one config object: the embedded emulator when no upstream is configured,
 // auth, usage ledger, server. main.ts runs one; tests start several.
+import { createAudit, type AuditTrail } from './audit/index.js';
 import { closeDefaultEncoderPool } from './audio/index.js';
 import {
   REFUSAL_REASONS,
@@ -13,7 +14,7 @@ import type { Emulator } from './emulator/index.js';
 import { isNativeUws, startServer, type GatewayServer } from './server/index.js';
 import type { SessionSettings } from './session/index.js';
 import { initialiseCounters, logger, metrics, setMaxTenantLabels } from './telemetry/index.js';
-import { createUsage } from './usage/index.js';
+import { createUsage, type Usage } from './usage/index.js';
 
 export interface Gateway {
   server: GatewayServer;
@@ -60,6 +61,28 @@ function sessionSettings(config: GatewayConfig, upstreamWsBase: string): Session
   };
 }
 
+/** The audit trail, and the usage ledger, limits and API (which audits its calls and answers GET /v1/audit). */
+async function accounting(config: GatewayConfig): Promise<{ audit: AuditTrail; usage: Usage }> {
+  const audit = await createAudit({
+    file: config.AUDIT_LOG_FILE,
+    redisUrl: config.REDIS_URL,
+    retentionDays: config.AUDIT_RETENTION_DAYS,
+    trustedProxies: config.TRUSTED_PROXIES,
+    logger,
+  });
+  const usage = await createUsage({
+    redisUrl: config.REDIS_URL,
+    journalDir: config.USAGE_JOURNAL_DIR,
+    retentionDays: config.USAGE_RETENTION_DAYS,
+    maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
+    apiToken: config.USAGE_API_TOKEN,
+    apiTokensFile: config.USAGE_API_TOKENS_FILE,
+    apiTokens: config.USAGE_API_TOKENS,
+    audit,
+  });
+  return { audit, usage };
+}
+
 export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   if (!isNativeUws() && !config.ALLOW_UWS_FALLBACK) {
     throw new Error(
@@ -89,13 +112,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
         ? loadUpstreamCredentials({ file: config.UPSTREAM_CREDENTIALS_FILE, inline: config.UPSTREAM_CREDENTIALS })
         : undefined,
   });
-  const usage = await createUsage({
-    redisUrl: config.REDIS_URL,
-    journalDir: config.USAGE_JOURNAL_DIR,
-    retentionDays: config.USAGE_RETENTION_DAYS,
-    maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
-    apiToken: config.USAGE_API_TOKEN,
-  });
+  const { audit, usage } = await accounting(config);
 
   const cluster = await createCluster({
     redisUrl: config.REDIS_URL,
@@ -111,6 +128,8 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     port: config.PORT,
     auth,
     usageApi: usage.api,
+    audit,
+    observe: (info, on) => audit.attach(info, on),
     maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
     maxUnconfiguredPerSubject: config.MAX_UNCONFIGURED_PER_SUBJECT,
     clientIdleSeconds: config.CLIENT_IDLE_SECONDS,
@@ -133,6 +152,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
         await server.drain(config.DRAIN_SECONDS);
         await cluster.close();
         await usage.close();
+        await audit.close();
         auth.close();
         credentials.close();
         await emulator?.close();
