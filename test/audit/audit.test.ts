@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { createAudit } from '../../src/audit/index.js';
-import { logger } from '../../src/telemetry/index.js';
+import { logger, registry } from '../../src/telemetry/index.js';
 import { chromeChunks } from '../support/fixtures.js';
 import {
   endpointPath,
@@ -24,6 +24,7 @@ import {
   type Stack,
   type TestClient,
 } from '../support/stack.js';
+import { metric } from '../support/metrics.js';
 import { finals } from '../support/transcripts.js';
 import { until, delay } from '../support/wait.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
@@ -33,6 +34,12 @@ const SCOPED = 'audit-test-scoped-token-for-other';
 const chunks = chromeChunks('webm-opus');
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
 type Event = Record<string, any>;
+
+/** A series of this process's registry (the in-process audit trails count here). */
+async function metricValue(series: string): Promise<number> {
+  const line = (await registry.metrics()).split('\n').find((l) => l.startsWith(`${series} `));
+  return line ? Number(line.split(' ').at(-1)) : 0;
+}
 
 const readEvents = (file: string): Event[] =>
   readFileSync(file, 'utf8')
@@ -294,6 +301,58 @@ describe('the audit store in Redis', () => {
       ['x2', 'x3'],
     );
     assert.equal(second.next, null);
+    // Redis away: the event still reaches the file, the store's failure is counted, a query fails.
+    await redis.stop();
+    const failed = await metricValue('speech_gateway_audit_write_failures_total{sink="store"}');
+    audit.record({ event: 'session_opened', outcome: 'ok', tenant: 't1', sessionId: 'while-down' });
+    await audit.flush();
+    assert.equal(await metricValue('speech_gateway_audit_write_failures_total{sink="store"}'), failed + 1);
+    assert.ok(readFileSync(join(dir, 'audit.jsonl'), 'utf8').includes('while-down'));
+    await assert.rejects(audit.query({ tenant: 't1', ...range, limit: 1 }));
     await audit.close();
+    await redis.restart();
+  });
+});
+
+describe('an audit trail that cannot be written', () => {
+  it('a full disk (AUDIT_LOG_FILE=/dev/full): sessions go on; each failed write is counted', async () => {
+    const stack = await startStack({ AUDIT_LOG_FILE: '/dev/full' });
+    try {
+      const port = stack.gateway.server.port;
+      const before = await metric(port, 'speech_gateway_audit_write_failures_total{sink="log"}');
+      const c = await stack.connect('transcribe');
+      c.sendJson({ type: 'config', configuration: englishConfiguration('transcribe') });
+      await c.next('CONFIG_ACCEPTED');
+      c.sendJson({ type: 'end' });
+      await c.next('ended');
+      assert.equal((await c.closed).code, 1000);
+      const after = await metric(port, 'speech_gateway_audit_write_failures_total{sink="log"}');
+      assert.ok(after - before >= 4, `${after - before} failures counted`);
+    } finally {
+      await stack.close();
+    }
+  });
+
+  it('without AUDIT_LOG_FILE: one JSON line a event on stdout, marked "stream":"audit"', async () => {
+    const lines: string[] = [];
+    const write = process.stdout.write.bind(process.stdout);
+    process.stdout.write = ((chunk: string) => (lines.push(String(chunk)), true)) as typeof process.stdout.write;
+    try {
+      const audit = await createAudit({ retentionDays: 1, trustedProxies: 0, logger });
+      audit.record({ event: 'session_opened', outcome: 'ok', tenant: 't', sessionId: 's' });
+      await audit.close();
+    } finally {
+      process.stdout.write = write;
+    }
+    const line = lines.find((l) => l.includes('session_opened'))!;
+    assert.ok(line.endsWith('\n') && !line.slice(0, -1).includes('\n'));
+    assert.deepEqual(JSON.parse(line), {
+      stream: 'audit',
+      time: JSON.parse(line).time,
+      event: 'session_opened',
+      outcome: 'ok',
+      tenant: 't',
+      sessionId: 's',
+    });
   });
 });
