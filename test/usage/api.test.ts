@@ -1,7 +1,9 @@
 // The ops usage API: bearer auth, exact shapes, 400s, pagination; Redis and in-process answer alike.
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, test } from 'vitest';
+import { UsageHttpApi } from '../../src/usage/api.js';
 import { createUsage, type Usage, type UsageApi } from '../../src/usage/index.js';
+import { MemoryUsageStore } from '../../src/usage/memory-store.js';
 import { TOKEN, get, tempDir, uniquePrefix } from '../support/usage.js';
 import { startRedis, type TestRedis } from './redis.js';
 
@@ -237,6 +239,16 @@ describe('tenant-scoped usage API tokens', () => {
       ],
     );
     assert.ok(!JSON.stringify(audited).includes(SCOPED) && !JSON.stringify(audited).includes('not-a-token'));
+  });
+
+  test('an audit store that cannot be read: 503 AUDIT_STORE_UNAVAILABLE; a cursor it did not give: 400', async () => {
+    const store = { record: () => undefined, query: () => Promise.reject(new Error('redis away')) };
+    const api = new UsageHttpApi(new MemoryUsageStore(DAY, Date.now), TOKEN, store);
+    const res = await get(api, `/v1/audit?tenant=acme&from=${FROM}&to=${TO}`);
+    assert.equal(res.status, 503);
+    assert.equal(res.body.error.id, 'AUDIT_STORE_UNAVAILABLE');
+    store.query = () => Promise.reject(new RangeError('cursor is not a cursor this API returned'));
+    assert.equal((await get(api, `/v1/audit?tenant=acme&from=${FROM}&to=${TO}&cursor=x`)).status, 400);
   });
 
   test('a bad token list stops the start, naming the variable and the token, never its value', async () => {
