@@ -268,9 +268,10 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
 
     asyncHttp(deps.logger, res, async (aborted) => {
       const resumeKey = query.get('resume') ?? undefined;
-      // The key's hash only once it is a key: a malformed one may be anything the client sent.
+      // The key's hash and the interaction id only once well-formed: else they may be anything the client sent.
       const keyHash = isResumeKey(resumeKey ?? '') ? resumeKeyHash(resumeKey) : undefined;
-      let who: Who = { endpoint, interactionId, address, resumeKeyHash: keyHash };
+      const interaction = UUID.test(interactionId ?? '') ? interactionId : undefined;
+      let who: Who = { endpoint, interactionId: interaction, address, resumeKeyHash: keyHash };
       const malformed = malformedRequest(endpoint, interactionId, resumeKey);
       if (malformed) return refused(deps, who, res, malformed.error, malformed.reason);
       const request: UpgradeRequest = { endpoint, query, headers };
