@@ -23,16 +23,16 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 type UpgradeHandler = (res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_socket_context_t) => void;
 /** Who asks, as far as the gate knows yet (the token's tenant and subject once it verified). */
-type Who = Omit<AuditInput, 'event' | 'outcome'>;
+export type Who = Omit<AuditInput, 'event' | 'outcome'>;
 
-/** A refusal, audited with who asked before it is answered. */
-function refused(deps: ServerDeps, who: Who, res: uWS.HttpResponse, error: GatewayError, reason: string): void {
+/** A refusal, audited with who asked before it is answered (also the hop's, hop-route.ts). */
+export function refused(deps: ServerDeps, who: Who, res: uWS.HttpResponse, error: GatewayError, reason: string): void {
   deps.audit.record({ ...who, event: 'upgrade_refused', outcome: 'refused', reason, error: error.id });
   refuse(res, error, reason);
 }
 
 /** An accepted socket, audited with who connects (a resume's session keeps its first address: this is the new one). */
-function accepted(deps: ServerDeps, who: Who, up: ClientUpgrade, data: SocketData): void {
+export function accepted(deps: ServerDeps, who: Who, up: ClientUpgrade, data: SocketData): void {
   const { sessionKey, environment } = data.info;
   deps.audit.record({
     ...who,
