@@ -1,5 +1,7 @@
 // The ops usage API: bearer auth, exact shapes, 400s, pagination; Redis and in-process answer alike.
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { UsageHttpApi } from '../../src/usage/api.js';
 import { createUsage, type Usage, type UsageApi } from '../../src/usage/index.js';
@@ -249,6 +251,20 @@ describe('tenant-scoped usage API tokens', () => {
     assert.equal(res.body.error.id, 'AUDIT_STORE_UNAVAILABLE');
     store.query = () => Promise.reject(new RangeError('cursor is not a cursor this API returned'));
     assert.equal((await get(api, `/v1/audit?tenant=acme&from=${FROM}&to=${TO}&cursor=x`)).status, 400);
+  });
+
+  test('USAGE_API_TOKENS_FILE: the same list from a file (a mounted Secret)', async () => {
+    const file = join(tempDir(), 'tokens.json');
+    writeFileSync(file, JSON.stringify({ filed: { token: 'token-from-a-mounted-file', tenants: ['acme'] } }));
+    const f = await createUsage({
+      journalDir: tempDir(),
+      retentionDays: 30,
+      maxSessionsPerTenant: 0,
+      apiTokensFile: file,
+    });
+    assert.equal((await get(f.api, `/v1/usage/sessions?tenant=acme`, 'token-from-a-mounted-file')).status, 200);
+    assert.equal((await get(f.api, `/v1/usage/sessions?tenant=beta`, 'token-from-a-mounted-file')).status, 403);
+    await f.close();
   });
 
   test('a bad token list stops the start, naming the variable and the token, never its value', async () => {
