@@ -58,6 +58,16 @@ const schema = z
       .string()
       .regex(/^\S+$/, 'must contain no whitespace (a trailing newline from a file?)')
       .optional(),
+    /** Usage API tokens that read only their tenants: a JSON file {"<name>":{"token","tenants":[...]}} (a mounted Secret)... */
+    USAGE_API_TOKENS_FILE: z.string().optional(),
+    /** ...or the same JSON inline. */
+    USAGE_API_TOKENS: z.string().optional(),
+    /** Audit events as JSON lines appended to this file (0600); unset: stdout with "stream":"audit". */
+    AUDIT_LOG_FILE: z.string().optional(),
+    /** How long GET /v1/audit keeps a tenant's events: 2190 days = 6 years, HIPAA's documentation retention. */
+    AUDIT_RETENTION_DAYS: int(1, 3650, 2190),
+    /** Proxies in front of the gateway that append to X-Forwarded-For: the client is the Nth address from its right. */
+    TRUSTED_PROXIES: int(0, 20, 0),
     LOG_LEVEL: oneOf(LOG_LEVELS).default('info'),
     CONFIG_TIMEOUT_MS: int(100, 600_000, 10_000),
     /** The upstream ends /streams connections at 2 hours whatever we set. */

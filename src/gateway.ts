@@ -1,5 +1,6 @@
 // A whole gateway from one config object: per environment (data residency) its auth and upstream, or
 // an embedded emulator when no upstream is configured; the usage ledger; the server. main.ts runs one; tests start several.
+import { createAudit, type AuditTrail } from './audit/index.js';
 import { closeDefaultEncoderPool } from './audio/index.js';
 import {
   REFUSAL_REASONS,
@@ -20,7 +21,7 @@ import {
   type ServerDeps,
 } from './server/index.js';
 import { initialiseCounters, logger, metrics, setMaxTenantLabels } from './telemetry/index.js';
-import { createUsage } from './usage/index.js';
+import { createUsage, type Usage } from './usage/index.js';
 
 export interface Gateway {
   server: GatewayServer;
@@ -109,6 +110,28 @@ function sessionSettings(config: GatewayConfig): ServerDeps['settings'] {
   };
 }
 
+/** The audit trail, and the usage ledger, limits and API (which audits its calls and answers GET /v1/audit). */
+async function accounting(config: GatewayConfig): Promise<{ audit: AuditTrail; usage: Usage }> {
+  const audit = await createAudit({
+    file: config.AUDIT_LOG_FILE,
+    redisUrl: config.REDIS_URL,
+    retentionDays: config.AUDIT_RETENTION_DAYS,
+    trustedProxies: config.TRUSTED_PROXIES,
+    logger,
+  });
+  const usage = await createUsage({
+    redisUrl: config.REDIS_URL,
+    journalDir: config.USAGE_JOURNAL_DIR,
+    retentionDays: config.USAGE_RETENTION_DAYS,
+    maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
+    apiToken: config.USAGE_API_TOKEN,
+    apiTokensFile: config.USAGE_API_TOKENS_FILE,
+    apiTokens: config.USAGE_API_TOKENS,
+    audit,
+  });
+  return { audit, usage };
+}
+
 export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   if (!isNativeUws() && !config.ALLOW_UWS_FALLBACK) {
     throw new Error(
@@ -121,13 +144,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
 
   const { environments, emulators } = await startEnvironments(config);
   const emulator = emulators.get(config.defaultEnvironment);
-  const usage = await createUsage({
-    redisUrl: config.REDIS_URL,
-    journalDir: config.USAGE_JOURNAL_DIR,
-    retentionDays: config.USAGE_RETENTION_DAYS,
-    maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
-    apiToken: config.USAGE_API_TOKEN,
-  });
+  const { audit, usage } = await accounting(config);
 
   const cluster = await createCluster({
     redisUrl: config.REDIS_URL,
@@ -144,6 +161,8 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     adminPort: config.ADMIN_PORT,
     environments,
     usageApi: usage.api,
+    audit,
+    observe: (info, on) => audit.attach(info, on),
     maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
     maxUnconfiguredPerSubject: config.MAX_UNCONFIGURED_PER_SUBJECT,
     clientIdleSeconds: config.CLIENT_IDLE_SECONDS,
@@ -156,7 +175,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
 
   await cluster.start(server.adminPort); // the hop is on the admin port
   let stopping: Promise<void> | undefined;
-  const closers: Array<() => unknown> = [() => cluster.close(), () => usage.close()];
+  const closers: Array<() => unknown> = [() => cluster.close(), () => usage.close(), () => audit.close()];
   for (const e of environments.served.values())
     closers.push(
       () => e.auth.close(),

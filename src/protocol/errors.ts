@@ -50,6 +50,8 @@ export const ERRORS = {
   BAD_REQUEST: { status: 400, title: 'Bad request' },
   METHOD_NOT_ALLOWED: { status: 405, title: 'Method not allowed' },
   USAGE_STORE_UNAVAILABLE: { status: 503, title: 'Usage store unavailable' },
+  USAGE_TENANT_FORBIDDEN: { status: 403, title: 'Usage API token may not read this tenant' },
+  AUDIT_STORE_UNAVAILABLE: { status: 503, title: 'Audit store unavailable' },
   INTERNAL: { status: 500, title: 'Internal error' },
 } as const;
 

@@ -4,15 +4,15 @@
 // resume takeover like a local one (the same checks against the session held here) and the socket
 // behaves as the public one.
 import type uWS from 'uWebSockets.js';
+import { resumeKeyHash } from '../audit/index.js';
 import { acceptHop, HopOutbox } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { gatewayError } from '../protocol/index.js';
 import { metrics } from '../telemetry/index.js';
-import { asyncHttp, refuse } from '../http/index.js';
-import { accept } from './accept.js';
+import { asyncHttp } from '../http/index.js';
 import { guarded, socketBehavior } from './sockets.js';
 import type { ServerDeps, ServerState } from './types.js';
-import { resumeRefusal } from './upgrade.js';
+import { accepted, refused, resumeRefusal, type Who } from './upgrade.js';
 
 export function addHopRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: ServerState): void {
   if (!deps.cluster.hop.secret) return; // no route: a 404 like any unknown path
@@ -43,6 +43,8 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
     const hopHeader = req.getHeader('x-sgw-hop');
     const secKey = req.getHeader('sec-websocket-key');
     const secExtensions = req.getHeader('sec-websocket-extensions');
+    // Audited as the owner sees it: the peer is the relaying replica (its own audit has the client).
+    let who: Who = { endpoint, address: Buffer.from(res.getRemoteAddressAsText()).toString(), kind: 'hop' };
     asyncHttp(deps.logger, res, async (aborted) => {
       const identity = await acceptHop(deps.cluster.hop, key, identityHeader, hopHeader);
       if (aborted()) return;
@@ -52,7 +54,9 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
           { event: 'hop_refused', reason: 'refused' in identity ? identity.refused : 'path differs' },
           'internal hop refused',
         );
-        return refuse(
+        return refused(
+          deps,
+          who,
           res,
           gatewayError(
             'HOP_FORBIDDEN',
@@ -61,9 +65,12 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
           'hop_forbidden',
         );
       }
+      who = { ...who, tenant: identity.tenant, subject: identity.subject, interactionId };
       const held = state.resumable.get(key);
       if (!held && state.claiming.has(key)) {
-        return refuse(
+        return refused(
+          deps,
+          who,
           res,
           gatewayError(
             'RESUME_KEY_IN_USE',
@@ -75,7 +82,9 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
       // Not the owner the hop was meant for (a new process at its address) or no such session here: the
       // sending replica takes the session over from its record.
       if (!held || identity.owner !== deps.cluster.replicas.id) {
-        return refuse(
+        return refused(
+          deps,
+          who,
           res,
           gatewayError('HOP_NOT_OWNER', 'this replica does not hold the session; take it over from its record'),
           'hop_not_owner',
@@ -83,10 +92,11 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
       }
       const environment = identity.environment ?? deps.environments.defaultName;
       const refusal = resumeRefusal(held, { ...identity, environment }, endpoint, interactionId);
-      if (refusal) return refuse(res, refusal, 'resume_refused');
+      if (refusal) return refused(deps, who, res, refusal, 'resume_refused');
       metrics.hops.inc({ result: 'accepted' });
       const up = { res, context, secKey, protocol: '', secExtensions, aborted };
-      accept(up, { kind: 'hop', info: held.info, resumeOf: held, outbox: new HopOutbox(), closed: false });
+      const data = { kind: 'hop' as const, info: held.info, resumeOf: held, outbox: new HopOutbox(), closed: false };
+      accepted(deps, { ...who, resumeKeyHash: resumeKeyHash(key) }, up, data);
     });
   };
 }

@@ -1,6 +1,7 @@
 // What the server's parts share: their dependencies, the state they read and change, and the data
 // uWS keeps for each socket.
 import type uWS from 'uWebSockets.js';
+import type { AuditTrail } from '../audit/index.js';
 import type { Authenticator, UpstreamCredentials } from '../auth/index.js';
 import type { Cluster, HopOutbox, HopRelay, SessionRecord } from '../cluster/index.js';
 import type { DemoOptions } from '../demo/index.js';
@@ -36,6 +37,8 @@ export interface ServerDeps extends Omit<SessionDeps, 'credentials' | 'settings'
   adminPort: number;
   environments: Environments;
   usageApi: UsageApi;
+  /** every refusal, accepted socket and session step is recorded here */
+  audit: AuditTrail;
   maxSessionsPerTenant: number;
   /** sockets open that have not sent a valid config, per token subject (0: no bound) */
   maxUnconfiguredPerSubject: number;

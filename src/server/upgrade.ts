@@ -6,6 +6,7 @@
 // the client instead of moving it.
 import { randomUUID } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
+import { resumeKeyHash, sessionWho, type AuditInput } from '../audit/index.js';
 import { isResumeKey, type AuthDecision, type UpgradeRequest } from '../auth/index.js';
 import { findResume, hopUpgrade } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
@@ -17,11 +18,33 @@ import { accept, type ClientUpgrade } from './accept.js';
 import { resolveEnvironment } from './environments.js';
 import { claimResumeKey, dropClaim } from './resume-claim.js';
 import { UnconfiguredSockets } from './unconfigured.js';
-import type { ServerDeps, ServerState } from './types.js';
+import type { ServerDeps, ServerState, SocketData } from './types.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 type UpgradeHandler = (res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_socket_context_t) => void;
+/** Who asks, as far as the gate knows yet (the token's tenant and subject once it verified). */
+export type Who = Omit<AuditInput, 'event' | 'outcome'>;
+
+/** A refusal, audited with who asked before it is answered (also the hop's, hop-route.ts). */
+export function refused(deps: ServerDeps, who: Who, res: uWS.HttpResponse, error: GatewayError, reason: string): void {
+  deps.audit.record({ ...who, event: 'upgrade_refused', outcome: 'refused', reason, error: error.id });
+  refuse(res, error, reason);
+}
+
+/** An accepted socket, audited with who connects (a resume's session keeps its first address: this is the new one). */
+export function accepted(deps: ServerDeps, who: Who, up: ClientUpgrade, data: SocketData): void {
+  const { sessionKey, environment } = data.info;
+  deps.audit.record({
+    ...who,
+    event: 'upgrade_accepted',
+    outcome: 'ok',
+    kind: data.kind,
+    sessionId: sessionKey,
+    environment,
+  });
+  accept(up, data);
+}
 
 /** Only the session's own client may take it over: same tenant, subject, environment and endpoint (and interaction);
  * an expired token only for a session that is waiting for it; and only once its config is accepted
@@ -66,7 +89,9 @@ async function carryOver(
     case 'not_owner':
       return resumeElsewhere(deps, up, info, owner.id);
     case 'unavailable':
-      refuse(
+      refused(
+        deps,
+        sessionWho(info),
         up.res,
         gatewayError(
           'RESUME_UNAVAILABLE',
@@ -76,10 +101,18 @@ async function carryOver(
       );
       return true;
     case 'answer':
+      // The owner's refusal, passed on: audited here, where the client is.
+      deps.audit.record({
+        ...sessionWho(info),
+        event: 'upgrade_refused',
+        outcome: 'refused',
+        reason: 'hop_answer',
+        status: outcome.status,
+      });
       sendJson(up.res, outcome.status, outcome.body);
       return true;
     case 'relay':
-      accept(up, { kind: 'relay', info, hop: outcome.relay, closed: false });
+      accepted(deps, sessionWho(info), up, { kind: 'relay', info, hop: outcome.relay, closed: false });
       return true;
     case 'aborted':
       return true;
@@ -115,14 +148,18 @@ async function resumeElsewhere(
     case 'none':
       return { replaceOwner: found.replaceOwner };
     case 'forbidden':
-      refuse(
+      refused(
+        deps,
+        sessionWho(info),
         up.res,
         gatewayError('RESUME_FORBIDDEN', "this resume key belongs to another client's session"),
         'resume_refused',
       );
       return true;
     case 'gone':
-      refuse(
+      refused(
+        deps,
+        sessionWho(info),
         up.res,
         gatewayError('RESUME_UNAVAILABLE', 'the session is moving between gateway replicas; retry shortly'),
         'resume_unavailable',
@@ -133,11 +170,11 @@ async function resumeElsewhere(
       return carryOver(deps, up, info, found.owner);
     case 'wait':
       // Accepted now (the vendor SDK gives up on a handshake not done in 4 s); the socket waits for the handover.
-      accept(up, { kind: 'awaiting', info, held: { frames: [], bytes: 0 }, closed: false });
+      accepted(deps, sessionWho(info), up, { kind: 'awaiting', info, held: { frames: [], bytes: 0 }, closed: false });
       return true;
     case 'restore': {
       const r = found.record;
-      accept(up, {
+      accepted(deps, sessionWho(info), up, {
         kind: 'restore',
         info: { ...info, sessionKey: r.sessionKey }, // its environment is info's: findResume checked
         restore: { record: r, from: found.from },
@@ -205,6 +242,7 @@ function sessionInfo(
   interactionId: string | undefined,
   resumeKey: string | undefined,
   environment: string,
+  address: string,
 ): SessionInfo {
   return {
     sessionKey: randomUUID(),
@@ -214,6 +252,8 @@ function sessionInfo(
     environment,
     clientToken: decision.clientToken,
     subject: decision.subject,
+    clientId: decision.clientId,
+    address,
     resumeKey,
     notices: query.get('notices') === 'true',
   };
@@ -231,15 +271,24 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
     const secKey = req.getHeader('sec-websocket-key');
     const secExtensions = req.getHeader('sec-websocket-extensions');
     const secProtocol = req.getHeader('sec-websocket-protocol');
+    const address = deps.audit.address(
+      Buffer.from(res.getRemoteAddressAsText()).toString(),
+      headers['x-forwarded-for'],
+    );
 
     asyncHttp(deps.logger, res, async (aborted) => {
       const resumeKey = query.get('resume') ?? undefined;
+      // The key's hash and the interaction id only once well-formed: else they may be anything the client sent.
+      const keyHash = isResumeKey(resumeKey ?? '') ? resumeKeyHash(resumeKey) : undefined;
+      const interaction = UUID.test(interactionId ?? '') ? interactionId : undefined;
+      let who: Who = { endpoint, interactionId: interaction, address, resumeKeyHash: keyHash };
       const malformed = malformedRequest(endpoint, interactionId, resumeKey);
-      if (malformed) return refuse(res, malformed.error, malformed.reason);
+      if (malformed) return refused(deps, who, res, malformed.error, malformed.reason);
       // The environment first: its auth server alone verifies the token (residency fails closed).
       const env = resolveEnvironment(deps.environments, query);
-      if ('error' in env) return refuse(res, env.error, env.reason);
+      if ('error' in env) return refused(deps, who, res, env.error, env.reason);
       const environment = env.name;
+      who = { ...who, environment };
       const request: UpgradeRequest = { endpoint, query, headers };
       // A resume may present the token its session started with, expired since (browser tokens live 5 min).
       const decision: AuthDecision = await env.served.auth.authenticate(request, {
@@ -248,38 +297,39 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       if (aborted()) return;
       if (!decision.ok) {
         if (decision.reason === 'full_access_from_browser') metrics.fullAccessTokenAttempts.inc();
-        return refuse(res, decision.error, decision.reason);
+        return refused(deps, who, res, decision.error, decision.reason);
       }
+      who = { ...who, tenant: decision.tenant, subject: decision.subject, clientId: decision.clientId };
       const protocol = decision.protocol ?? (secProtocol ? secProtocol.split(',')[0].trim() : '');
       const up: ClientUpgrade = { res, context, secKey, protocol, secExtensions, aborted };
       const held = resumeKey === undefined ? undefined : state.resumable.get(resumeKey);
       let fresh: { replaceOwner?: string } = {};
       if (resumeKey !== undefined && !held && !state.draining) {
-        const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey, environment);
+        const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey, environment, address);
         const found = await resumeElsewhere(deps, up, info);
         if (found === true) return;
         fresh = found;
       }
       if (held || decision.expired) {
         const refusal = resumeRefusal(held, { ...decision, environment }, endpoint, interactionId);
-        if (refusal) return refuse(res, refusal, 'resume_refused');
-        return accept(up, { kind: 'resume', info: held!.info, resumeOf: held!, closed: false });
+        if (refusal) return refused(deps, who, res, refusal, 'resume_refused');
+        return accepted(deps, who, up, { kind: 'resume', info: held!.info, resumeOf: held!, closed: false });
       }
       const unconfigured = UnconfiguredSockets.keyOf(decision.tenant, decision.subject);
       const refusal = await newSocketRefusal(deps, state, decision.tenant, unconfigured);
       if (aborted()) return void (!refusal && state.unconfigured.release(unconfigured));
-      if (refusal) return refuse(res, refusal.error, refusal.reason);
-      const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey, environment);
+      if (refusal) return refused(deps, who, res, refusal.error, refusal.reason);
+      const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey, environment, address);
       let claim: string | undefined;
       if (resumeKey !== undefined && !state.draining) {
         // Claimed last, right before the socket is accepted: a refusal above leaves no claim behind.
         const claimed = await claimResumeKey(deps, state, info, fresh.replaceOwner);
         if (aborted() || !claimed) state.unconfigured.release(unconfigured);
         if (aborted()) return void (claimed && dropClaim(deps, state, resumeKey));
-        if (!claimed) return refuse(res, KEY_IN_USE, 'resume_key_in_use');
+        if (!claimed) return refused(deps, who, res, KEY_IN_USE, 'resume_key_in_use');
         claim = resumeKey;
       }
-      accept(up, { kind: 'new', info, unconfigured, claim, closed: false });
+      accepted(deps, who, up, { kind: 'new', info, unconfigured, claim, closed: false });
     });
   };
 }

@@ -39,6 +39,7 @@ export function assemble(deps: SessionDeps, info: SessionInfo, client: ClientSin
     );
   });
   observeSession(lifecycle, info, deps.ledger, log);
+  deps.observe?.(info, (l) => lifecycle.on(l));
   const { driver } = w;
   const output = new ClientOutput(client, {
     tooSlow: () =>

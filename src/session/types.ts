@@ -7,7 +7,7 @@ import type { UpstreamLiveness } from '../upstream/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
 import type { ClientOutput } from './client-output.js';
 import type { AudioIntake } from './intake.js';
-import type { Lifecycle } from './lifecycle.js';
+import type { Lifecycle, LifecycleListener } from './lifecycle.js';
 import type { SessionEvent, SessionState } from './machine.js';
 import type { ClientStream } from './stream.js';
 import type { Clock, Timers } from './timers.js';
@@ -41,6 +41,8 @@ export interface SessionDeps {
   logger: Logger;
   /** the session's timers run on it (tests give a fake one) */
   clock?: Clock;
+  /** one more subscriber of each session's lifecycle, from its first event (the audit trail) */
+  observe?: (info: SessionInfo, on: (listener: LifecycleListener) => void) => void;
   /** the upstream side (tests give a fake one); default: an UpstreamLink to the real service */
   createLink?: (o: LinkOptions) => Link;
 }
@@ -76,6 +78,10 @@ export interface SessionInfo {
   resumeKey?: string;
   /** the token's subject: a resume must present the same */
   subject?: string;
+  /** the token's client (azp / client_id), for the audit trail */
+  clientId?: string;
+  /** the client's address at the upgrade (TRUSTED_PROXIES), for the audit trail */
+  address?: string;
 }
 
 /** A session's collaborators, one job each, built once (parts.ts) and shared by its sides. */

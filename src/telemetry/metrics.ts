@@ -106,6 +106,13 @@ export const metrics = {
     labelNames: ['reason'],
     registers,
   }),
+  /** the audit event is still in the other place (log or store); the session goes on */
+  auditWriteFailures: new Counter<'sink'>({
+    name: 'speech_gateway_audit_write_failures_total',
+    help: 'Audit events that could not be written, by where (log: file or stdout, store: the query store)',
+    labelNames: ['sink'],
+    registers,
+  }),
   usageRefused: new Counter<'reason'>({
     name: 'speech_gateway_usage_refused_total',
     help: 'Upstream credit figures counted nowhere (the session is estimated): out_of_range (below 0 or above the per-message bound), unreadable (no numeric credits), overflow (a total would pass 2^53 micro-credits)',
@@ -231,4 +238,5 @@ export function initialiseCounters(authRefusalReasons: readonly string[]): void 
     metrics.upstreamReconnects.inc({ cause }, 0);
   for (const result of ['ok', 'failed']) metrics.upstreamReconnectResults.inc({ result }, 0);
   for (const reason of ['out_of_range', 'unreadable', 'overflow']) metrics.usageRefused.inc({ reason }, 0);
+  for (const sink of ['log', 'store']) metrics.auditWriteFailures.inc({ sink }, 0);
 }

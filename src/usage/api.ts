@@ -1,7 +1,7 @@
-// The ops usage API (GET /v1/usage, /v1/usage/sessions, /v1/tenants), transport-free: the
-// server hands in method, path, query and Authorization and writes back status and JSON body.
-// Shapes are fixed by openapi/usage.yaml; dashboards depend on them.
-import { createHash, timingSafeEqual } from 'node:crypto';
+// The ops usage API (GET /v1/usage, /v1/usage/sessions, /v1/tenants, /v1/audit), transport-free: the
+// server hands in method, path, query, Authorization and the caller's address and writes back status
+// and JSON body. Shapes are fixed by openapi/usage.yaml; dashboards depend on them. Every call is
+// audited (which token by name, path, tenant asked, outcome).
 import { parseBearer } from '../auth/index.js';
 import { ENDPOINTS, isEndpoint } from '../protocol/index.js';
 import { errorMessage, type ErrorId } from '../protocol/index.js';
@@ -15,18 +15,48 @@ import {
   type SessionCursor,
   type UsageStore,
 } from './model.js';
+import { ALL_TENANTS_TOKEN, digest, matchToken, mayRead, type ApiToken } from './api-tokens.js';
+
+export interface UsageRequest {
+  method: string;
+  path: string;
+  query: URLSearchParams;
+  authorization?: string;
+  /** the caller's address, for the audit trail */
+  address?: string;
+}
 
 export interface UsageApi {
-  handle(req: {
-    method: string;
+  handle(req: UsageRequest): Promise<{ status: number; body: unknown } | null>;
+}
+
+/** What the API needs of the audit trail (src/audit's AuditTrail; declared here, as audit/ stands on
+ * session/, which stands on usage/). query throws a RangeError for a cursor it did not give. */
+export interface AuditLog {
+  record(e: {
+    event: 'usage_api_call';
+    outcome: string;
+    status: number;
     path: string;
-    query: URLSearchParams;
-    authorization?: string;
-  }): Promise<{ status: number; body: unknown } | null>;
+    caller?: string;
+    tenant?: string;
+    address?: string;
+    error?: string;
+  }): void;
+  query(q: {
+    tenant: string;
+    from: number;
+    to: number;
+    limit: number;
+    cursor?: string;
+  }): Promise<{ events: unknown[]; next: string | null }>;
 }
 
 type Reply = { status: number; body: unknown };
-const PATHS = new Set(['/v1/usage', '/v1/usage/sessions', '/v1/tenants']);
+const PATHS = new Set(['/v1/usage', '/v1/usage/sessions', '/v1/tenants', '/v1/audit']);
+/** Audit events a page, unless `limit` asks for fewer. */
+const AUDIT_PAGE_SIZE = 100;
+const AUDIT_MAX_PAGE_SIZE = 1000;
 /** A date, or a date-time with its offset: without one, the instant would depend on the host's time zone. */
 const ISO = /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-]\d{2}:\d{2}))?$/;
 
@@ -47,32 +77,39 @@ const fail = (id: ErrorId, details: string): Reply => {
   return { status: body.error.status, body };
 };
 
-const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
-
 export class UsageHttpApi implements UsageApi {
-  private readonly tokenDigest: Buffer | null;
+  private readonly tokens: readonly ApiToken[];
 
+  /** `access`: the tokens that may call (loadApiTokens), or the one all-tenant USAGE_API_TOKEN. */
   constructor(
     private readonly store: UsageStore,
-    apiToken: string | undefined,
+    access: readonly ApiToken[] | string | undefined,
+    private readonly audit?: AuditLog,
   ) {
-    this.tokenDigest = apiToken ? digest(apiToken) : null;
+    this.tokens =
+      typeof access === 'string'
+        ? [{ name: ALL_TENANTS_TOKEN, digest: digest(access), tenants: 'all' }]
+        : (access ?? []);
   }
 
-  async handle(req: {
-    method: string;
-    path: string;
-    query: URLSearchParams;
-    authorization?: string;
-  }): Promise<Reply | null> {
+  async handle(req: UsageRequest): Promise<Reply | null> {
     if (!PATHS.has(req.path)) return null;
-    const denied = this.authorize(req.authorization);
-    if (denied) return denied;
+    const caller = this.authorize(req.authorization);
+    const reply = 'status' in caller ? caller : await this.answer(req, caller);
+    this.audited(req, 'status' in caller ? undefined : caller, reply);
+    return reply;
+  }
+
+  private async answer(req: UsageRequest, caller: ApiToken): Promise<Reply> {
     if (req.method.toUpperCase() !== 'GET') return fail('METHOD_NOT_ALLOWED', `${req.path} supports GET only`);
     try {
-      if (req.path === '/v1/tenants') return { status: 200, body: { tenants: await this.store.tenants() } };
-      if (req.path === '/v1/usage') return await this.usage(req.query);
-      return await this.sessions(req.query);
+      if (req.path === '/v1/tenants') return await this.tenants(caller);
+      const tenant = tenantParam(req.query);
+      if (!mayRead(caller, tenant))
+        return fail('USAGE_TENANT_FORBIDDEN', 'this usage API token may not read this tenant');
+      if (req.path === '/v1/usage') return await this.usage(req.query, tenant);
+      if (req.path === '/v1/audit') return await this.auditEvents(req.query, tenant);
+      return await this.sessions(req.query, tenant);
     } catch (err) {
       if (err instanceof BadRequest) return fail('BAD_REQUEST', err.message);
       if (err instanceof StoreUnavailable)
@@ -82,17 +119,56 @@ export class UsageHttpApi implements UsageApi {
     }
   }
 
-  private authorize(header: string | undefined): Reply | null {
-    if (!this.tokenDigest) return fail('UNAUTHORIZED', 'USAGE_API_TOKEN is not set; the usage API is disabled');
+  private authorize(header: string | undefined): Reply | ApiToken {
+    if (this.tokens.length === 0) return fail('UNAUTHORIZED', 'USAGE_API_TOKEN is not set; the usage API is disabled');
     const token = parseBearer(header);
-    // Compare fixed-length digests so neither length nor content leaks through timing.
-    if (token === undefined || !timingSafeEqual(digest(token), this.tokenDigest))
-      return fail('UNAUTHORIZED', 'Missing or wrong bearer token');
-    return null;
+    // Fixed-length digests compared with every token: neither length, content nor which token leaks through timing.
+    const found = token === undefined ? undefined : matchToken(this.tokens, token);
+    return found ?? fail('UNAUTHORIZED', 'Missing or wrong bearer token');
   }
 
-  private async usage(q: URLSearchParams): Promise<Reply> {
-    const tenant = tenantParam(q);
+  /** One audit event per call: the token's name (never the token), the path, the tenant asked (only
+   * once a token matched: an unknown caller does not fill a tenant's trail), the answer. */
+  private audited(req: UsageRequest, caller: ApiToken | undefined, reply: Reply): void {
+    const error = (reply.body as { error?: { id?: string } }).error?.id;
+    const asked = req.query.get('tenant');
+    this.audit?.record({
+      event: 'usage_api_call',
+      outcome: reply.status < 400 ? 'ok' : 'refused',
+      status: reply.status,
+      path: req.path,
+      caller: caller?.name,
+      tenant: caller && asked && validTenant(asked) ? asked : undefined,
+      address: req.address,
+      error,
+    });
+  }
+
+  private async tenants(caller: ApiToken): Promise<Reply> {
+    const all = await this.store.tenants();
+    return { status: 200, body: { tenants: all.filter((t) => mayRead(caller, t)) } };
+  }
+
+  /** GET /v1/audit: the tenant's audit events in [from, to), oldest first, a page at a time. */
+  private async auditEvents(q: URLSearchParams, tenant: string): Promise<Reply> {
+    if (!this.audit) return fail('NOT_FOUND', 'this gateway keeps no audit trail');
+    const from = timeParam(q, 'from', true)!;
+    const to = timeParam(q, 'to', true)!;
+    if (from >= to) throw new BadRequest('from must be before to');
+    const limit = limitParam(q);
+    let page;
+    try {
+      page = await this.audit.query({ tenant, from, to, limit, cursor: q.get('cursor') || undefined });
+    } catch (err) {
+      if (err instanceof RangeError) throw new BadRequest(err.message);
+      logger.warn({ err: (err as Error).message }, 'audit store read failed');
+      return fail('AUDIT_STORE_UNAVAILABLE', 'The audit store cannot be read right now; retry later');
+    }
+    const range = { from: new Date(from).toISOString(), to: new Date(to).toISOString() };
+    return { status: 200, body: { tenant, ...range, events: page.events, next: page.next } };
+  }
+
+  private async usage(q: URLSearchParams, tenant: string): Promise<Reply> {
     const from = timeParam(q, 'from', true)!;
     const to = timeParam(q, 'to', true)!;
     if (from >= to) throw new BadRequest('from must be before to');
@@ -129,8 +205,7 @@ export class UsageHttpApi implements UsageApi {
     };
   }
 
-  private async sessions(q: URLSearchParams): Promise<Reply> {
-    const tenant = tenantParam(q);
+  private async sessions(q: URLSearchParams, tenant: string): Promise<Reply> {
     const from = timeParam(q, 'from', false) ?? 0;
     const to = timeParam(q, 'to', false) ?? Number.MAX_SAFE_INTEGER;
     if (from >= to) throw new BadRequest('from must be before to');
@@ -170,11 +245,22 @@ export class UsageHttpApi implements UsageApi {
   }
 }
 
+const validTenant = (t: string): boolean => t.length <= 256 && !/[\s\0]/.test(t);
+
 function tenantParam(q: URLSearchParams): string {
   const t = q.get('tenant');
   if (!t) throw new BadRequest('tenant is required');
-  if (t.length > 256 || /[\s\0]/.test(t)) throw new BadRequest('tenant is not a valid tenant name');
+  if (!validTenant(t)) throw new BadRequest('tenant is not a valid tenant name');
   return t;
+}
+
+function limitParam(q: URLSearchParams): number {
+  const v = q.get('limit');
+  if (v === null || v === '') return AUDIT_PAGE_SIZE;
+  const n = Number(v);
+  if (!/^\d+$/.test(v) || n < 1 || n > AUDIT_MAX_PAGE_SIZE)
+    throw new BadRequest(`limit must be an integer from 1 to ${AUDIT_MAX_PAGE_SIZE}`);
+  return n;
 }
 
 function timeParam(q: URLSearchParams, name: string, required: boolean): number | undefined {

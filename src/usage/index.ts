@@ -1,7 +1,8 @@
 // Usage: the credit ledger (Redis, or in process), per-tenant session limits, and the ops usage
 // API. createUsage wires them to one Redis connection (or none) and one on-disk journal.
 import { isLedgerTotals, logger, setLedgerTotals } from '../telemetry/index.js';
-import { UsageHttpApi, type UsageApi } from './api.js';
+import { UsageHttpApi, type AuditLog, type UsageApi } from './api.js';
+import { loadApiTokens } from './api-tokens.js';
 import { Journal } from './journal.js';
 import { Ledger, type Health, type UsageLedger } from './ledger.js';
 import { MemoryLimiter, RedisLimiter, type SessionLimiter } from './limiter.js';
@@ -13,7 +14,7 @@ export type { Outcome, SessionStart } from './model.js';
 export type { UsageLedger, UsageRecord } from './ledger.js';
 export { MAX_SEGMENTS, fromMicro, toMicro } from './model.js';
 export type { SessionLimiter } from './limiter.js';
-export type { UsageApi } from './api.js';
+export type { AuditLog, UsageApi, UsageRequest } from './api.js';
 /** The Redis-backed store and its client, loaded on first use: only a gateway with a REDIS_URL
  * loads ioredis (about 10 MB of RSS). */
 export const loadRedisUsageStore = () => import('./redis-store.js');
@@ -23,7 +24,13 @@ export interface UsageOptions {
   journalDir: string;
   retentionDays: number;
   maxSessionsPerTenant: number;
+  /** USAGE_API_TOKEN: reads every tenant */
   apiToken?: string;
+  /** USAGE_API_TOKENS_FILE / USAGE_API_TOKENS: tokens that read only their tenants (api-tokens.ts) */
+  apiTokensFile?: string;
+  apiTokens?: string;
+  /** where every usage API call is audited, and what GET /v1/audit reads */
+  audit?: AuditLog;
   now?: () => number;
   /** Prefix of every Redis key (default 'sg:usage:'); lets tests and deployments share a Redis. */
   keyPrefix?: string;
@@ -49,6 +56,7 @@ const DAY_MS = 86_400_000;
 export async function createUsage(o: UsageOptions): Promise<Usage> {
   const now = o.now ?? Date.now;
   const retentionMs = Math.max(1, o.retentionDays) * DAY_MS;
+  const tokens = loadApiTokens({ all: o.apiToken, file: o.apiTokensFile, inline: o.apiTokens });
 
   if (!o.redisUrl) {
     logger.warn(
@@ -65,7 +73,7 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
       await limiter.close();
     });
     ledger.close = close;
-    return { ledger, limiter, api: new UsageHttpApi(store, o.apiToken), close };
+    return { ledger, limiter, api: new UsageHttpApi(store, tokens, o.audit), close };
   }
 
   const prefix = o.keyPrefix ?? 'sg:usage:';
@@ -101,7 +109,7 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
     if (journal.depth > 0) logger.warn({ events: journal.depth }, 'usage journal left for the next start to replay');
   });
   ledger.close = close;
-  return { ledger, limiter, api: new UsageHttpApi(store, o.apiToken), close };
+  return { ledger, limiter, api: new UsageHttpApi(store, tokens, o.audit), close };
 }
 
 /** The store's credit totals feed speech_gateway_ledger_credits until the returned function is called. */

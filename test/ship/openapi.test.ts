@@ -19,6 +19,8 @@ import { until } from '../support/wait.js';
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const CONTRACT = 'openapi/usage.yaml';
 const API_TOKEN = 'openapi-contract-token';
+/** A token that reads only tenant `elsewhere`. */
+const SCOPED_TOKEN = 'openapi-contract-scoped-token';
 const TENANT = 'contract';
 const ogg = fixture('dictation.ogg');
 
@@ -158,7 +160,11 @@ describe(`a real gateway's usage API answers as ${CONTRACT} says`, () => {
   }
 
   beforeAll(async () => {
-    stack = await startStack({ USAGE_API_TOKEN: API_TOKEN, PACE: '50' });
+    stack = await startStack({
+      USAGE_API_TOKEN: API_TOKEN,
+      USAGE_API_TOKENS: JSON.stringify({ dash: { token: SCOPED_TOKEN, tenants: ['elsewhere'] } }),
+      PACE: '50',
+    });
     await session('transcribe');
     await session('streams');
     // One still open: its end, outcome and mediaSeconds are null, which the contract allows.
@@ -206,6 +212,25 @@ describe(`a real gateway's usage API answers as ${CONTRACT} says`, () => {
     assert.ok((body.tenants as string[]).includes(TENANT));
   });
 
+  it("GET /v1/audit: the tenant's audit events, the ended sessions among them", async () => {
+    const { status, body } = await get(`/v1/audit?tenant=${TENANT}&${range()}`);
+    assert.equal(status, 200);
+    const events = body.events as Json[];
+    assert.equal(events.filter((e) => e.event === 'session_ended').length, 2);
+    const page = await get(`/v1/audit?tenant=${TENANT}&${range()}&limit=2`);
+    assert.equal((page.body.events as Json[]).length, 2);
+    assert.equal(typeof page.body.next, 'string');
+  });
+
+  it('403 for a tenant the token may not read; its own tenants only in /v1/tenants', async () => {
+    for (const path of ['/v1/usage', '/v1/usage/sessions', '/v1/audit']) {
+      const { status, body } = await get(`${path}?tenant=${TENANT}&${range()}`, SCOPED_TOKEN);
+      assert.equal(status, 403, path);
+      assert.equal(body.error.id, 'USAGE_TENANT_FORBIDDEN', path);
+    }
+    assert.deepEqual((await get('/v1/tenants', SCOPED_TOKEN)).body.tenants, []);
+  });
+
   it('401 without the token or with a wrong one, on every path', async () => {
     for (const path of Object.keys(contract.paths as Json)) {
       assert.equal((await get(`${path}?tenant=${TENANT}&${range()}`, null)).status, 401);
@@ -222,6 +247,9 @@ describe(`a real gateway's usage API answers as ${CONTRACT} says`, () => {
       `/v1/usage?tenant=${TENANT}&from=2030-01-02T00:00:00Z&to=2030-01-01T00:00:00Z`,
       `/v1/usage/sessions?tenant=${TENANT}&cursor=not-a-cursor`,
       `/v1/usage/sessions?tenant=a%20b`,
+      `/v1/audit?tenant=${TENANT}&${range()}&limit=0`,
+      `/v1/audit?tenant=${TENANT}&${range()}&cursor=not-a-cursor`,
+      `/v1/audit?tenant=${TENANT}`,
     ]) {
       const { status, body } = await get(q);
       assert.equal(status, 400, q);
@@ -242,9 +270,9 @@ describe(`a real gateway's usage API answers as ${CONTRACT} says`, () => {
     assert.equal(validatorFor('/v1/usage/sessions', 200)(extra), false, 'a session with a field not listed');
   });
 
-  it('every documented path answered 200 and 401, and 400 where the contract has it', () => {
+  it('every documented path answered 200 and 401, and 400 and 403 where the contract has them', () => {
     const expected = Object.entries(contract.paths as Json).flatMap(([path, item]) =>
-      ['200', '400', '401'].filter((s) => s in (item as Json).get.responses).map((s) => `${path} ${s}`),
+      ['200', '400', '401', '403'].filter((s) => s in (item as Json).get.responses).map((s) => `${path} ${s}`),
     );
     for (const e of expected) assert.ok(answered.has(e), `no ${e} was seen`);
   });

@@ -32,6 +32,8 @@ export async function startStack(env: Record<string, string> = {}, o: { emulator
     HOST: '127.0.0.1',
     EMULATOR_PORT: '0',
     USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-journal-')),
+    // The audit trail to a file of its own: on stdout (the default) it would fill the test output.
+    AUDIT_LOG_FILE: join(mkdtempSync(join(tmpdir(), 'sgw-audit-')), 'audit.jsonl'),
     DRAIN_SECONDS: '5',
     ...env,
   });

@@ -50,4 +50,8 @@ describe('counters a fresh gateway exposes at 0', () => {
     for (const reason of ['out_of_range', 'unreadable', 'overflow'])
       expect0(`speech_gateway_usage_refused_total{reason="${reason}"}`);
   });
+
+  it('audit write failures', () => {
+    for (const sink of ['log', 'store']) expect0(`speech_gateway_audit_write_failures_total{sink="${sink}"}`);
+  });
 });

@@ -1,7 +1,11 @@
 // The ops usage API: bearer auth, exact shapes, 400s, pagination; Redis and in-process answer alike.
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, test } from 'vitest';
+import { UsageHttpApi } from '../../src/usage/api.js';
 import { createUsage, type Usage, type UsageApi } from '../../src/usage/index.js';
+import { MemoryUsageStore } from '../../src/usage/memory-store.js';
 import { TOKEN, get, tempDir, uniquePrefix } from '../support/usage.js';
 import { startRedis, type TestRedis } from './redis.js';
 
@@ -206,4 +210,87 @@ test('without USAGE_API_TOKEN every request is refused, saying why', async () =>
   assert.equal(res.status, 401);
   assert.match(res.body.error.details, /USAGE_API_TOKEN is not set/);
   await u.close();
+});
+
+describe('tenant-scoped usage API tokens', () => {
+  const SCOPED = 'scoped-token-reads-beta-only';
+  let u: Usage;
+  const audited: Array<Record<string, unknown>> = [];
+  beforeAll(async () => {
+    u = await createUsage({
+      journalDir: tempDir(),
+      retentionDays: 30,
+      maxSessionsPerTenant: 0,
+      apiToken: TOKEN,
+      apiTokens: JSON.stringify({ dash: { token: SCOPED, tenants: ['beta'] } }),
+      audit: {
+        record: (e) => void audited.push(e),
+        query: () => Promise.resolve({ events: [], next: null }),
+      },
+    });
+    await seed(u);
+  });
+  afterAll(() => u.close());
+
+  test('reads its own tenants; another is 403 USAGE_TENANT_FORBIDDEN; /v1/tenants lists only its own', async () => {
+    const own = await get(u.api, `/v1/usage?tenant=beta&from=${FROM}&to=${TO}`, SCOPED);
+    assert.equal(own.status, 200);
+    for (const path of ['/v1/usage', '/v1/usage/sessions', '/v1/audit']) {
+      const res = await get(u.api, `${path}?tenant=acme&from=${FROM}&to=${TO}`, SCOPED);
+      assert.equal(res.status, 403, path);
+      assert.equal(res.body.error.id, 'USAGE_TENANT_FORBIDDEN');
+    }
+    assert.deepEqual((await get(u.api, '/v1/tenants', SCOPED)).body, { tenants: ['beta'] });
+    assert.deepEqual((await get(u.api, '/v1/tenants')).body, { tenants: ['acme', 'beta'] }, 'USAGE_API_TOKEN: all');
+  });
+
+  test('each call is audited by the token name, never the token; an unknown caller names no tenant', async () => {
+    audited.length = 0;
+    await get(u.api, `/v1/usage/sessions?tenant=acme`, SCOPED);
+    await get(u.api, `/v1/usage/sessions?tenant=acme`, 'not-a-token');
+    assert.deepEqual(
+      audited.map((e) => [e.caller, e.tenant, e.status, e.error]),
+      [
+        ['dash', 'acme', 403, 'USAGE_TENANT_FORBIDDEN'],
+        [undefined, undefined, 401, 'UNAUTHORIZED'],
+      ],
+    );
+    assert.ok(!JSON.stringify(audited).includes(SCOPED) && !JSON.stringify(audited).includes('not-a-token'));
+  });
+
+  test('an audit store that cannot be read: 503 AUDIT_STORE_UNAVAILABLE; a cursor it did not give: 400', async () => {
+    const store = { record: () => undefined, query: () => Promise.reject(new Error('redis away')) };
+    const api = new UsageHttpApi(new MemoryUsageStore(DAY, Date.now), TOKEN, store);
+    const res = await get(api, `/v1/audit?tenant=acme&from=${FROM}&to=${TO}`);
+    assert.equal(res.status, 503);
+    assert.equal(res.body.error.id, 'AUDIT_STORE_UNAVAILABLE');
+    store.query = () => Promise.reject(new RangeError('cursor is not a cursor this API returned'));
+    assert.equal((await get(api, `/v1/audit?tenant=acme&from=${FROM}&to=${TO}&cursor=x`)).status, 400);
+  });
+
+  test('USAGE_API_TOKENS_FILE: the same list from a file (a mounted Secret)', async () => {
+    const file = join(tempDir(), 'tokens.json');
+    writeFileSync(file, JSON.stringify({ filed: { token: 'token-from-a-mounted-file', tenants: ['acme'] } }));
+    const f = await createUsage({
+      journalDir: tempDir(),
+      retentionDays: 30,
+      maxSessionsPerTenant: 0,
+      apiTokensFile: file,
+    });
+    assert.equal((await get(f.api, `/v1/usage/sessions?tenant=acme`, 'token-from-a-mounted-file')).status, 200);
+    assert.equal((await get(f.api, `/v1/usage/sessions?tenant=beta`, 'token-from-a-mounted-file')).status, 403);
+    await f.close();
+  });
+
+  test('a bad token list stops the start, naming the variable and the token, never its value', async () => {
+    const bad = [
+      ['not json', /USAGE_API_TOKENS is not JSON/],
+      [JSON.stringify({ dash: { token: 'short', tenants: ['a'] } }), /"dash" needs a token of at least 16/],
+      [JSON.stringify({ dash: { token: 'long-enough-token-value', tenants: [] } }), /"dash" needs "tenants"/],
+    ] as const;
+    for (const [apiTokens, message] of bad) {
+      const made = createUsage({ journalDir: tempDir(), retentionDays: 30, maxSessionsPerTenant: 0, apiTokens });
+      await assert.rejects(made, (err: Error) => message.test(err.message) && !err.message.includes('long-enough'));
+    }
+  });
 });

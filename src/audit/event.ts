@@ -1,0 +1,107 @@
+// What one audit event holds (HIPAA 45 CFR 164.312(b): who did what, when, from where, with what
+// outcome), and how an event is built: only the fields named here are copied, each string cut to a
+// bound, so nothing else (audio, transcripts, configs, tokens) can ride along by accident.
+import { createHash } from 'node:crypto';
+
+export type AuditEventName =
+  | 'upgrade_refused'
+  | 'upgrade_accepted'
+  | 'session_opened'
+  | 'session_restored'
+  | 'config_accepted'
+  | 'config_refused'
+  | 'session_resumed'
+  | 'session_taken_over'
+  | 'session_handed_over'
+  | 'session_ended'
+  | 'usage_api_call';
+
+export interface AuditEvent {
+  /** ISO-8601, UTC */
+  time: string;
+  event: AuditEventName;
+  /** ok, refused, or a session's end outcome */
+  outcome: string;
+  /** a short label (a refusal reason, where a taken over session came from) */
+  reason?: string;
+  /** the error id the client was answered with */
+  error?: string;
+  tenant?: string;
+  /** the verified token's `sub` */
+  subject?: string;
+  /** the verified token's client (azp / client_id) */
+  clientId?: string;
+  address?: string;
+  endpoint?: string;
+  interactionId?: string;
+  /** the gateway's session key */
+  sessionId?: string;
+  /** a prefix of the resume key's SHA-256: links a session's connections, never the key itself */
+  resumeKeyHash?: string;
+  environment?: string;
+  /** what kind of socket an accepted upgrade became (new, resume, restore, awaiting, relay, hop) */
+  kind?: string;
+  mediaSeconds?: number;
+  credits?: number;
+  /** usage API: the name of the API token that called (never the token) */
+  caller?: string;
+  /** usage API: the path called */
+  path?: string;
+  /** usage API: the HTTP status answered */
+  status?: number;
+}
+
+export type AuditInput = Omit<AuditEvent, 'time'>;
+
+const STRING_FIELDS = [
+  'event',
+  'outcome',
+  'reason',
+  'error',
+  'tenant',
+  'subject',
+  'clientId',
+  'address',
+  'endpoint',
+  'interactionId',
+  'sessionId',
+  'resumeKeyHash',
+  'environment',
+  'kind',
+  'caller',
+  'path',
+] as const;
+const NUMBER_FIELDS = ['mediaSeconds', 'credits', 'status'] as const;
+/** Every string a client chose (subject, environment, path) is bounded: an event stays a short line. */
+const MAX_STRING = 256;
+
+/** The event as written: `time` first, then only the known fields that are set. */
+export function auditEvent(input: AuditInput, now: number): AuditEvent {
+  const out: Record<string, string | number> = { time: new Date(now).toISOString() };
+  for (const k of STRING_FIELDS) {
+    const v = input[k];
+    if (typeof v === 'string' && v !== '') out[k] = v.length > MAX_STRING ? v.slice(0, MAX_STRING) : v;
+  }
+  for (const k of NUMBER_FIELDS) {
+    const v = input[k];
+    if (typeof v === 'number' && Number.isFinite(v)) out[k] = v;
+  }
+  return out as unknown as AuditEvent;
+}
+
+/** 16 hex digits of the key's SHA-256: enough to link a session's connections, useless to resume one. */
+export function resumeKeyHash(key: string | undefined): string | undefined {
+  return key === undefined ? undefined : createHash('sha256').update(key).digest('hex').slice(0, 16);
+}
+
+/** The client's address: the socket's peer, or behind `trustedProxies` proxies the address the
+ * outermost trusted one saw (the Nth from the right of X-Forwarded-For; the leftmost if fewer). */
+export function clientAddress(peer: string, forwardedFor: string | undefined, trustedProxies: number): string {
+  if (trustedProxies <= 0 || !forwardedFor) return peer;
+  const hops = forwardedFor
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (hops.length === 0) return peer;
+  return hops[Math.max(0, hops.length - trustedProxies)];
+}

@@ -1,0 +1,48 @@
+// A session's lifecycle (session/lifecycle.ts) as audit events: who (from the session's info), what
+// happened, and on its end the media seconds and credits. Steps with nothing to audit (usage deltas,
+// finals delivered) give none.
+import type { LifecycleEvent, SessionInfo } from '../session/index.js';
+import { resumeKeyHash, type AuditInput } from './event.js';
+
+/** Who and what of every event of the session `info` describes. */
+export function sessionWho(info: SessionInfo): Omit<AuditInput, 'event' | 'outcome'> {
+  return {
+    tenant: info.tenant,
+    subject: info.subject,
+    clientId: info.clientId,
+    address: info.address,
+    endpoint: info.endpoint,
+    interactionId: info.interactionId,
+    sessionId: info.sessionKey,
+    resumeKeyHash: resumeKeyHash(info.resumeKey),
+    environment: info.environment,
+  };
+}
+
+export function sessionEvent(info: SessionInfo, e: LifecycleEvent): AuditInput | undefined {
+  const who = sessionWho(info);
+  switch (e.type) {
+    case 'opened':
+      return { ...who, event: e.restored ? 'session_restored' : 'session_opened', outcome: 'ok' };
+    case 'config_accepted':
+      return { ...who, event: 'config_accepted', outcome: 'ok' };
+    case 'refused':
+      return { ...who, event: 'config_refused', outcome: 'refused', reason: e.reason };
+    case 'resumed':
+      return { ...who, event: 'session_resumed', outcome: 'ok' };
+    case 'taken_over':
+      return { ...who, event: 'session_taken_over', outcome: 'ok', reason: e.from };
+    case 'handed_over':
+      return { ...who, event: 'session_handed_over', outcome: 'ok', credits: e.credits };
+    case 'ended':
+      return {
+        ...who,
+        event: 'session_ended',
+        outcome: e.outcome,
+        mediaSeconds: e.mediaSeconds,
+        credits: e.credits,
+      };
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,100 @@
+// The audit trail: each event goes to the sink (file or stdout) at once and, when it names a tenant,
+// to the store the usage API queries. A failure of either is logged without the event and counted;
+// it never reaches the session or request that caused the event.
+import { metrics, type Logger } from '../telemetry/index.js';
+import type { LifecycleEvent, SessionInfo } from '../session/index.js';
+import { auditEvent, clientAddress, type AuditEvent, type AuditInput } from './event.js';
+import { sessionEvent } from './session.js';
+import type { AuditSink } from './sink.js';
+import type { AuditCursor, AuditStore } from './store.js';
+
+export interface AuditPageQuery {
+  tenant: string;
+  from: number;
+  to: number;
+  limit: number;
+  /** a `next` this trail returned; one it did not is a RangeError */
+  cursor?: string;
+}
+
+export class AuditTrail {
+  private readonly pending = new Set<Promise<void>>();
+
+  constructor(
+    private readonly sink: AuditSink,
+    private readonly store: AuditStore,
+    private readonly trustedProxies: number,
+    private readonly log: Logger,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The client's address from the socket's peer and X-Forwarded-For (TRUSTED_PROXIES). */
+  address(peer: string, forwardedFor: string | undefined): string {
+    return clientAddress(peer, forwardedFor, this.trustedProxies);
+  }
+
+  record(input: AuditInput): void {
+    const at = this.now();
+    const e = auditEvent(input, at);
+    try {
+      this.sink.write(e);
+    } catch (err) {
+      this.failed('log', err);
+    }
+    if (e.tenant) this.keep(e.tenant, e, at);
+  }
+
+  /** Every step of the lifecycle of the session `info` describes, from now on, as its audit event
+   * (SessionDeps.observe: attached before the session's first event). */
+  attach(info: SessionInfo, on: (listener: (e: LifecycleEvent) => void) => void): void {
+    on((e) => {
+      const input = sessionEvent(info, e);
+      if (input) this.record(input);
+    });
+  }
+
+  async query(q: AuditPageQuery): Promise<{ events: AuditEvent[]; next: string | null }> {
+    const after = q.cursor ? decodeCursor(q.cursor) : null;
+    const page = await this.store.range({ tenant: q.tenant, from: q.from, to: q.to, limit: q.limit, after });
+    return { events: page.events, next: page.next ? encodeCursor(page.next) : null };
+  }
+
+  /** Resolves once the store has every event recorded so far (or failed to take it). */
+  async flush(): Promise<void> {
+    while (this.pending.size > 0) await Promise.all([...this.pending]);
+  }
+
+  async close(): Promise<void> {
+    await this.flush();
+    await this.store.close();
+    this.sink.close();
+  }
+
+  private keep(tenant: string, e: AuditEvent, at: number): void {
+    const p = this.store
+      .add(tenant, e, at)
+      .catch((err: unknown) => this.failed('store', err))
+      .finally(() => this.pending.delete(p));
+    this.pending.add(p);
+  }
+
+  /** Logged with the error's message only: the event's fields stay out of the normal log. */
+  private failed(sink: 'log' | 'store', err: unknown): void {
+    metrics.auditWriteFailures.inc({ sink });
+    this.log.error({ event: 'audit_write_failed', sink, err: (err as Error).message }, 'audit event not written');
+  }
+}
+
+function encodeCursor(c: AuditCursor): string {
+  return Buffer.from(JSON.stringify([c.score, c.member])).toString('base64url');
+}
+
+function decodeCursor(s: string): AuditCursor {
+  try {
+    const [score, member] = JSON.parse(Buffer.from(s, 'base64url').toString('utf8')) as unknown[];
+    if (typeof score === 'number' && Number.isFinite(score) && typeof member === 'string') return { score, member };
+  } catch {
+    // fall through
+  }
+  throw new RangeError('cursor is not a cursor this API returned');
+}
