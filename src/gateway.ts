@@ -45,6 +45,7 @@ async function embeddedEmulator(
   // Imported only here: a gateway with a real upstream never loads the emulator (idle memory).
   const { startEmulator } = await import('./emulator/index.js');
   const port = config.EMULATOR_PORT === 0 ? 0 : config.EMULATOR_PORT + index; // eu 8081, us 8082...
+  if (port > 65535) throw new Error('EMULATOR_PORT plus the number of environments passes port 65535');
   const emulator = await startEmulator({ port, host: '127.0.0.1' });
   logger.warn(
     { environment: e.name, emulator: emulator.authBase },

@@ -29,6 +29,7 @@ export function assemble(deps: SessionDeps, info: SessionInfo, client: ClientSin
     session: info.sessionKey,
     tenant: info.tenant,
     endpoint: info.endpoint,
+    environment: info.environment,
     interaction: info.interactionId,
   });
   const lifecycle = new Lifecycle((err, e) => {

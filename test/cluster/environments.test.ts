@@ -3,7 +3,8 @@
 // environments were kept counts as the default environment's. The hop carries the environment the
 // sending replica resolved, for the owner to check against its session's.
 import assert from 'node:assert/strict';
-import { describe, it } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import {
   createRecordStore,
   createReplicas,
@@ -15,7 +16,10 @@ import {
   type HopIdentity,
   type SessionRecord,
 } from '../../src/cluster/index.js';
+import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { logger } from '../../src/telemetry/index.js';
+import { replicaUrl, startCluster, type Cluster } from '../support/cluster.js';
+import { englishConfiguration, openConfigured, refusal, resumeUrl } from '../support/stack.js';
 
 const who = { tenant: 'acme', subject: 'user-1', endpoint: 'transcribe' as const };
 
@@ -68,5 +72,36 @@ describe('the internal hop', () => {
     assert.deepEqual(verified({ ...identity, environment: 5 }), { refused: 'bad identity' });
     // An older replica sends none: the owner takes it as its default environment (hop-route.ts).
     assert.equal((verified({ ...identity, environment: undefined }) as HopIdentity).environment, undefined);
+  });
+});
+
+describe('two replicas serving eu and us, sharing Redis', () => {
+  let cluster: Cluster;
+  let us: Emulator;
+  beforeAll(async () => {
+    us = await startEmulator();
+    // The plain pair is eu's (the default): the cluster's emulator; us has its own.
+    const env = { ENVIRONMENTS: 'eu,us', UPSTREAM_URL_US: us.wsBase, AUTH_URL_US: us.authBase };
+    cluster = await startCluster(2, { ...env, CLUSTER_SECRET: randomBytes(32).toString('hex') });
+  }, 60_000);
+  afterAll(async () => {
+    await cluster?.close();
+    await us?.close();
+  });
+
+  it("an eu session's key, presented on the other replica in us, is refused: its record is not taken over", async () => {
+    const key = randomBytes(18).toString('base64url');
+    const { client } = await openConfigured(
+      await replicaUrl(cluster, 0, 'acme', key),
+      englishConfiguration('transcribe'),
+    );
+    const token = await us.issueToken({ tenant: 'acme', scope: 'openid transcribe' });
+    const url = `${resumeUrl(`ws://127.0.0.1:${cluster.replicas[1].port}`, 'acme', key, token)}&environment=us`;
+    const r = await refusal(url);
+    assert.equal(r.status, 403);
+    assert.equal(r.body.error.id, 'RESUME_FORBIDDEN');
+    assert.equal(us.sessions.length, 0, 'nothing reached the us upstream');
+    client.sendJson({ type: 'end' });
+    await client.next('ended');
   });
 });
