@@ -108,7 +108,7 @@ describe('the audit stream of a run of sessions', () => {
     second.sendJson({ type: 'end' });
     await second.next('ended', 20_000);
     // The usage API: the all-tenant token, and a scoped token asking for another tenant.
-    const http = stack.base.replace('ws:', 'http:');
+    const http = `http://127.0.0.1:${stack.gateway.server.adminPort}`; // the usage API's port
     await fetch(`${http}/v1/tenants`, { headers: { authorization: `Bearer ${API}` } });
     await fetch(`${http}/v1/usage/sessions?tenant=base`, { headers: { authorization: `Bearer ${SCOPED}` } });
     await until(
@@ -202,7 +202,7 @@ describe('the audit stream of a run of sessions', () => {
   });
 
   it("GET /v1/audit: the tenant's events in the range, a page at a time; another tenant with a scoped token is 403", async () => {
-    const http = stack.base.replace('ws:', 'http:');
+    const http = `http://127.0.0.1:${stack.gateway.server.adminPort}`; // the usage API's port
     const from = new Date(Date.now() - 3_600_000).toISOString();
     const to = new Date(Date.now() + 3_600_000).toISOString();
     const get = async (q: string, token = API) => {
@@ -318,7 +318,7 @@ describe('an audit trail that cannot be written', () => {
   it('a full disk (AUDIT_LOG_FILE=/dev/full): sessions go on; each failed write is counted', async () => {
     const stack = await startStack({ AUDIT_LOG_FILE: '/dev/full' });
     try {
-      const port = stack.gateway.server.port;
+      const port = stack.gateway.server.adminPort;
       const before = await metric(port, 'speech_gateway_audit_write_failures_total{sink="log"}');
       const c = await stack.connect('transcribe');
       c.sendJson({ type: 'config', configuration: englishConfiguration('transcribe') });

@@ -120,7 +120,7 @@ describe('one new resume key on two replicas at once', () => {
       ROUNDS,
     );
     const upstream = cluster.emulator.sessions.filter((s) => s.tenant === tenant);
-    const rows = await assertLedger(cluster.replicas[0].port, tenant, upstream, ROUNDS);
+    const rows = await assertLedger(cluster.replicas[0].adminPort, tenant, upstream, ROUNDS);
     console.log(
       `key race: ${outcomes.filter((o) => 'refused' in o).length} of ${outcomes.length} connections refused; ${rows.length} ledger sessions, ${upstream.length} upstream sessions`,
     );
@@ -141,7 +141,7 @@ describe('one new resume key twice at once on one replica without Redis', () => 
       (key, token) => [url(key, token), url(key, token)],
       ROUNDS,
     );
-    await assertLedger(stack.gateway.server.port, 'base', stack.emulator.sessions, ROUNDS);
+    await assertLedger(stack.gateway.server.adminPort, 'base', stack.emulator.sessions, ROUNDS);
     console.log(
       `key race, one replica: ${outcomes.filter((o) => 'refused' in o).length} of ${outcomes.length} connections refused`,
     );
