@@ -35,8 +35,18 @@ export class RedisAuditStore implements AuditStore {
     this.redis.on('error', () => undefined); // each failing command says so where it is used
   }
 
-  connect(): Promise<void> {
-    return this.redis.connect();
+  /** Rejects with why (ioredis says only "Connection is closed."; its 'error' event before that says why). */
+  async connect(): Promise<void> {
+    let cause: Error | undefined;
+    const onError = (err: Error) => (cause ??= err);
+    this.redis.on('error', onError);
+    try {
+      await this.redis.connect();
+    } catch (err) {
+      throw cause ?? err;
+    } finally {
+      this.redis.off('error', onError);
+    }
   }
 
   private key(tenant: string): string {

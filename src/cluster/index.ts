@@ -85,13 +85,11 @@ export async function createCluster(o: ClusterOptions): Promise<Cluster> {
 
 /** The usage ledger's kind of connection (fails fast while Redis is away, reconnects quickly). */
 async function connect(url: string, logger: Logger): Promise<Redis> {
-  const { createRedisClient } = await loadRedisUsageStore(); // only with a REDIS_URL (idle memory)
+  const { connectRedis, createRedisClient } = await loadRedisUsageStore(); // only with a REDIS_URL (idle memory)
   const redis = createRedisClient(url);
   redis.on('error', () => undefined); // each failing command says so where it is used
-  await redis
-    .connect()
-    .catch((err: Error) =>
-      logger.warn({ err: err.message }, 'redis not reachable at start; replicas and session records wait for it'),
-    );
+  await connectRedis(redis).catch((err: Error) =>
+    logger.warn({ err: err.message }, 'redis not reachable at start; replicas and session records wait for it'),
+  );
   return redis;
 }

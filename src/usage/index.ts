@@ -78,13 +78,13 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
 
   const prefix = o.keyPrefix ?? 'sg:usage:';
   // Imported only with a REDIS_URL: a single replica never loads ioredis (about 10 MB of RSS).
-  const { RedisUsageStore, createRedisClient } = await import('./redis-store.js');
+  const { RedisUsageStore, connectRedis, createRedisClient } = await import('./redis-store.js');
   const redis = createRedisClient(o.redisUrl);
   const health = new RedisHealth(redis);
   const timeout = new Promise<never>((_, reject) =>
     setTimeout(() => reject(new Error('timed out')), o.connectTimeoutMs ?? 2000).unref(),
   );
-  await Promise.race([redis.connect(), timeout]).catch((err: Error) => {
+  await Promise.race([connectRedis(redis), timeout]).catch((err: Error) => {
     // ioredis keeps reconnecting; until then events go to the journal.
     logger.warn({ err: err.message }, 'redis not reachable at start; usage events go to the journal until it is');
   });

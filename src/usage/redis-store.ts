@@ -57,6 +57,23 @@ export function createRedisClient(url: string): ScriptedRedis {
   return redis as ScriptedRedis;
 }
 
+/**
+ * connect(), rejecting with why: ioredis rejects with "Connection is closed." whatever the cause, and
+ * the 'error' event just before it says it (WRONGPASS, a certificate not trusted, ECONNREFUSED).
+ */
+export async function connectRedis(redis: Redis): Promise<void> {
+  let cause: Error | undefined;
+  const onError = (err: Error) => (cause ??= err);
+  redis.on('error', onError);
+  try {
+    await redis.connect();
+  } catch (err) {
+    throw cause ?? err;
+  } finally {
+    redis.off('error', onError);
+  }
+}
+
 // Replies that mean "not now" rather than "this event is wrong".
 const TRANSIENT = /^(LOADING|BUSY|READONLY|OOM|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|NOREPLICAS|MISCONF)/;
 /** True when an error means Redis cannot take writes now (retry later), not a bad command. */
