@@ -37,7 +37,7 @@ describe('a replayed internal hop', () => {
       owner: cluster.replicas[0].id,
     };
     const headers = signHop(SECRET, key, identity);
-    const url = `ws://127.0.0.1:${cluster.replicas[0].port}/internal/hop${endpointPath('transcribe')}?resume=${key}`;
+    const url = `ws://127.0.0.1:${cluster.replicas[0].adminPort}/internal/hop${endpointPath('transcribe')}?resume=${key}`;
     const hop = await openClient(url, undefined, headers); // the genuine hop: it takes the session over
     hop.ws.close();
     assert.equal((await client.closed).code, 4409, "the session's socket was replaced by the hop");

@@ -116,7 +116,7 @@ describe('browser demo (Chromium, fake microphone)', () => {
     assert.ok(
       (await metric(
         stack.gateway.server.adminPort,
-        'speech_gateway_sessions_total{endpoint="transcribe",outcome="ended"}',
+        'speech_gateway_sessions_total{endpoint="transcribe",outcome="ended",environment="eu"}',
       )) >= 1,
     );
     assert.equal(

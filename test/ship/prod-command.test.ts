@@ -39,15 +39,17 @@ function containerStderr(): { fd: number; reader: Socket; spawned(): void } {
   return { fd, reader, spawned: () => closeSync(fd) };
 }
 
-/** The lines of `text` that are not a JSON object with an ISO time and a level name. */
+/** The lines of `text` that are not a JSON object with an ISO time and either a level name (a log line)
+ *  or the audit stream's marker (an audit event). */
 function notJsonLogLines(text: string): string[] {
   return text
     .split('\n')
     .filter((l) => l !== '')
     .filter((l) => {
       try {
-        const o = JSON.parse(l) as { time?: unknown; level?: unknown };
-        return !(typeof o.time === 'string' && ISO_TIME.test(o.time) && LEVELS.has(String(o.level)));
+        const o = JSON.parse(l) as { time?: unknown; level?: unknown; stream?: unknown };
+        const marked = LEVELS.has(String(o.level)) || o.stream === 'audit';
+        return !(typeof o.time === 'string' && ISO_TIME.test(o.time) && marked);
       } catch {
         return true;
       }
