@@ -95,7 +95,7 @@ describe('dashboard credits equal the usage API across a rolling update (two rep
     assert.deepEqual(
       rows.map((r) => r.segments.length).sort(),
       [1, 1, 2],
-      'the handed-over one has two upstream segments',
+      `the handed-over one has two upstream segments; the ledger's rows: ${JSON.stringify(rows)}`,
     );
     await prom.scrapedAfter(JOB, Date.now()); // both replicas scraped after the ledger's last write
     const to = Date.now();
