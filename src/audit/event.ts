@@ -2,6 +2,7 @@
 // outcome), and how an event is built: only the fields named here are copied, each string cut to a
 // bound, so nothing else (audio, transcripts, configs, tokens) can ride along by accident.
 import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
 
 export type AuditEventName =
   | 'upgrade_refused'
@@ -95,7 +96,8 @@ export function resumeKeyHash(key: string | undefined): string | undefined {
 }
 
 /** The client's address: the socket's peer, or behind `trustedProxies` proxies the address the
- * outermost trusted one saw (the Nth from the right of X-Forwarded-For; the leftmost if fewer). */
+ * outermost trusted one saw (the Nth from the right of X-Forwarded-For; the leftmost if fewer).
+ * An entry that is no IP address is the client's own text (a miscounted proxy chain): `unknown`. */
 export function clientAddress(peer: string, forwardedFor: string | undefined, trustedProxies: number): string {
   if (trustedProxies <= 0 || !forwardedFor) return peer;
   const hops = forwardedFor
@@ -103,5 +105,6 @@ export function clientAddress(peer: string, forwardedFor: string | undefined, tr
     .map((s) => s.trim())
     .filter(Boolean);
   if (hops.length === 0) return peer;
-  return hops[Math.max(0, hops.length - trustedProxies)];
+  const chosen = hops[Math.max(0, hops.length - trustedProxies)];
+  return isIP(chosen) ? chosen : 'unknown';
 }

@@ -9,7 +9,7 @@ import { AuditTrail } from './trail.js';
 
 export { AuditTrail, type AuditPageQuery } from './trail.js';
 export type { AuditEvent, AuditEventName, AuditInput } from './event.js';
-export { resumeKeyHash } from './event.js';
+export { clientAddress, resumeKeyHash } from './event.js';
 export { sessionWho } from './session.js';
 
 export interface AuditOptions {

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { createAudit } from '../../src/audit/index.js';
+import { clientAddress, createAudit } from '../../src/audit/index.js';
 import { logger, registry } from '../../src/telemetry/index.js';
 import { chromeChunks } from '../support/fixtures.js';
 import {
@@ -251,6 +251,16 @@ describe('the audit stream of a run of sessions', () => {
       mine().map((e) => e.event),
       ['upgrade_accepted', 'session_opened', 'config_accepted', 'session_ended'],
     );
+  });
+});
+
+describe('the client address behind proxies', () => {
+  it('is the Nth entry from the right when that is an IP address, else unknown (never the text a client put there)', () => {
+    assert.equal(clientAddress('10.0.0.9', '203.0.113.7, 10.0.0.1', 2), '203.0.113.7');
+    assert.equal(clientAddress('10.0.0.9', '2001:db8::1', 1), '2001:db8::1');
+    assert.equal(clientAddress('10.0.0.9', 'patient Jane Doe, 10.0.0.1', 2), 'unknown');
+    assert.equal(clientAddress('10.0.0.9', '203.0.113.7', 0), '10.0.0.9');
+    assert.equal(clientAddress('10.0.0.9', ' , ', 1), '10.0.0.9');
   });
 });
 
