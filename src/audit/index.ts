@@ -47,8 +47,7 @@ export async function createAudit(o: AuditOptions): Promise<AuditTrail> {
   // Imported only with Redis: a single replica never loads ioredis.
   const { RedisAuditStore } = await import('./redis-store.js');
   const store = new RedisAuditStore(o.redis, o.keyPrefix ?? 'sg:audit:', retentionMs, o.maxPerTenant ?? 5_000_000, now);
-  const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timed out')), 2000).unref());
-  await Promise.race([store.connect(), timeout]).catch((err: Error) => {
+  await store.connect(2000).catch((err: Error) => {
     // ioredis keeps reconnecting; until then store writes fail and are counted (the sink has every event).
     o.logger.warn({ err: err.message }, 'redis not reachable at start; audit events reach the store once it is');
   });

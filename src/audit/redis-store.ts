@@ -29,9 +29,9 @@ export class RedisAuditStore implements AuditStore {
     this.redis.on('error', () => undefined); // each failing command says so where it is used
   }
 
-  /** Rejects with why (connectRedis). */
-  connect(): Promise<void> {
-    return connectRedis(this.redis);
+  /** Rejects with why, or after `timeoutMs` (connectRedis). */
+  connect(timeoutMs: number): Promise<void> {
+    return connectRedis(this.redis, timeoutMs);
   }
 
   private key(tenant: string): string {

@@ -90,7 +90,7 @@ async function connect(settings: RedisSettings, logger: Logger): Promise<Redis> 
   const { createRedisClient } = await loadRedisUsageStore(); // only with Redis (idle memory)
   const redis = createRedisClient(settings);
   redis.on('error', () => undefined); // each failing command says so where it is used
-  await connectRedis(redis).catch((err: Error) =>
+  await connectRedis(redis, 2000).catch((err: Error) =>
     logger.warn({ err: err.message }, 'redis not reachable at start; replicas and session records wait for it'),
   );
   return redis;

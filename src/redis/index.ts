@@ -73,17 +73,25 @@ export function newRedis(RedisClass: typeof Redis, s: RedisSettings): Redis {
 
 /**
  * connect(), rejecting with why: ioredis rejects with "Connection is closed." whatever the cause, and
- * the 'error' event just before it says it (WRONGPASS, a certificate not trusted, ECONNREFUSED).
+ * the 'error' event just before it says it (WRONGPASS, a certificate not trusted, ECONNREFUSED). At
+ * most `timeoutMs`: through Sentinel, connect() waits as long as no sentinel names a primary it can
+ * reach (a wrong sentinel password, every sentinel away), where a single Redis would refuse at once.
+ * ioredis goes on trying after the timeout; commands fail fast until it is connected.
  */
-export async function connectRedis(redis: Redis): Promise<void> {
+export async function connectRedis(redis: Redis, timeoutMs: number): Promise<void> {
   let cause: Error | undefined;
+  let timer: NodeJS.Timeout | undefined;
   const onError = (err: Error) => (cause ??= err);
+  const timedOut = new Error('timed out');
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(timedOut), timeoutMs)));
   redis.on('error', onError);
   try {
-    await redis.connect();
+    await Promise.race([redis.connect(), timeout]);
   } catch (err) {
+    if (err === timedOut) throw new Error(`timed out${cause ? ` (${cause.message})` : ''}`, { cause: err });
     throw cause ?? err;
   } finally {
+    clearTimeout(timer);
     redis.off('error', onError);
   }
 }

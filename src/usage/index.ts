@@ -83,10 +83,7 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
   const { RedisUsageStore, createRedisClient } = await import('./redis-store.js');
   const redis = createRedisClient(o.redis);
   const health = new RedisHealth(redis);
-  const timeout = new Promise<never>((_, reject) =>
-    setTimeout(() => reject(new Error('timed out')), o.connectTimeoutMs ?? 2000).unref(),
-  );
-  await Promise.race([connectRedis(redis), timeout]).catch((err: Error) => {
+  await connectRedis(redis, o.connectTimeoutMs ?? 2000).catch((err: Error) => {
     // ioredis keeps reconnecting; until then events go to the journal.
     logger.warn({ err: err.message }, 'redis not reachable at start; usage events go to the journal until it is');
   });
