@@ -19,6 +19,8 @@ export interface TestSentinels {
   replicaPort: number;
   /** SIGKILL the primary: no shutdown, no last write. */
   killPrimary(): void;
+  /** SENTINEL FAILOVER: the replica promoted, the primary (alive) demoted to its replica. */
+  failover(): Promise<void>;
   /** The port the sentinels name as the primary now. */
   primaryPortNow(): Promise<number>;
   stop(): void;
@@ -120,6 +122,7 @@ export async function startSentinels(auth?: SentinelAuth): Promise<TestSentinels
     primaryPort,
     replicaPort,
     killPrimary: () => primary.kill('SIGKILL'),
+    failover: async () => void (await askSentinel(sentinelPorts[0], auth?.sentinelPassword, 'FAILOVER', PRIMARY_NAME)),
     async primaryPortNow() {
       const addr = (await askSentinel(
         sentinelPorts[0],
