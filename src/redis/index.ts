@@ -68,6 +68,9 @@ export function newRedis(RedisClass: typeof Redis, s: RedisSettings): Redis {
     sentinelRetryStrategy: (attempt) => Math.min(50 * attempt, 500),
     // A primary demoted by a failover answers READONLY: reconnect, and the sentinels name the new one.
     reconnectOnError: (err) => err.message.startsWith('READONLY'),
+    // A planned failover leaves the old primary taking writes until it is demoted (seconds later, and
+    // those writes are then lost): move to the new primary as soon as a sentinel announces the switch.
+    failoverDetector: true,
   });
 }
 

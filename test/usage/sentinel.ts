@@ -21,6 +21,8 @@ export interface TestSentinels {
   killPrimary(): void;
   /** SENTINEL FAILOVER: the replica promoted, the primary (alive) demoted to its replica. */
   failover(): Promise<void>;
+  /** Whether every sentinel has switched to the primary on `port` (announced +switch-master). */
+  switchedTo(port: number): Promise<boolean>;
   /** The port the sentinels name as the primary now. */
   primaryPortNow(): Promise<number>;
   stop(): void;
@@ -123,6 +125,12 @@ export async function startSentinels(auth?: SentinelAuth): Promise<TestSentinels
     replicaPort,
     killPrimary: () => primary.kill('SIGKILL'),
     failover: async () => void (await askSentinel(sentinelPorts[0], auth?.sentinelPassword, 'FAILOVER', PRIMARY_NAME)),
+    // SENTINEL MASTER shows the new address only after the switch (GET-MASTER-ADDR-BY-NAME already during it).
+    async switchedTo(port) {
+      const ask = (p: number) => askSentinel(p, auth?.sentinelPassword, 'MASTER', PRIMARY_NAME) as Promise<string[]>;
+      const fields = await Promise.all(sentinelPorts.map(ask));
+      return fields.every((f) => f[f.indexOf('port') + 1] === String(port));
+    },
     async primaryPortNow() {
       const addr = (await askSentinel(
         sentinelPorts[0],
