@@ -38,6 +38,16 @@ function originList(v: string): boolean {
     .every((o) => URL.canParse(o) && ['http:', 'https:'].includes(new URL(o).protocol) && new URL(o).host !== '');
 }
 
+/** host:port, the host a name or an IPv4 address or an IPv6 one in brackets; a port from 1 to 65535. */
+const SENTINEL = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/;
+const sentinelEntries = (v: string) => v.split(',').map((s) => SENTINEL.exec(s.trim()));
+function sentinelList(v: string): boolean {
+  return sentinelEntries(v).every((m) => m !== null && Number(m[3]) >= 1 && Number(m[3]) <= 65535);
+}
+function parseSentinels(v: string): Array<{ host: string; port: number }> {
+  return sentinelEntries(v).map((m) => ({ host: m![1] ?? m![2], port: Number(m![3]) }));
+}
+
 const schema = z
   .object({
     PORT: port(8080),
@@ -47,7 +57,30 @@ const schema = z
     UPSTREAM_URL: url('ws', 'wss').optional(),
     AUTH_URL: url('http', 'https').optional(),
     EMULATOR_PORT: port(8081),
+    /** A single Redis; or, instead, a primary found through Sentinel (the REDIS_SENTINEL* variables below). */
     REDIS_URL: url('redis', 'rediss').optional(),
+    /** Comma-separated host:port of the sentinels. */
+    REDIS_SENTINELS: z
+      .string()
+      .refine(sentinelList, 'must be comma-separated host:port (sentinel-0.example:26379,[fd00::1]:26379)')
+      .transform(parseSentinels)
+      .optional(),
+    /** The primary's name the sentinels monitor (their `sentinel monitor <name> ...`). */
+    REDIS_SENTINEL_NAME: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,100}$/, 'must be 1-100 characters of A-Z a-z 0-9 . _ -')
+      .optional(),
+    /** With Sentinel: the data nodes' ACL user and password (REDIS_URL carries its own). */
+    REDIS_USERNAME: z.string().regex(/^\S+$/, 'must contain no whitespace').optional(),
+    REDIS_PASSWORD: z
+      .string()
+      .regex(/^\S+$/, 'must contain no whitespace (a trailing newline from a file?)')
+      .optional(),
+    /** With Sentinel: the sentinels' own AUTH. */
+    REDIS_SENTINEL_PASSWORD: z
+      .string()
+      .regex(/^\S+$/, 'must contain no whitespace (a trailing newline from a file?)')
+      .optional(),
     UPSTREAM_AUTH: oneOf(['passthrough', 'client-credentials']).default('passthrough'),
     /** client-credentials mode: JSON file {"<tenant>":{"clientId","clientSecret"}} (a mounted Secret). */
     UPSTREAM_CREDENTIALS_FILE: z.string().optional(),
@@ -137,6 +170,7 @@ const schema = z
         message: 'is unset: set both UPSTREAM_URL and AUTH_URL (a real upstream) or neither (the embedded emulator)',
       });
     }
+    redisIssues(c).forEach(([path, message]) => ctx.addIssue({ code: 'custom', path: [path], message }));
     if (c.UPSTREAM_AUTH === 'client-credentials' && !c.UPSTREAM_CREDENTIALS_FILE && !c.UPSTREAM_CREDENTIALS) {
       ctx.addIssue({
         code: 'custom',
@@ -145,6 +179,34 @@ const schema = z
       });
     }
   });
+
+/** REDIS_URL or Sentinel, never both; Sentinel's name with its sentinels; its credentials only with it. */
+function redisIssues(c: {
+  REDIS_URL?: string;
+  REDIS_SENTINELS?: unknown;
+  REDIS_SENTINEL_NAME?: string;
+  REDIS_USERNAME?: string;
+  REDIS_PASSWORD?: string;
+  REDIS_SENTINEL_PASSWORD?: string;
+}): Array<[string, string]> {
+  const issues: Array<[string, string]> = [];
+  if (c.REDIS_URL && (c.REDIS_SENTINELS || c.REDIS_SENTINEL_NAME)) {
+    issues.push([
+      'REDIS_URL',
+      'is set with Sentinel: set REDIS_URL (one Redis) or REDIS_SENTINELS and REDIS_SENTINEL_NAME',
+    ]);
+  } else if (!c.REDIS_SENTINELS !== !c.REDIS_SENTINEL_NAME) {
+    const missing = c.REDIS_SENTINELS ? 'REDIS_SENTINEL_NAME' : 'REDIS_SENTINELS';
+    issues.push([missing, 'is unset: Sentinel needs both REDIS_SENTINELS and REDIS_SENTINEL_NAME']);
+  }
+  for (const name of ['REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_SENTINEL_PASSWORD'] as const) {
+    if (c[name] && !c.REDIS_SENTINELS) {
+      issues.push([name, 'is set without REDIS_SENTINELS: it is for Sentinel (REDIS_URL carries its own credentials)']);
+    }
+  }
+  if (c.REDIS_USERNAME && !c.REDIS_PASSWORD) issues.push(['REDIS_USERNAME', 'is set without REDIS_PASSWORD']);
+  return issues;
+}
 
 /** `environments`/`defaultEnvironment`: ENVIRONMENTS, UPSTREAM_URL_<ENV>... (environments.ts). */
 export type GatewayConfig = z.infer<typeof schema> &

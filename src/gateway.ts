@@ -12,6 +12,7 @@ import { createCluster } from './cluster/index.js';
 import type { GatewayConfig } from './config.js';
 import type { Emulator } from './emulator/index.js';
 import type { EnvironmentConfig } from './environments.js';
+import { redisSettings } from './redis/index.js';
 import {
   isNativeUws,
   startServer,
@@ -115,13 +116,13 @@ function sessionSettings(config: GatewayConfig): ServerDeps['settings'] {
 async function accounting(config: GatewayConfig): Promise<{ audit: AuditTrail; usage: Usage }> {
   const audit = await createAudit({
     file: config.AUDIT_LOG_FILE,
-    redisUrl: config.REDIS_URL,
+    redis: redisSettings(config),
     retentionDays: config.AUDIT_RETENTION_DAYS,
     trustedProxies: config.TRUSTED_PROXIES,
     logger,
   });
   const usage = await createUsage({
-    redisUrl: config.REDIS_URL,
+    redis: redisSettings(config),
     journalDir: config.USAGE_JOURNAL_DIR,
     retentionDays: config.USAGE_RETENTION_DAYS,
     maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
@@ -148,7 +149,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
   const { audit, usage } = await accounting(config);
 
   const cluster = await createCluster({
-    redisUrl: config.REDIS_URL,
+    redis: redisSettings(config),
     replicaId: config.REPLICA_ID,
     advertiseUrl: config.ADVERTISE_URL,
     secret: config.CLUSTER_SECRET,

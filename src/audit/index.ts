@@ -2,6 +2,7 @@
 // lifecycle step and per usage API call, written as JSON lines (AUDIT_LOG_FILE or stdout) and kept per
 // tenant for GET /v1/audit (Redis, or bounded in process memory). Never audio, transcripts, configs
 // or tokens: event.ts copies only its named fields.
+import type { RedisSettings } from '../redis/index.js';
 import type { Logger } from '../telemetry/index.js';
 import { fileSink, stdoutSink } from './sink.js';
 import { MemoryAuditStore } from './store.js';
@@ -15,7 +16,8 @@ export { sessionWho } from './session.js';
 export interface AuditOptions {
   /** AUDIT_LOG_FILE; unset: stdout */
   file?: string;
-  redisUrl?: string;
+  /** REDIS_URL or Sentinel; unset: events kept in process memory */
+  redis?: RedisSettings;
   retentionDays: number;
   /** TRUSTED_PROXIES */
   trustedProxies: number;
@@ -35,24 +37,17 @@ export async function createAudit(o: AuditOptions): Promise<AuditTrail> {
   const now = o.now ?? Date.now;
   const retentionMs = Math.max(1, o.retentionDays) * DAY_MS;
   const sink = o.file ? fileSink(o.file) : stdoutSink();
-  if (!o.redisUrl) {
+  if (!o.redis) {
     o.logger.warn(
-      'REDIS_URL not set: the audit events GET /v1/audit answers are in process memory (bounded, lost on restart)',
+      'no Redis (REDIS_URL or REDIS_SENTINELS): the audit events GET /v1/audit answers are in process memory (bounded, lost on restart)',
     );
     const store = new MemoryAuditStore(retentionMs, o.maxMemoryEvents ?? 100_000, now);
     return new AuditTrail(sink, store, o.trustedProxies, o.logger, now);
   }
-  // Imported only with a REDIS_URL: a single replica never loads ioredis.
+  // Imported only with Redis: a single replica never loads ioredis.
   const { RedisAuditStore } = await import('./redis-store.js');
-  const store = new RedisAuditStore(
-    o.redisUrl,
-    o.keyPrefix ?? 'sg:audit:',
-    retentionMs,
-    o.maxPerTenant ?? 5_000_000,
-    now,
-  );
-  const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timed out')), 2000).unref());
-  await Promise.race([store.connect(), timeout]).catch((err: Error) => {
+  const store = new RedisAuditStore(o.redis, o.keyPrefix ?? 'sg:audit:', retentionMs, o.maxPerTenant ?? 5_000_000, now);
+  await store.connect(2000).catch((err: Error) => {
     // ioredis keeps reconnecting; until then store writes fail and are counted (the sink has every event).
     o.logger.warn({ err: err.message }, 'redis not reachable at start; audit events reach the store once it is');
   });

@@ -1,7 +1,8 @@
 // Audit events in Redis: one sorted set per tenant (score: the event's time, scoreOf), trimmed at
 // each write to the retention and to a bound per tenant, and expiring whole once a tenant has written
-// nothing for the retention. Loaded only with a REDIS_URL (ioredis is about 10 MB of RSS).
+// nothing for the retention. Loaded only with Redis (ioredis is about 10 MB of RSS).
 import { Redis } from 'ioredis';
+import { connectRedis, newRedis, type RedisSettings } from '../redis/index.js';
 import type { AuditEvent } from './event.js';
 import {
   memberOf,
@@ -17,36 +18,20 @@ export class RedisAuditStore implements AuditStore {
   private readonly redis: Redis;
 
   constructor(
-    url: string,
+    settings: RedisSettings,
     private readonly prefix: string,
     private readonly retentionMs: number,
     private readonly maxPerTenant: number,
     private readonly now: () => number,
   ) {
     // Commands fail at once while Redis is away (the caller counts the failure); no offline queue to grow.
-    this.redis = new Redis(url, {
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      commandTimeout: 3000,
-      connectTimeout: 2000,
-      retryStrategy: (attempt) => Math.min(50 * attempt, 500),
-    });
+    this.redis = newRedis(Redis, settings);
     this.redis.on('error', () => undefined); // each failing command says so where it is used
   }
 
-  /** Rejects with why (ioredis says only "Connection is closed."; its 'error' event before that says why). */
-  async connect(): Promise<void> {
-    let cause: Error | undefined;
-    const onError = (err: Error) => (cause ??= err);
-    this.redis.on('error', onError);
-    try {
-      await this.redis.connect();
-    } catch (err) {
-      throw cause ?? err;
-    } finally {
-      this.redis.off('error', onError);
-    }
+  /** Rejects with why, or after `timeoutMs` (connectRedis). */
+  connect(timeoutMs: number): Promise<void> {
+    return connectRedis(this.redis, timeoutMs);
   }
 
   private key(tenant: string): string {

@@ -2,6 +2,7 @@
 // and the internal hop between replicas (hop.ts), on one Redis connection of their own (or none: a
 // single replica, everything in process). The one way in.
 import type { Redis } from 'ioredis';
+import { connectRedis, type RedisSettings } from '../redis/index.js';
 import type { Logger } from '../telemetry/index.js';
 import { loadRedisUsageStore } from '../usage/index.js';
 import type { HopDeps } from './hop.js';
@@ -47,7 +48,8 @@ export {
 } from './takeover.js';
 
 export interface ClusterOptions {
-  redisUrl?: string;
+  /** REDIS_URL or Sentinel; unset: one replica, everything in process */
+  redis?: RedisSettings;
   /** REPLICA_ID */
   replicaId?: string;
   /** ADVERTISE_URL; default ws://127.0.0.1:<the admin port listened on> */
@@ -69,7 +71,7 @@ export interface Cluster {
 }
 
 export async function createCluster(o: ClusterOptions): Promise<Cluster> {
-  const redis = o.redisUrl ? await connect(o.redisUrl, o.logger) : undefined;
+  const redis = o.redis ? await connect(o.redis, o.logger) : undefined;
   const replicas = createReplicas(o.replicaId ?? defaultReplicaId(), o.logger, redis);
   return {
     replicas,
@@ -84,11 +86,11 @@ export async function createCluster(o: ClusterOptions): Promise<Cluster> {
 }
 
 /** The usage ledger's kind of connection (fails fast while Redis is away, reconnects quickly). */
-async function connect(url: string, logger: Logger): Promise<Redis> {
-  const { connectRedis, createRedisClient } = await loadRedisUsageStore(); // only with a REDIS_URL (idle memory)
-  const redis = createRedisClient(url);
+async function connect(settings: RedisSettings, logger: Logger): Promise<Redis> {
+  const { createRedisClient } = await loadRedisUsageStore(); // only with Redis (idle memory)
+  const redis = createRedisClient(settings);
   redis.on('error', () => undefined); // each failing command says so where it is used
-  await connectRedis(redis).catch((err: Error) =>
+  await connectRedis(redis, 2000).catch((err: Error) =>
     logger.warn({ err: err.message }, 'redis not reachable at start; replicas and session records wait for it'),
   );
   return redis;

@@ -1,5 +1,6 @@
 // Usage: the credit ledger (Redis, or in process), per-tenant session limits, and the ops usage
 // API. createUsage wires them to one Redis connection (or none) and one on-disk journal.
+import { connectRedis, type RedisSettings } from '../redis/index.js';
 import { isLedgerTotals, logger, setLedgerTotals } from '../telemetry/index.js';
 import { UsageHttpApi, type AuditLog, type UsageApi } from './api.js';
 import { loadApiTokens } from './api-tokens.js';
@@ -15,12 +16,13 @@ export type { UsageLedger, UsageRecord } from './ledger.js';
 export { MAX_SEGMENTS, fromMicro, toMicro } from './model.js';
 export type { SessionLimiter } from './limiter.js';
 export type { AuditLog, UsageApi, UsageRequest } from './api.js';
-/** The Redis-backed store and its client, loaded on first use: only a gateway with a REDIS_URL
- * loads ioredis (about 10 MB of RSS). */
+/** The Redis-backed store and its client, loaded on first use: only a gateway with Redis loads
+ * ioredis (about 10 MB of RSS). */
 export const loadRedisUsageStore = () => import('./redis-store.js');
 
 export interface UsageOptions {
-  redisUrl?: string;
+  /** REDIS_URL or Sentinel; unset: the ledger and limits in process */
+  redis?: RedisSettings;
   journalDir: string;
   retentionDays: number;
   maxSessionsPerTenant: number;
@@ -58,9 +60,9 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
   const retentionMs = Math.max(1, o.retentionDays) * DAY_MS;
   const tokens = loadApiTokens({ all: o.apiToken, file: o.apiTokensFile, inline: o.apiTokens });
 
-  if (!o.redisUrl) {
+  if (!o.redis) {
     logger.warn(
-      'REDIS_URL not set: usage ledger and session limits are in process (single replica only, lost on restart)',
+      'no Redis (REDIS_URL or REDIS_SENTINELS): usage ledger and session limits are in process (single replica only, lost on restart)',
     );
     const store = new MemoryUsageStore(retentionMs, now);
     const alwaysUp: Health = { healthy: true, markFailed: () => undefined, onHealthy: () => undefined };
@@ -77,14 +79,11 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
   }
 
   const prefix = o.keyPrefix ?? 'sg:usage:';
-  // Imported only with a REDIS_URL: a single replica never loads ioredis (about 10 MB of RSS).
-  const { RedisUsageStore, connectRedis, createRedisClient } = await import('./redis-store.js');
-  const redis = createRedisClient(o.redisUrl);
+  // Imported only with Redis: a single replica never loads ioredis (about 10 MB of RSS).
+  const { RedisUsageStore, createRedisClient } = await import('./redis-store.js');
+  const redis = createRedisClient(o.redis);
   const health = new RedisHealth(redis);
-  const timeout = new Promise<never>((_, reject) =>
-    setTimeout(() => reject(new Error('timed out')), o.connectTimeoutMs ?? 2000).unref(),
-  );
-  await Promise.race([connectRedis(redis), timeout]).catch((err: Error) => {
+  await connectRedis(redis, o.connectTimeoutMs ?? 2000).catch((err: Error) => {
     // ioredis keeps reconnecting; until then events go to the journal.
     logger.warn({ err: err.message }, 'redis not reachable at start; usage events go to the journal until it is');
   });

@@ -2,6 +2,7 @@
 // idempotent), queries read buckets through a per-tenant index of non-empty buckets and sessions
 // through a per-tenant sorted set keyed by start time.
 import { Redis, ReplyError, type ChainableCommander } from 'ioredis';
+import { newRedis, type RedisSettings } from '../redis/index.js';
 import { logger } from '../telemetry/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import * as lua from './lua.js';
@@ -36,17 +37,9 @@ type ScriptedPipeline = ChainableCommander & {
   [K in keyof Scripts]: (...args: (string | number)[]) => ScriptedPipeline;
 };
 
-/** ioredis client that fails fast instead of queueing in memory while Redis is away. */
-export function createRedisClient(url: string): ScriptedRedis {
-  const redis = new Redis(url, {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    commandTimeout: 3000,
-    connectTimeout: 2000,
-    // Reconnect quickly: limits fall back to per-replica counting while Redis is away.
-    retryStrategy: (attempt) => Math.min(50 * attempt, 500),
-  });
+/** ioredis client that fails fast instead of queueing in memory while Redis is away (newRedis). */
+export function createRedisClient(settings: RedisSettings): ScriptedRedis {
+  const redis = newRedis(Redis, settings);
   redis.defineCommand('usageStart', { numberOfKeys: 1, lua: lua.START });
   redis.defineCommand('usageUpstream', { numberOfKeys: 1, lua: lua.UPSTREAM });
   redis.defineCommand('usageUsage', { numberOfKeys: 1, lua: lua.USAGE });
@@ -55,23 +48,6 @@ export function createRedisClient(url: string): ScriptedRedis {
   redis.defineCommand('leaseAcquire', { numberOfKeys: 1, lua: lua.LEASE_ACQUIRE });
   redis.defineCommand('leaseRenew', { numberOfKeys: 1, lua: lua.LEASE_RENEW });
   return redis as ScriptedRedis;
-}
-
-/**
- * connect(), rejecting with why: ioredis rejects with "Connection is closed." whatever the cause, and
- * the 'error' event just before it says it (WRONGPASS, a certificate not trusted, ECONNREFUSED).
- */
-export async function connectRedis(redis: Redis): Promise<void> {
-  let cause: Error | undefined;
-  const onError = (err: Error) => (cause ??= err);
-  redis.on('error', onError);
-  try {
-    await redis.connect();
-  } catch (err) {
-    throw cause ?? err;
-  } finally {
-    redis.off('error', onError);
-  }
 }
 
 // Replies that mean "not now" rather than "this event is wrong".

@@ -277,7 +277,7 @@ describe('the audit store in Redis', () => {
     const prefix = `sg:audit:${randomBytes(4).toString('hex')}:`;
     const audit = await createAudit({
       file: join(dir, 'audit.jsonl'),
-      redisUrl: redis.url,
+      redis: { url: redis.url },
       keyPrefix: prefix,
       retentionDays: 2,
       trustedProxies: 0,

@@ -29,7 +29,7 @@ let stack: Stack | undefined;
 let from = '';
 beforeAll(async () => {
   redis = await startRedis();
-  ledgerRedis = createRedisClient(redis.url);
+  ledgerRedis = createRedisClient({ url: redis.url });
   await ledgerRedis.connect();
   ledger = new UsageHttpApi(new RedisUsageStore(ledgerRedis, 'sg:usage:', 86_400_000, Date.now), API_TOKEN);
 });

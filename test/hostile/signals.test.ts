@@ -139,7 +139,7 @@ describe('stop signals to the process group of npm start', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    ledgerRedis = createRedisClient(redis.url);
+    ledgerRedis = createRedisClient({ url: redis.url });
     await ledgerRedis.connect();
     usageApi = new UsageHttpApi(new RedisUsageStore(ledgerRedis, 'sg:usage:', 86_400_000, Date.now), 'ops-token');
   });

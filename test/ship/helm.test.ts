@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { loadConfig } from '../../src/config.js';
+import { redisSettings } from '../../src/redis/index.js';
 import { registry } from '../../src/telemetry/index.js';
 import { helm, helmBinary } from './helm-tool.js';
 import { unknownFields, validateObject, type K8sObject } from './helm-models.js';
@@ -348,6 +349,24 @@ describe('helm chart', () => {
       assert.ok(!configMap.includes(secret), secret);
   });
 
+  it('renders Redis behind Sentinel: addresses and name in the ConfigMap, the passwords only in the Secret', async () => {
+    const { objects } = await render([join(chart, 'ci', 'sentinel-values.yaml')]);
+    const env = loadConfig(podEnv(objects));
+    assert.deepEqual(redisSettings(env), {
+      sentinels: [
+        { host: 'redis-sentinel-0.redis-sentinel', port: 26379 },
+        { host: 'redis-sentinel-1.redis-sentinel', port: 26379 },
+        { host: 'fd00::12', port: 26379 },
+      ],
+      name: 'gateway-primary',
+      username: 'gateway',
+      password: 'redis-data-password',
+      sentinelPassword: 'redis-sentinel-password',
+    });
+    const configMap = JSON.stringify(one(objects, 'ConfigMap'));
+    for (const secret of ['redis-data-password', 'redis-sentinel-password']) assert.ok(!configMap.includes(secret));
+  });
+
   it('reads an existing Secret by name and renders none of its own', async () => {
     const { objects } = await render([join(chart, 'ci', 'existing-secret-values.yaml')]);
     assert.equal(objects.filter((o) => o.kind === 'Secret').length, 0);
@@ -586,6 +605,14 @@ describe('helm chart', () => {
     [['config.UPSTREAM_URL=wss://upstream.example'], /AUTH_URL/],
     [['config.UPSTREAM_AUTH=client-credentials'], /upstreamCredentials/],
     [['redis.url=http://redis:6379'], /redis/],
+    [['redis.url=redis://r:6379', 'redis.sentinels[0]=s:26379', 'redis.sentinelName=p'], /sentinels/],
+    [['redis.sentinels[0]=s:26379'], /sentinelName/],
+    [['redis.sentinelName=p'], /sentinelName/],
+    [['redis.sentinels[0]=redis://s:26379', 'redis.sentinelName=p'], /sentinels/],
+    [['redis.sentinels[0]=s:26379', 'redis.sentinelName=a b'], /sentinelName/],
+    [['redis.url=redis://r:6379', 'redis.password=pw'], /password/],
+    [['redis.sentinelPassword=pw'], /sentinelPassword/],
+    [['secret.existingSecret=s', 'redis.sentinels[0]=s:1', 'redis.sentinelName=p', 'redis.password=pw'], /password/],
     [['secret.existingSecret=s', 'secret.usageApiToken=t'], /usageApiToken/],
     [['secret.clusterSecret=too-short'], /clusterSecret/],
     [['rollingUpdate.maxSurge=0'], /maxSurge/],

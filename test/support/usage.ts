@@ -36,7 +36,7 @@ export async function get(api: UsageApi, pathAndQuery: string, token: string | n
 }
 
 /** Options for createUsage(): a temp journal dir, 30 days kept, no session cap, TOKEN for the API,
- *  a 500 ms Redis connect timeout; `extra` on top (redisUrl and keyPrefix for the Redis ledger). */
+ *  a 500 ms Redis connect timeout; `extra` on top (redis and keyPrefix for the Redis ledger). */
 export const usageOptions = (extra: Partial<UsageOptions> = {}): UsageOptions => ({
   journalDir: extra.journalDir ?? tempDir(),
   retentionDays: 30,

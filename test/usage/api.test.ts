@@ -64,7 +64,7 @@ async function allPages(api: UsageApi, tenant: string): Promise<{ pages: number[
 const modes = {
   redis: () =>
     createUsage({
-      redisUrl: redis.url,
+      redis: { url: redis.url },
       keyPrefix: uniquePrefix(),
       journalDir: tempDir(),
       retentionDays: 30,

@@ -40,7 +40,7 @@ const sessions = async (u: Usage) => (await get(u.api, '/v1/usage/sessions?tenan
 for (const mode of ['redis', 'in-process'] as const) {
   describe(`credits out of range (${mode})`, () => {
     const make = () =>
-      createUsage(usageOptions(mode === 'redis' ? { redisUrl: redis.url, keyPrefix: uniquePrefix() } : {}));
+      createUsage(usageOptions(mode === 'redis' ? { redis: { url: redis.url }, keyPrefix: uniquePrefix() } : {}));
 
     test('-1000, 1e13, 1e300 never reach a total; the session is estimated and its end recorded', async () => {
       const u = await make();
@@ -97,7 +97,7 @@ describe('the stores check every event whole before writing (Lua scripts and in 
   const retention = 30 * DAY;
   let client: ScriptedRedis;
   beforeAll(async () => {
-    client = createRedisClient(redis.url);
+    client = createRedisClient({ url: redis.url });
     await client.connect();
   });
   afterAll(() => client.disconnect());

@@ -57,7 +57,7 @@ describe('a full disk', () => {
       const filler = join(disk!, 'filler');
       writeFileSync(filler, Buffer.alloc(16 * 1024)); // freed later: the disk gets room again
       const options: UsageOptions = {
-        redisUrl: redis.url,
+        redis: { url: redis.url },
         journalDir: dir,
         keyPrefix: uniquePrefix(),
         retentionDays: 30,

@@ -23,7 +23,7 @@ afterAll(async () => {
 });
 
 const options = (journalDir: string, keyPrefix: string, extra: Partial<UsageOptions> = {}): UsageOptions =>
-  usageOptions({ redisUrl: redis.url, journalDir, keyPrefix, ...extra });
+  usageOptions({ redis: { url: redis.url }, journalDir, keyPrefix, ...extra });
 
 test('events recorded while Redis is down are journaled and replayed exactly when it returns', async () => {
   const u = await createUsage(options(tempDir(), uniquePrefix()));

@@ -3,7 +3,7 @@
 import { createUsage } from '../../src/usage/index.js';
 
 const u = await createUsage({
-  redisUrl: process.env.REDIS_URL,
+  redis: process.env.REDIS_URL ? { url: process.env.REDIS_URL } : undefined,
   keyPrefix: process.env.PREFIX,
   journalDir: process.env.JOURNAL_DIR!,
   retentionDays: 1,

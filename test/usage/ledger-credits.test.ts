@@ -50,7 +50,9 @@ for (const mode of ['redis', 'in-process'] as const) {
     });
 
     test("equal the usage API's totals per tenant; past the tenant cap, summed as 'other'", async () => {
-      const u = await createUsage(usageOptions({ redisUrl: redis?.url, keyPrefix: uniquePrefix() }));
+      const u = await createUsage(
+        usageOptions({ redis: redis ? { url: redis.url } : undefined, keyPrefix: uniquePrefix() }),
+      );
       await traffic(u);
       const api = async (tenant: string) =>
         (await get(u.api, `/v1/usage?tenant=${tenant}&${RANGE}&granularity=hour`)).body.total.credits as number;
@@ -78,7 +80,7 @@ for (const mode of ['redis', 'in-process'] as const) {
     test.runIf(mode === 'redis')(
       'Redis unreadable: the scrape succeeds without the gauge and counts the failure',
       async () => {
-        const u = await createUsage(usageOptions({ redisUrl: redis!.url, keyPrefix: uniquePrefix() }));
+        const u = await createUsage(usageOptions({ redis: { url: redis!.url }, keyPrefix: uniquePrefix() }));
         await traffic(u);
         assert.equal((await gauge()).get('beta'), 1.75);
         const before = await failures();

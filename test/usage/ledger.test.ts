@@ -27,7 +27,7 @@ for (const mode of ['redis', 'in-process'] as const) {
 
     const make = (extra: Partial<UsageOptions> = {}, prefix = uniquePrefix()) =>
       createUsage({
-        redisUrl: redis?.url,
+        redis: redis ? { url: redis.url } : undefined,
         journalDir: tempDir(),
         retentionDays: 30,
         maxSessionsPerTenant: 0,

@@ -20,7 +20,7 @@ describe('session limiter across replicas (redis)', () => {
   });
   const make = (prefix: string, max: number) =>
     createUsage({
-      redisUrl: redis.url,
+      redis: { url: redis.url },
       keyPrefix: prefix,
       journalDir: tempDir(),
       retentionDays: 1,

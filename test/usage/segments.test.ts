@@ -35,7 +35,7 @@ const session = async (u: Usage, key: string) =>
 for (const mode of ['redis', 'in-process'] as const) {
   describe(`segments (${mode})`, () => {
     const make = () =>
-      createUsage(usageOptions(mode === 'redis' ? { redisUrl: redis.url, keyPrefix: uniquePrefix() } : {}));
+      createUsage(usageOptions(mode === 'redis' ? { redis: { url: redis.url }, keyPrefix: uniquePrefix() } : {}));
 
     test('two upstream sessions with their finals: the credits are the sum, not estimated', async () => {
       const u = await make();
@@ -117,7 +117,7 @@ for (const mode of ['redis', 'in-process'] as const) {
 
 test('old events without seg are segment 0 in both stores, and a corrupt segment is refused without harm', async () => {
   const retention = 30 * DAY;
-  const client = createRedisClient(redis.url);
+  const client = createRedisClient({ url: redis.url });
   await client.connect();
   const stores: UsageStore[] = [
     new RedisUsageStore(client, uniquePrefix(), retention, Date.now),
@@ -167,7 +167,7 @@ test('old events without seg are segment 0 in both stores, and a corrupt segment
 
 test('a journal replayed over events Redis already has (and old lines without seg) counts each once', async () => {
   const prefix = uniquePrefix();
-  const first = await createUsage(usageOptions({ redisUrl: redis.url, keyPrefix: prefix }));
+  const first = await createUsage(usageOptions({ redis: { url: redis.url }, keyPrefix: prefix }));
   first.ledger.sessionStarted({ sessionKey: 'j1', tenant: 'acme', endpoint: 'transcribe', startedAt: T0 });
   first.ledger.setUpstreamSessionId('j1', 'up-a', 0);
   first.ledger.recordUsage({ sessionKey: 'j1', seq: 1, seg: 0, kind: 'delta', credits: 1, at: T0 });
@@ -190,7 +190,7 @@ test('a journal replayed over events Redis already has (and old lines without se
       .join('')
       .repeat(2),
   );
-  const second = await createUsage(usageOptions({ redisUrl: redis.url, keyPrefix: prefix, journalDir: dir }));
+  const second = await createUsage(usageOptions({ redis: { url: redis.url }, keyPrefix: prefix, journalDir: dir }));
   await until(() => second.ledger.journalDepth === 0, 'journal replay');
   const s = await session(second, 'j1');
   assert.deepEqual([s.credits, s.estimated], [1.9, true]);

@@ -36,7 +36,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "speech-gateway.secretName" -}}
 {{- if .Values.secret.existingSecret }}
 {{- .Values.secret.existingSecret }}
-{{- else if or .Values.secret.upstreamCredentials .Values.secret.usageApiToken .Values.redis.url .Values.secret.clusterSecret }}
+{{- else if or .Values.secret.upstreamCredentials .Values.secret.usageApiToken .Values.redis.url .Values.redis.password .Values.redis.sentinelPassword .Values.secret.clusterSecret }}
 {{- include "speech-gateway.fullname" . }}
 {{- end }}
 {{- end }}

@@ -1,0 +1,145 @@
+// Test helper: Redis behind Sentinel from real parts: a primary redis-server, one replica of it
+// (--replicaof) and three sentinels (redis-server --sentinel, each with a writable conf file of its
+// own: sentinels rewrite it) that monitor the primary with a quorum of 2 and call it down after 1 s.
+// With `auth`, the data nodes require one password and the sentinels another.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { freePort } from '../support/ports.js';
+import { until } from '../support/wait.js';
+
+export const PRIMARY_NAME = 'sg-primary';
+
+export interface TestSentinels {
+  /** REDIS_SENTINELS */
+  sentinels: string;
+  primaryPort: number;
+  replicaPort: number;
+  /** SIGKILL the primary: no shutdown, no last write. */
+  killPrimary(): void;
+  /** SENTINEL FAILOVER: the replica promoted, the primary (alive) demoted to its replica. */
+  failover(): Promise<void>;
+  /** Whether every sentinel has switched to the primary on `port` (announced +switch-master). */
+  switchedTo(port: number): Promise<boolean>;
+  /** The port the sentinels name as the primary now. */
+  primaryPortNow(): Promise<number>;
+  stop(): void;
+}
+
+/** redis-server with `args`, once its output holds `ready`. */
+function launch(args: string[], ready: string): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const onData = (b: Buffer) => {
+      out += b.toString();
+      if (!out.includes(ready)) return;
+      child.stdout!.off('data', onData);
+      child.stdout!.resume();
+      resolve(child);
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.resume();
+    child.once('exit', (code) => reject(new Error(`redis-server exited (${code}): ${out.slice(-500)}`)));
+    child.once('error', reject);
+  });
+}
+
+export interface SentinelAuth {
+  /** the data nodes' requirepass (and the replica's masterauth) */
+  password: string;
+  /** the sentinels' requirepass */
+  sentinelPassword: string;
+}
+
+const dataNode = (dir: string, port: number, auth: SentinelAuth | undefined, ...extra: string[]) => [
+  ...['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+  ...(auth ? ['--requirepass', auth.password, '--masterauth', auth.password] : []),
+  ...extra,
+];
+
+function sentinelConf(dir: string, port: number, primaryPort: number, auth?: SentinelAuth): string {
+  const file = join(dir, `sentinel-${port}.conf`);
+  const conf = [
+    `port ${port}`,
+    'bind 127.0.0.1',
+    `dir ${dir}`,
+    `sentinel monitor ${PRIMARY_NAME} 127.0.0.1 ${primaryPort} 2`,
+    `sentinel down-after-milliseconds ${PRIMARY_NAME} 1000`,
+    `sentinel failover-timeout ${PRIMARY_NAME} 5000`,
+    ...(auth ? [`sentinel auth-pass ${PRIMARY_NAME} ${auth.password}`, `requirepass ${auth.sentinelPassword}`] : []),
+  ];
+  writeFileSync(file, conf.join('\n') + '\n');
+  return file;
+}
+
+/** One command to a sentinel on its own short-lived connection. */
+async function askSentinel(port: number, password: string | undefined, ...args: string[]): Promise<unknown> {
+  const r = new Redis({ port, host: '127.0.0.1', password, lazyConnect: true, maxRetriesPerRequest: 0 });
+  try {
+    await r.connect();
+    return await r.call('SENTINEL', ...args);
+  } finally {
+    r.disconnect();
+  }
+}
+
+/** The primary, its replica in sync, then three sentinels that know each other (quorum reachable). */
+export async function startSentinels(auth?: SentinelAuth): Promise<TestSentinels> {
+  const dir = mkdtempSync(join(tmpdir(), 'sg-sentinel-'));
+  const [primaryPort, replicaPort, ...sentinelPorts] = await Promise.all([1, 2, 3, 4, 5].map(() => freePort()));
+  const children: ChildProcess[] = [];
+  const stop = () => {
+    for (const c of children) c.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', stop);
+  const primary = await launch(
+    dataNode(mkdtempSync(join(dir, 'p-')), primaryPort, auth),
+    'Ready to accept connections',
+  );
+  children.push(primary);
+  const replicaArgs = dataNode(
+    mkdtempSync(join(dir, 'r-')),
+    replicaPort,
+    auth,
+    '--replicaof',
+    '127.0.0.1',
+    `${primaryPort}`,
+  );
+  children.push(await launch(replicaArgs, 'MASTER <-> REPLICA sync: Finished with success'));
+  for (const port of sentinelPorts) {
+    children.push(await launch([sentinelConf(dir, port, primaryPort, auth), '--sentinel'], '+monitor master'));
+  }
+  // CKQUORUM answers an error (NOQUORUM) until the sentinels have heard of each other.
+  const ready = async (port: number) =>
+    /^OK 3 usable/.test(
+      String(await askSentinel(port, auth?.sentinelPassword, 'CKQUORUM', PRIMARY_NAME).catch(String)),
+    ) && ((await askSentinel(port, auth?.sentinelPassword, 'REPLICAS', PRIMARY_NAME)) as unknown[]).length === 1;
+  await until(async () => (await Promise.all(sentinelPorts.map(ready))).every(Boolean), 'the sentinels to know all');
+  return {
+    sentinels: sentinelPorts.map((p) => `127.0.0.1:${p}`).join(','),
+    primaryPort,
+    replicaPort,
+    killPrimary: () => primary.kill('SIGKILL'),
+    failover: async () => void (await askSentinel(sentinelPorts[0], auth?.sentinelPassword, 'FAILOVER', PRIMARY_NAME)),
+    // SENTINEL MASTER shows the new address only after the switch (GET-MASTER-ADDR-BY-NAME already during it).
+    async switchedTo(port) {
+      const ask = (p: number) => askSentinel(p, auth?.sentinelPassword, 'MASTER', PRIMARY_NAME) as Promise<string[]>;
+      const fields = await Promise.all(sentinelPorts.map(ask));
+      return fields.every((f) => f[f.indexOf('port') + 1] === String(port));
+    },
+    async primaryPortNow() {
+      const addr = (await askSentinel(
+        sentinelPorts[0],
+        auth?.sentinelPassword,
+        'GET-MASTER-ADDR-BY-NAME',
+        PRIMARY_NAME,
+      )) as string[];
+      return Number(addr[1]);
+    },
+    stop,
+  };
+}
