@@ -18,6 +18,7 @@ import { freePort } from '../support/ports.js';
 import { metric } from '../support/metrics.js';
 import { openClient } from '../support/stack.js';
 import { ledgerSessionsAt, type LedgerSession } from '../support/usage-api.js';
+import { launchRedisServer } from './redis.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const API_TOKEN = 'redis-tls-usage-token';
@@ -35,25 +36,6 @@ let redis: ChildProcess | null = null;
 
 function openssl(...args: string[]): void {
   execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-}
-
-function launchRedis(args: string[]): Promise<ChildProcess> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    const onData = (b: Buffer) => {
-      out += b.toString();
-      if (out.includes('Ready to accept connections')) {
-        child.stdout!.off('data', onData);
-        child.stdout!.resume();
-        resolve(child);
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
-    child.once('exit', (code) => reject(new Error(`redis-server exited (${code}): ${out.slice(-800)}`)));
-    child.once('error', reject);
-  });
 }
 
 interface Gateway {
@@ -266,7 +248,7 @@ beforeAll(async () => {
   ];
   for (let attempt = 1; !redis; attempt++) {
     redisPort = await freePort();
-    redis = await launchRedis(argsFor(redisPort)).catch((err: Error) => {
+    redis = await launchRedisServer(argsFor(redisPort)).catch((err: Error) => {
       if (attempt < 5 && /Address already in use/.test(err.message)) return null;
       throw err;
     });

@@ -14,21 +14,21 @@ export interface TestRedis {
   restart(): Promise<void>;
 }
 
-function launch(args: string[]): Promise<ChildProcess> {
+/** redis-server (or a sentinel) with `args`, once its output holds `ready`; its output is in the error if it exits. */
+export function launchRedisServer(args: string[], ready = 'Ready to accept connections'): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
     const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     const onData = (b: Buffer) => {
       out += b.toString();
-      if (out.includes('Ready to accept connections')) {
-        child.stdout!.off('data', onData);
-        child.stdout!.resume();
-        resolve(child);
-      }
+      if (!out.includes(ready)) return;
+      child.stdout!.off('data', onData);
+      child.stdout!.resume();
+      resolve(child);
     };
     child.stdout!.on('data', onData);
-    child.stderr!.resume();
-    child.once('exit', (code) => reject(new Error(`redis-server exited (${code}): ${out.slice(-500)}`)));
+    child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+    child.once('exit', (code) => reject(new Error(`redis-server exited (${code}): ${out.slice(-800)}`)));
     child.once('error', reject);
   });
 }
@@ -51,7 +51,7 @@ export async function startRedis(opts: { persist?: boolean } = {}): Promise<Test
   let child: ChildProcess | null = null;
   for (let attempt = 1; !child; attempt++) {
     port = await freePort();
-    child = await launch(argsFor(port)).catch((err: Error) => {
+    child = await launchRedisServer(argsFor(port)).catch((err: Error) => {
       if (attempt < 5 && /Address already in use/.test(err.message)) return null;
       throw err;
     });
@@ -74,7 +74,7 @@ export async function startRedis(opts: { persist?: boolean } = {}): Promise<Test
     },
     async restart() {
       if (child) throw new Error('redis is running');
-      child = await launch(args);
+      child = await launchRedisServer(args);
     },
   };
 }

@@ -2,13 +2,14 @@
 // (--replicaof) and three sentinels (redis-server --sentinel, each with a writable conf file of its
 // own: sentinels rewrite it) that monitor the primary with a quorum of 2 and call it down after 1 s.
 // With `auth`, the data nodes require one password and the sentinels another.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort } from '../support/ports.js';
 import { until } from '../support/wait.js';
+import { launchRedisServer } from './redis.js';
 
 export const PRIMARY_NAME = 'sg-primary';
 
@@ -26,25 +27,6 @@ export interface TestSentinels {
   /** The port the sentinels name as the primary now. */
   primaryPortNow(): Promise<number>;
   stop(): void;
-}
-
-/** redis-server with `args`, once its output holds `ready`. */
-function launch(args: string[], ready: string): Promise<ChildProcess> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    const onData = (b: Buffer) => {
-      out += b.toString();
-      if (!out.includes(ready)) return;
-      child.stdout!.off('data', onData);
-      child.stdout!.resume();
-      resolve(child);
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.resume();
-    child.once('exit', (code) => reject(new Error(`redis-server exited (${code}): ${out.slice(-500)}`)));
-    child.once('error', reject);
-  });
 }
 
 export interface SentinelAuth {
@@ -96,7 +78,7 @@ export async function startSentinels(auth?: SentinelAuth): Promise<TestSentinels
     rmSync(dir, { recursive: true, force: true });
   };
   process.once('exit', stop);
-  const primary = await launch(
+  const primary = await launchRedisServer(
     dataNode(mkdtempSync(join(dir, 'p-')), primaryPort, auth),
     'Ready to accept connections',
   );
@@ -109,9 +91,11 @@ export async function startSentinels(auth?: SentinelAuth): Promise<TestSentinels
     '127.0.0.1',
     `${primaryPort}`,
   );
-  children.push(await launch(replicaArgs, 'MASTER <-> REPLICA sync: Finished with success'));
+  children.push(await launchRedisServer(replicaArgs, 'MASTER <-> REPLICA sync: Finished with success'));
   for (const port of sentinelPorts) {
-    children.push(await launch([sentinelConf(dir, port, primaryPort, auth), '--sentinel'], '+monitor master'));
+    children.push(
+      await launchRedisServer([sentinelConf(dir, port, primaryPort, auth), '--sentinel'], '+monitor master'),
+    );
   }
   // CKQUORUM answers an error (NOQUORUM) until the sentinels have heard of each other.
   const ready = async (port: number) =>
