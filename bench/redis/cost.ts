@@ -241,6 +241,8 @@ const gateway = await startGateway(work, {
   AUTH_URL: emulator.authBase,
   CLUSTER_SECRET: randomBytes(32).toString('hex'),
   REPLICA_ID: 'bench-redis',
+  // A tenant cap, as production sets one: the limiter's leases are renewed while sessions stream.
+  MAX_SESSIONS_PER_TENANT: String(SESSIONS * 2),
 });
 const redis = new Redis(redisServer.url);
 const urlOf = async (key: string) => {

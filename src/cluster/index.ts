@@ -7,7 +7,8 @@ import type { Logger } from '../telemetry/index.js';
 import { loadRedisUsageStore } from '../usage/index.js';
 import type { HopDeps } from './hop.js';
 import { createUsedSignatures } from './hop-signatures.js';
-import { createRecordStore, type RecordStore } from './records.js';
+import { createRecordStore, recordTtlMs, type RecordStore } from './records.js';
+import { Positions } from './positions.js';
 import { createReplicas, defaultReplicaId, type Replicas } from './replicas.js';
 
 export {
@@ -63,6 +64,8 @@ export interface ClusterOptions {
 export interface Cluster {
   readonly replicas: Replicas;
   readonly records: RecordStore;
+  /** where this replica's resumable sessions stand, written in batches (positions.ts) */
+  readonly positions: Positions;
   readonly hop: HopDeps;
   /** The server listens, the hop on `adminPort`: this replica's heartbeat begins. */
   start(adminPort: number): Promise<void>;
@@ -73,12 +76,18 @@ export interface Cluster {
 export async function createCluster(o: ClusterOptions): Promise<Cluster> {
   const redis = o.redis ? await connect(o.redis, o.logger) : undefined;
   const replicas = createReplicas(o.replicaId ?? defaultReplicaId(), o.logger, redis);
+  const records = createRecordStore({ redis, graceSeconds: o.graceSeconds });
+  // A record is kept alive three times within its TTL, at most every 20 s.
+  const touchEveryMs = Math.min(20_000, recordTtlMs(o.graceSeconds) / 3);
+  const positions = new Positions(records, () => replicas.id, o.logger, touchEveryMs);
   return {
     replicas,
-    records: createRecordStore({ redis, graceSeconds: o.graceSeconds }),
+    records,
+    positions,
     hop: { secret: o.secret, used: createUsedSignatures(redis), logger: o.logger },
     start: (adminPort) => replicas.start(o.advertiseUrl ?? `ws://127.0.0.1:${adminPort}`),
     async close() {
+      positions.close();
       await replicas.close();
       redis?.disconnect();
     },

@@ -67,6 +67,9 @@ export interface RecordStore {
   /** Redis (every replica sees the records) or in process (one replica: nothing to hand over to). */
   readonly shared: boolean;
   get(keyHash: string): Promise<SealedRecord | undefined>;
+  /** Several records at once (the owner's periodic check of its own): one MGET per 500 keys on one
+   *  Redis; on Redis Cluster, where each record is in a slot of its own, one GET each. */
+  getMany(keyHashes: string[]): Promise<Array<SealedRecord | undefined>>;
   /** A new session's claim of its key: only when no record is there, or (`replaceOwner`) the one
    *  there is only a claim of that owner (dead, or not holding its session). */
   claimKey(keyHash: string, r: SealedRecord, replaceOwner?: string): Promise<boolean>;
@@ -74,12 +77,18 @@ export interface RecordStore {
    *  timeline) over a record with one only keeps that alive. With `deadlineMs`, the janitor ends it
    *  then unless someone claimed it (a handed-over record). */
   put(keyHash: string, r: SealedRecord, deadlineMs?: number): Promise<boolean>;
+  /** Keeps a record alive for another TTL without rewriting it (false: it is gone). */
+  touch(keyHash: string): Promise<boolean>;
   /** Takes the record over when it is still as `expect` says (owner and state). */
   claim(keyHash: string, expect: { owner: string; state: RecordState }, next: SealedRecord): Promise<boolean>;
   /** The owner's delete (the session finished here). */
   remove(keyHash: string, owner: string): Promise<void>;
   /** Handed-over records past their deadline, each removed and returned to one caller only. */
   reap(now: number): Promise<SealedRecord[]>;
+  /** Replica `replica`'s positions (positions.ts): set, delete, and (`expire`) keep the hash alive a TTL. */
+  writePositions(replica: string, set: Map<string, string>, del: string[], expire: boolean): Promise<void>;
+  /** The position replica `owner` last wrote for a record, or undefined. */
+  position(owner: string, keyHash: string): Promise<string | undefined>;
 }
 
 /** The raw key never leaves the process: records are found by its hash. */
@@ -89,9 +98,18 @@ export function recordKeyHash(resumeKey: string): string {
 
 const REC = 'sgw:rec:';
 const DEADLINES = 'sgw:rec-deadlines';
+const POSITIONS = 'sgw:pos:';
 /** Records reaped per janitor pass (the rest wait for the next pass). */
 const REAP_BATCH = 50;
+/** Keys per MGET, fields per HSET: a bound on one command's size. */
+const BATCH = 500;
 
+/** A record's field in its owner's positions hash: half its key hash, unique enough among one replica's
+ *  sessions, half the bytes at every write. */
+export const positionField = (keyHash: string) => keyHash.slice(0, 32);
+
+// Each script touches only its record's key (KEYS[1]), so that each runs on Redis Cluster too; the
+// deadline index is kept by separate commands (see put, claim, remove, reap).
 // KEYS[1] record; ARGV: value, ttlMs, owner whose bare claim may be replaced ('' = none).
 const CLAIM_KEY = `
 local cur = redis.call('GET', KEYS[1])
@@ -102,42 +120,38 @@ end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 `;
-// KEYS[1] record; ARGV: owner, value, ttlMs, member, deadline ('' = none), '1' when value is a bare
-// claim (no timeline), which never replaces a record with one: it only keeps that one alive.
+// KEYS[1] record; ARGV: owner, value, ttlMs, '1' when value is a bare claim (no timeline), which
+// never replaces a record with one: it only keeps that one alive.
 const PUT = `
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local r = cjson.decode(cur)
   if r.owner ~= ARGV[1] then return 0 end
-  if ARGV[6] == '1' and r.timeline ~= nil then
+  if ARGV[4] == '1' and r.timeline ~= nil then
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
     return 1
   end
 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-if ARGV[5] ~= '' then redis.call('ZADD', '${DEADLINES}', ARGV[5], ARGV[4]) end
 return 1
 `;
-// KEYS[1] record; ARGV: expected owner, expected state, value, ttlMs, member.
+// KEYS[1] record; ARGV: expected owner, expected state, value, ttlMs.
 const CLAIM = `
 local cur = redis.call('GET', KEYS[1])
 if not cur then return 0 end
 local r = cjson.decode(cur)
 if r.owner ~= ARGV[1] or r.state ~= ARGV[2] then return 0 end
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
-redis.call('ZREM', '${DEADLINES}', ARGV[5])
 return 1
 `;
-// KEYS[1] record; ARGV: owner, member.
+// KEYS[1] record; ARGV: owner.
 const REMOVE = `
 local cur = redis.call('GET', KEYS[1])
 if cur and cjson.decode(cur).owner == ARGV[1] then redis.call('DEL', KEYS[1]) end
-redis.call('ZREM', '${DEADLINES}', ARGV[2])
 return 1
 `;
-// KEYS[1] record; ARGV: member. One caller wins the ZREM; it gets a record still handed over.
+// KEYS[1] record. The one caller whose DEL removes a record still handed over gets it.
 const REAP = `
-if redis.call('ZREM', '${DEADLINES}', ARGV[1]) == 0 then return false end
 local cur = redis.call('GET', KEYS[1])
 if not cur or cjson.decode(cur).state ~= 'handed_over' then return false end
 redis.call('DEL', KEYS[1])
@@ -149,7 +163,7 @@ type Scripted = Redis & {
   recPut(key: string, ...a: (string | number)[]): Promise<number>;
   recClaim(key: string, ...a: (string | number)[]): Promise<number>;
   recRemove(key: string, ...a: (string | number)[]): Promise<number>;
-  recReap(key: string, member: string): Promise<string | null>;
+  recReap(key: string): Promise<string | null>;
 };
 
 class RedisRecordStore implements RecordStore {
@@ -173,48 +187,70 @@ class RedisRecordStore implements RecordStore {
     return v ? parseRecord(v) : undefined;
   }
 
+  async getMany(keyHashes: string[]): Promise<Array<SealedRecord | undefined>> {
+    const keys = keyHashes.map((h) => REC + h);
+    const values: Array<string | null> = [];
+    if ((this.redis as { isCluster?: boolean }).isCluster)
+      values.push(...(await Promise.all(keys.map((k) => this.redis.get(k)))));
+    else for (let i = 0; i < keys.length; i += BATCH) values.push(...(await this.redis.mget(keys.slice(i, i + BATCH))));
+    return values.map((v) => (v ? parseRecord(v) : undefined));
+  }
+
   async claimKey(keyHash: string, r: SealedRecord, replaceOwner?: string): Promise<boolean> {
     return (await this.redis.recClaimKey(REC + keyHash, JSON.stringify(r), this.ttlMs, replaceOwner ?? '')) === 1;
   }
 
   async put(keyHash: string, r: SealedRecord, deadlineMs?: number): Promise<boolean> {
-    const ok = await this.redis.recPut(
-      REC + keyHash,
-      r.owner,
-      JSON.stringify(r),
-      this.ttlMs,
-      keyHash,
-      deadlineMs ?? '',
-      r.timeline ? '' : '1',
-    );
-    return ok === 1;
+    const value = JSON.stringify(r);
+    const ok = (await this.redis.recPut(REC + keyHash, r.owner, value, this.ttlMs, r.timeline ? '' : '1')) === 1;
+    // Listed after the write: a janitor that finds the listing finds the handed-over record.
+    if (ok && deadlineMs !== undefined) await this.redis.zadd(DEADLINES, deadlineMs, keyHash);
+    return ok;
+  }
+
+  async touch(keyHash: string): Promise<boolean> {
+    return (await this.redis.pexpire(REC + keyHash, this.ttlMs)) === 1;
   }
 
   async claim(keyHash: string, expect: { owner: string; state: RecordState }, next: SealedRecord): Promise<boolean> {
-    return (
-      (await this.redis.recClaim(
-        REC + keyHash,
-        expect.owner,
-        expect.state,
-        JSON.stringify(next),
-        this.ttlMs,
-        keyHash,
-      )) === 1
-    );
+    const key = REC + keyHash;
+    if ((await this.redis.recClaim(key, expect.owner, expect.state, JSON.stringify(next), this.ttlMs)) !== 1)
+      return false;
+    // A listing left behind (this delete failed) is dropped by the janitor: the record is no longer handed over.
+    await this.redis.zrem(DEADLINES, keyHash).catch(() => undefined);
+    return true;
   }
 
   async remove(keyHash: string, owner: string): Promise<void> {
-    await this.redis.recRemove(REC + keyHash, owner, keyHash);
+    await this.redis.recRemove(REC + keyHash, owner);
+    await this.redis.zrem(DEADLINES, keyHash);
   }
 
   async reap(now: number): Promise<SealedRecord[]> {
     const due = await this.redis.zrangebyscore(DEADLINES, '-inf', now, 'LIMIT', 0, REAP_BATCH);
     const out: SealedRecord[] = [];
     for (const keyHash of due) {
-      const v = await this.redis.recReap(REC + keyHash, keyHash);
+      const v = await this.redis.recReap(REC + keyHash);
+      await this.redis.zrem(DEADLINES, keyHash);
       if (v) out.push(parseRecord(v));
     }
     return out;
+  }
+
+  async writePositions(replica: string, set: Map<string, string>, del: string[], expire: boolean): Promise<void> {
+    const key = POSITIONS + replica;
+    const p = this.redis.pipeline();
+    const pairs = [...set].flat();
+    for (let i = 0; i < pairs.length; i += 2 * BATCH) p.hset(key, ...pairs.slice(i, i + 2 * BATCH));
+    for (let i = 0; i < del.length; i += BATCH) p.hdel(key, ...del.slice(i, i + BATCH));
+    if (expire) p.pexpire(key, this.ttlMs);
+    const replies = (await p.exec()) ?? [];
+    const failed = replies.find(([err]) => err);
+    if (failed) throw failed[0]!;
+  }
+
+  async position(owner: string, keyHash: string): Promise<string | undefined> {
+    return (await this.redis.hget(POSITIONS + owner, positionField(keyHash))) ?? undefined;
   }
 }
 
@@ -222,6 +258,7 @@ class RedisRecordStore implements RecordStore {
 class MemoryRecordStore implements RecordStore {
   readonly shared = false;
   private readonly records = new Map<string, { value: string; expires: number; deadline?: number }>();
+  private readonly positions = new Map<string, Map<string, string>>();
 
   constructor(
     private readonly ttlMs: number,
@@ -236,6 +273,27 @@ class MemoryRecordStore implements RecordStore {
 
   async get(keyHash: string): Promise<SealedRecord | undefined> {
     return this.current(keyHash);
+  }
+
+  async getMany(keyHashes: string[]): Promise<Array<SealedRecord | undefined>> {
+    return keyHashes.map((h) => this.current(h));
+  }
+
+  async touch(keyHash: string): Promise<boolean> {
+    const e = this.current(keyHash) && this.records.get(keyHash);
+    if (e) e.expires = this.now() + this.ttlMs;
+    return e !== undefined;
+  }
+
+  async writePositions(replica: string, set: Map<string, string>, del: string[]): Promise<void> {
+    const mine = this.positions.get(replica) ?? new Map<string, string>();
+    for (const [field, value] of set) mine.set(field, value);
+    for (const field of del) mine.delete(field);
+    this.positions.set(replica, mine);
+  }
+
+  async position(owner: string, keyHash: string): Promise<string | undefined> {
+    return this.positions.get(owner)?.get(positionField(keyHash));
   }
 
   async claimKey(keyHash: string, r: SealedRecord, replaceOwner?: string): Promise<boolean> {
@@ -310,8 +368,10 @@ function parseRecord(json: string): SealedRecord {
   return { ...head, v: 2, sealed: '', clear: { subject, environment, config, accepted, init, cont, missed } };
 }
 
-/** Records live RESUME_GRACE_SECONDS + 30 s past their last write. */
+/** Records live RESUME_GRACE_SECONDS + 30 s past their last write or touch. */
+export const recordTtlMs = (graceSeconds: number) => Math.round((graceSeconds + 30) * 1000);
+
 export function createRecordStore(o: { redis?: Redis; graceSeconds: number; now?: () => number }): RecordStore {
-  const ttlMs = Math.round((o.graceSeconds + 30) * 1000);
+  const ttlMs = recordTtlMs(o.graceSeconds);
   return o.redis ? new RedisRecordStore(o.redis, ttlMs) : new MemoryRecordStore(ttlMs, o.now ?? Date.now);
 }

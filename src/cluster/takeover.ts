@@ -13,11 +13,13 @@ import {
   type RecordHead,
   type RecordState,
   type RecordStore,
+  type RecordTimeline,
   type SealedRecord,
   type SessionRecord,
 } from './records.js';
 import { seal, sealingKey, unseal } from './sealed.js';
 import type { Replicas } from './replicas.js';
+import { decodePosition, encodePosition, type Positions } from './positions.js';
 
 /** What the session parts of the cluster need. */
 export interface TakeoverDeps {
@@ -26,10 +28,8 @@ export interface TakeoverDeps {
   logger: Logger;
 }
 
-/** How often an owner rewrites a record whose session moved on (a final transcript is written at once)... */
+/** How often an owner writes the position of a session that moved on (a final delivered is written at once). */
 const REFRESH_MS = 2000;
-/** ...and one whose session did not (an idle client), well within the record's TTL (grace + 30 s). */
-const KEEPALIVE_MS = 10_000;
 const POLL_MS = 100;
 /** While a handover is awaited, whether its owner is still alive is asked every this many polls. */
 const OWNER_CHECK_POLLS = 10;
@@ -38,6 +38,9 @@ const JANITOR_MS = 5000;
 const PROBE_MS = 300;
 /** A handed-over slot stays taken this much past the grace, for the janitor to release. */
 const SLOT_MARGIN_MS = 30_000;
+
+/** What keeping a session's record needs: the replica's batched positions. */
+export type KeeperDeps = TakeoverDeps & { positions: Positions };
 
 /** A session's record keys: where its record is (the key's hash) and what seals its content. */
 export interface RecordKeys {
@@ -91,16 +94,22 @@ function toRecord(
     updatedAt: Date.now(),
   };
   if (!s) return head;
-  const { init, continuation, config, accepted, ...timeline } = s;
+  const { init, continuation, config, accepted } = s;
   return {
     ...head,
-    timeline: { ...timeline, contExpect: continuation?.expect },
+    timeline: timelineOf(s),
     config,
     accepted,
     init: init.toString('base64'),
     cont: continuation?.bytes.toString('base64'),
     missed,
   };
+}
+
+/** The snapshot's numbers: what a record holds in clear. */
+function timelineOf(s: SessionSnapshot): RecordTimeline {
+  const { init: _i, continuation, config: _c, accepted: _a, ...timeline } = s;
+  return { ...timeline, contExpect: continuation?.expect };
 }
 
 /** What a session taken over from `r` (a record with its timeline) starts from. */
@@ -130,24 +139,17 @@ export function claimKey(
   return d.records.claimKey(keys.hash, sealRecord(keys, toRecord(d, info, undefined, 'live')), replaceOwner);
 }
 
-/** The owner keeps the record of a session opened with a resume key while it changes: at most every
- * 2 s, and at once when a final reaches the client (so a successor never repeats one); until the
- * session has something to take over from, its key's claim only. Returns what to call when the
+/** The owner keeps the record of a session opened with a resume key: written in full at its lifecycle
+ * steps (its first timeline, each new upstream segment), its position (positions.ts) at once when a
+ * final reaches the client (so a successor does not repeat it) and otherwise at most every
+ * REFRESH_MS; checked and kept alive by the replica's Positions. Returns what to call when the
  * session leaves this process. */
-export function keepRecord(d: TakeoverDeps, session: Session): () => void {
+export function keepRecord(d: KeeperDeps, session: Session): () => void {
   const keys = recordKeys(session.info.resumeKey!);
-  let written = '';
-  let writtenAt = 0;
+  let full = 'claim'; // what the record holds in full: the key's claim (claimKey), or a segment's timeline
+  let moved = '';
   let failing = false;
-  const write = () => {
-    if (session.leaving) return;
-    const snapshot = session.snapshot();
-    const mark = snapshot
-      ? `${snapshot.audioBytes}/${snapshot.finalUntil}/${snapshot.seq}/${snapshot.segment}`
-      : 'claim';
-    if (mark === written && Date.now() - writtenAt < KEEPALIVE_MS) return;
-    written = mark;
-    writtenAt = Date.now();
+  const putFull = (snapshot: SessionSnapshot | undefined) =>
     d.records.put(keys.hash, sealRecord(keys, toRecord(d, session.info, snapshot, 'live'))).then(
       (mine) => {
         failing = false;
@@ -160,15 +162,38 @@ export function keepRecord(d: TakeoverDeps, session: Session): () => void {
             'session record not written',
           );
         failing = true;
-        written = '';
+        full = '';
       },
     );
+  const write = (urgent: boolean) => {
+    if (session.leaving) return;
+    const snapshot = session.snapshot();
+    const stage = snapshot ? `segment ${snapshot.segment}` : 'claim';
+    if (stage !== full) {
+      full = stage;
+      moved = '';
+      void putFull(snapshot);
+      return;
+    }
+    if (!snapshot) return;
+    const mark = `${snapshot.audioBytes}/${snapshot.finalUntil}/${snapshot.seq}`;
+    if (mark === moved) return;
+    moved = mark;
+    d.positions.set(keys.hash, encodePosition(timelineOf(snapshot), Date.now()), urgent);
   };
-  session.on((e) => e.type === 'final_delivered' && write());
-  const timer = setInterval(write, REFRESH_MS);
+  session.on((e) => e.type === 'final_delivered' && write(true));
+  const timer = setInterval(() => write(false), REFRESH_MS);
   timer.unref();
+  const untrack = d.positions.track(keys.hash, (r) => {
+    if (session.leaving) return;
+    if (!r) {
+      full = ''; // gone (Redis lost it): written again in full
+      write(false);
+    } else if (r.owner !== d.replicas.id) void disown(d, keys, session);
+  });
   return () => {
     clearInterval(timer);
+    untrack();
     if (!session.handedOver) void d.records.remove(keys.hash, d.replicas.id).catch(() => undefined);
   };
 }
@@ -269,10 +294,16 @@ async function ownerAlive(d: TakeoverDeps, r: RecordHead): Promise<boolean> {
 
 /** A record not being handed over (or whose owner died handing it over): carried to its live owner,
  * else claimed for this replica. */
-async function decide(d: TakeoverDeps, keys: RecordKeys, r: SessionRecord, notOwner?: string): Promise<ResumeRoute> {
-  const mine = r.owner === d.replicas.id; // a record of a session that is no longer here: as a dead owner's
-  if (r.state === 'live' && !mine && r.owner !== notOwner && (await ownerAlive(d, r)))
-    return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
+async function decide(
+  d: TakeoverDeps,
+  keys: RecordKeys,
+  found: SessionRecord,
+  notOwner?: string,
+): Promise<ResumeRoute> {
+  const mine = found.owner === d.replicas.id; // a record of a session that is no longer here: as a dead owner's
+  if (found.state === 'live' && !mine && found.owner !== notOwner && (await ownerAlive(d, found)))
+    return { route: 'hop', owner: { id: found.owner, url: found.ownerUrl } };
+  const r = found.state === 'live' ? await withPosition(d, keys, found) : found;
   const next: SessionRecord = {
     ...r,
     owner: d.replicas.id,
@@ -286,6 +317,14 @@ async function decide(d: TakeoverDeps, keys: RecordKeys, r: SessionRecord, notOw
   if (!(await d.records.claim(keys.hash, { owner: r.owner, state: r.state }, sealRecord(keys, next))))
     return { route: 'gone' };
   return { route: 'restore', record: r, from: r.state === 'handed_over' ? 'handover' : 'crash' };
+}
+
+/** A live record of a dead owner with where its session last stood: its owner's position of it, when
+ *  written after the record (a handed-over record is whole: written last, at the handover). */
+async function withPosition(d: TakeoverDeps, keys: RecordKeys, r: SessionRecord): Promise<SessionRecord> {
+  const stored = r.timeline && (await d.records.position(r.owner, keys.hash));
+  const p = stored ? decodePosition(stored, r.timeline!) : undefined;
+  return p && p.at >= r.updatedAt ? { ...r, timeline: p.timeline } : r;
 }
 
 /** The owner's address refuses connections: its process is gone though its heartbeat has not expired
