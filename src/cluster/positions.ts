@@ -135,18 +135,21 @@ export class Positions {
 
 /** A session's timeline as its position: numbers only, in a fixed order, with when it was taken. */
 export function encodePosition(t: RecordTimeline, at: number): string {
+  // Media received only counts media (in ms at most): a microsecond is enough, and shorter to write.
+  // The timeline's own points (offset, finalUntil) stay exact: finals are matched against them.
+  const us = (x: number) => Math.round(x * 1e6) / 1e6;
   return JSON.stringify([
     at,
     t.offset,
     t.finalUntil,
-    t.mediaReceived,
+    us(t.mediaReceived),
     t.audioBytes,
     t.segment,
     t.seq,
     t.credits?.total ?? null,
     t.credits?.told ?? null,
     t.resume?.audioBytes ?? null,
-    t.resume?.mediaReceived ?? null,
+    t.resume ? us(t.resume.mediaReceived) : null,
   ]);
 }
 

@@ -176,7 +176,10 @@ export function keepRecord(d: KeeperDeps, session: Session): () => void {
       return;
     }
     if (!snapshot) return;
-    const mark = `${snapshot.audioBytes}/${snapshot.finalUntil}/${snapshot.seq}`;
+    // A successor after a crash goes on from the resume point when there is one (the client resends
+    // from it): the bytes received past it are not worth a write.
+    const { resume, finalUntil, seq, offset } = snapshot;
+    const mark = `${resume ? resume.audioBytes : `~${snapshot.audioBytes}`}/${finalUntil}/${seq}/${offset}`;
     if (mark === moved) return;
     moved = mark;
     d.positions.set(keys.hash, encodePosition(timelineOf(snapshot), Date.now()), urgent);
