@@ -46,8 +46,8 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
-/** `env` is added to every replica's environment (REDIS_URL, UPSTREAM_URL and AUTH_URL are set here),
- * then `own(i)` to replica i's. */
+/** `env` is added to every replica's environment (REDIS_URL, unless `env` names sentinels or cluster
+ * nodes, UPSTREAM_URL and AUTH_URL are set here), then `own(i)` to replica i's. */
 export async function startCluster(
   n: number,
   env: Record<string, string> = {},
@@ -58,7 +58,8 @@ export async function startCluster(
   const base = {
     UPSTREAM_URL: emulator.wsBase,
     AUTH_URL: emulator.authBase,
-    REDIS_URL: redis.url,
+    // Given Sentinel or a Redis Cluster, the replicas use that instead of the single redis-server.
+    ...(env.REDIS_SENTINELS || env.REDIS_CLUSTER_NODES ? {} : { REDIS_URL: redis.url }),
     HOST: '127.0.0.1',
     LOG_LEVEL: 'info',
     ...env,
