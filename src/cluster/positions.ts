@@ -6,13 +6,15 @@
 //    least FLUSH_EVERY_MS apart: a crash repeats at most the finals of that long to a resumed client;
 //  - any other move with the next batch, at most WRITE_EVERY_MS later.
 // The owner also reads all its records back every CHECK_MS in one MGET (another replica took one
-// over, or Redis lost it) and keeps each alive (PEXPIRE) well within its TTL.
+// over, or Redis lost it; on Redis Cluster one GET a record, each every fifth check) and keeps each
+// alive (PEXPIRE) well within its TTL.
 import type { Logger } from '../telemetry/index.js';
 import { positionField, type RecordStore, type RecordTimeline, type SealedRecord } from './records.js';
 
 const FLUSH_EVERY_MS = 100;
 const WRITE_EVERY_MS = 1000;
 const CHECK_MS = 4000;
+const UNBATCHED_TURNS = 5;
 /** The positions hash's TTL is renewed at most this often (it is the records' TTL). */
 const EXPIRE_EVERY_MS = 5000;
 
@@ -33,6 +35,7 @@ export class Positions {
   private timer: NodeJS.Timeout | undefined;
   private timerAt = 0;
   private failing = false;
+  private checks = 0;
   private readonly checker: NodeJS.Timeout;
 
   constructor(
@@ -116,7 +119,9 @@ export class Positions {
 
   private async check(): Promise<void> {
     if (this.tracked.size === 0) return;
-    const hashes = [...this.tracked.keys()];
+    // Without batched reads (Redis Cluster: a GET a record) each record is read every fifth check.
+    const turn = this.checks++ % UNBATCHED_TURNS;
+    const hashes = [...this.tracked.keys()].filter((_, i) => this.records.batchedReads || i % UNBATCHED_TURNS === turn);
     const found = await this.records.getMany(hashes).catch(() => undefined);
     if (!found) return; // Redis away: nothing to learn; the writes say so
     const due = Date.now() - this.touchEveryMs;

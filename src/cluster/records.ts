@@ -70,6 +70,8 @@ export interface RecordStore {
   /** Several records at once (the owner's periodic check of its own): one MGET per 500 keys on one
    *  Redis; on Redis Cluster, where each record is in a slot of its own, one GET each. */
   getMany(keyHashes: string[]): Promise<Array<SealedRecord | undefined>>;
+  /** Whether getMany reads many records in one command (not on Redis Cluster). */
+  readonly batchedReads: boolean;
   /** A new session's claim of its key: only when no record is there, or (`replaceOwner`) the one
    *  there is only a claim of that owner (dead, or not holding its session). */
   claimKey(keyHash: string, r: SealedRecord, replaceOwner?: string): Promise<boolean>;
@@ -168,6 +170,7 @@ type Scripted = Redis & {
 
 class RedisRecordStore implements RecordStore {
   readonly shared = true;
+  readonly batchedReads: boolean;
   private readonly redis: Scripted;
 
   constructor(
@@ -180,6 +183,7 @@ class RedisRecordStore implements RecordStore {
     redis.defineCommand('recRemove', { numberOfKeys: 1, lua: REMOVE });
     redis.defineCommand('recReap', { numberOfKeys: 1, lua: REAP });
     this.redis = redis as Scripted;
+    this.batchedReads = !(redis as { isCluster?: boolean }).isCluster;
   }
 
   async get(keyHash: string): Promise<SealedRecord | undefined> {
@@ -190,8 +194,7 @@ class RedisRecordStore implements RecordStore {
   async getMany(keyHashes: string[]): Promise<Array<SealedRecord | undefined>> {
     const keys = keyHashes.map((h) => REC + h);
     const values: Array<string | null> = [];
-    if ((this.redis as { isCluster?: boolean }).isCluster)
-      values.push(...(await Promise.all(keys.map((k) => this.redis.get(k)))));
+    if (!this.batchedReads) values.push(...(await Promise.all(keys.map((k) => this.redis.get(k)))));
     else for (let i = 0; i < keys.length; i += BATCH) values.push(...(await this.redis.mget(keys.slice(i, i + BATCH))));
     return values.map((v) => (v ? parseRecord(v) : undefined));
   }
@@ -257,6 +260,7 @@ class RedisRecordStore implements RecordStore {
 /** One replica: the same rules in a Map (tests, and a gateway without REDIS_URL). */
 class MemoryRecordStore implements RecordStore {
   readonly shared = false;
+  readonly batchedReads = true;
   private readonly records = new Map<string, { value: string; expires: number; deadline?: number }>();
   private readonly positions = new Map<string, Map<string, string>>();
 
