@@ -1,10 +1,11 @@
 // Sessions that outlive their replica, on each kind of Redis a large deployment runs, from real parts:
 // Redis behind Sentinel (a primary, its replica, three sentinels) and a Redis Cluster (three primaries
 // with a replica each, `redis-cli --cluster create`). Two gateway processes share it and one emulator.
-// On each: a replica SIGKILLed mid-stream, its session taken over from its record and position; a
-// SIGTERM drain, the session handed over and resumed on the other replica; and a Redis primary killed
-// mid-session (its replica promoted), after which that session is still taken over when its gateway
-// replica dies. Each time: every final once, one ledger session, credits equal to the upstream's.
+// On each, first a Redis primary killed mid-session (its replica promoted), after which that session
+// is still taken over when its gateway replica dies; then, on the promoted primary, a replica
+// SIGKILLed mid-stream, its session taken over from its record and position, and a SIGTERM drain, the
+// session handed over and resumed on the other replica. Each time: every final once, one ledger
+// session, credits equal to the upstream's.
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { replicaUrl, resendFrom, startCluster, type Cluster } from '../support/cluster.js';
@@ -115,7 +116,25 @@ describe.each(Object.keys(kinds))('on Redis %s', (kind) => {
     topology?.stop();
   });
 
+  it('a Redis primary killed mid-session: the session goes on, and is still taken over when its replica dies', async () => {
+    const tenant = `${kind}-failover`;
+    const key = newResumeKey();
+    const first = await begin(cluster, 0, tenant, key, 8);
+    await topology.failover(tenant);
+    for (const piece of pieces.slice(8, 16)) {
+      first.send(piece);
+      await delay(100);
+    }
+    await first.next('transcript', 10_000);
+    await delay(2500); // positions written on the promoted primary
+    await cluster.kill(0);
+    const second = await resumeAndEnd(cluster, 1, tenant, key);
+    assert.deepEqual(errors([first, second]), []);
+    assertOnce(finals([...first.messages, ...second.messages]), 'failover');
+    await assertLedger(cluster, 1, tenant, 2);
+  });
   it('a replica SIGKILLed mid-stream: the other takes the session over; finals once, credits exact', async () => {
+    await cluster.allUp();
     const tenant = `${kind}-crash`;
     const key = newResumeKey();
     const first = await begin(cluster, 0, tenant, key, 14);
@@ -141,24 +160,5 @@ describe.each(Object.keys(kinds))('on Redis %s', (kind) => {
     assert.deepEqual(errors([first, second]), []);
     assertOnce(finals([...first.messages, ...second.messages]), 'handover');
     await assertLedger(cluster, 0, tenant, 2);
-  });
-
-  it('a Redis primary killed mid-session: the session goes on, and is still taken over when its replica dies', async () => {
-    await cluster.allUp();
-    const tenant = `${kind}-failover`;
-    const key = newResumeKey();
-    const first = await begin(cluster, 0, tenant, key, 8);
-    await topology.failover(tenant);
-    for (const piece of pieces.slice(8, 16)) {
-      first.send(piece);
-      await delay(100);
-    }
-    await first.next('transcript', 10_000);
-    await delay(2500); // positions written on the promoted primary
-    await cluster.kill(0);
-    const second = await resumeAndEnd(cluster, 1, tenant, key);
-    assert.deepEqual(errors([first, second]), []);
-    assertOnce(finals([...first.messages, ...second.messages]), 'failover');
-    await assertLedger(cluster, 1, tenant, 2);
   });
 });
