@@ -15,6 +15,7 @@ const FLUSH_EVERY_MS = 100;
 const WRITE_EVERY_MS = 1000;
 const CHECK_MS = 4000;
 const UNBATCHED_TURNS = 5;
+const MAX_GONE = 10_000;
 /** The positions hash's TTL is renewed at most this often (it is the records' TTL). */
 const EXPIRE_EVERY_MS = 5000;
 
@@ -103,7 +104,8 @@ export class Positions {
     } catch (err) {
       // Not written: kept for the next batch, a newer position of the same session winning.
       for (const [field, value] of set) if (!this.pending.has(field)) this.pending.set(field, value);
-      this.gone.push(...del);
+      // Deletions wait too, at most MAX_GONE (a field left behind goes with the hash, at this replica's end).
+      this.gone = [...del, ...this.gone].slice(-MAX_GONE);
       if (!this.failing)
         this.logger.warn(
           { event: 'positions_write_failed', err: (err as Error).message },
