@@ -193,7 +193,7 @@ for (const mode of ['redis', 'in-process'] as const) {
         u.ledger.recordUsage({ sessionKey: 'r1', seq: 1, kind: 'delta', credits: 1, at: now });
         await u.ledger.flush();
         const raw = new Redis(redis!.url);
-        const keys = await raw.keys(`${prefix}b:*`);
+        const keys = await raw.keys(`${prefix}{t:acme}:b:*`);
         assert.equal(keys.length, 2); // one hour and one day bucket
         for (const k of keys) {
           const ttl = await raw.pttl(k);
