@@ -181,11 +181,13 @@ end
 return commit()
 `;
 
-/** A credit figure of the session was refused before reaching the store: its usage is estimated. */
+/** A credit figure of the session was refused before reaching the store (and counted there): its
+ * usage is estimated. */
 export const REFUSED =
   session +
   `
-return refuse()
+refuse()
+return stateReply(1)
 `;
 
 /** The tenant step refused version ARGV[3]: its change is taken back (if it is still the last one). */
