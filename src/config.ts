@@ -70,7 +70,15 @@ const schema = z
       .string()
       .regex(/^[A-Za-z0-9._-]{1,100}$/, 'must be 1-100 characters of A-Z a-z 0-9 . _ -')
       .optional(),
-    /** With Sentinel: the data nodes' ACL user and password (REDIS_URL carries its own). */
+    /** Instead of both: Redis Cluster, comma-separated host:port of some of its nodes (the client finds the rest). */
+    REDIS_CLUSTER_NODES: z
+      .string()
+      .refine(sentinelList, 'must be comma-separated host:port (redis-0.example:6379,[fd00::1]:6379)')
+      .transform(parseSentinels)
+      .optional(),
+    /** With REDIS_CLUSTER_NODES: TLS to every node (trust: the system's CAs and NODE_EXTRA_CA_CERTS). */
+    REDIS_CLUSTER_TLS: bool.default('false'),
+    /** With Sentinel or Cluster: the data nodes' ACL user and password (REDIS_URL carries its own). */
     REDIS_USERNAME: z.string().regex(/^\S+$/, 'must contain no whitespace').optional(),
     REDIS_PASSWORD: z
       .string()
@@ -180,10 +188,13 @@ const schema = z
     }
   });
 
-/** REDIS_URL or Sentinel, never both; Sentinel's name with its sentinels; its credentials only with it. */
+/** REDIS_URL, Sentinel or Cluster, one of them; Sentinel's name with its sentinels; the credentials only
+ * where REDIS_URL does not carry them. */
 function redisIssues(c: {
   REDIS_URL?: string;
   REDIS_SENTINELS?: unknown;
+  REDIS_CLUSTER_NODES?: unknown;
+  REDIS_CLUSTER_TLS?: boolean;
   REDIS_SENTINEL_NAME?: string;
   REDIS_USERNAME?: string;
   REDIS_PASSWORD?: string;
@@ -199,9 +210,24 @@ function redisIssues(c: {
     const missing = c.REDIS_SENTINELS ? 'REDIS_SENTINEL_NAME' : 'REDIS_SENTINELS';
     issues.push([missing, 'is unset: Sentinel needs both REDIS_SENTINELS and REDIS_SENTINEL_NAME']);
   }
-  for (const name of ['REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_SENTINEL_PASSWORD'] as const) {
-    if (c[name] && !c.REDIS_SENTINELS) {
-      issues.push([name, 'is set without REDIS_SENTINELS: it is for Sentinel (REDIS_URL carries its own credentials)']);
+  if (c.REDIS_CLUSTER_NODES && (c.REDIS_URL || c.REDIS_SENTINELS || c.REDIS_SENTINEL_NAME)) {
+    const other = c.REDIS_URL ? 'REDIS_URL' : 'Sentinel';
+    issues.push([
+      'REDIS_CLUSTER_NODES',
+      `is set with ${other}: set one of REDIS_URL, REDIS_SENTINELS (with REDIS_SENTINEL_NAME) or REDIS_CLUSTER_NODES`,
+    ]);
+  }
+  if (c.REDIS_CLUSTER_TLS && !c.REDIS_CLUSTER_NODES)
+    issues.push(['REDIS_CLUSTER_TLS', 'is set without REDIS_CLUSTER_NODES (REDIS_URL says TLS by rediss://)']);
+  if (c.REDIS_SENTINEL_PASSWORD && !c.REDIS_SENTINELS) {
+    issues.push(['REDIS_SENTINEL_PASSWORD', 'is set without REDIS_SENTINELS: it is for Sentinel']);
+  }
+  for (const name of ['REDIS_USERNAME', 'REDIS_PASSWORD'] as const) {
+    if (c[name] && !c.REDIS_SENTINELS && !c.REDIS_CLUSTER_NODES) {
+      issues.push([
+        name,
+        'is set without REDIS_SENTINELS or REDIS_CLUSTER_NODES: it is for Sentinel or Cluster (REDIS_URL carries its own credentials)',
+      ]);
     }
   }
   if (c.REDIS_USERNAME && !c.REDIS_PASSWORD) issues.push(['REDIS_USERNAME', 'is set without REDIS_PASSWORD']);

@@ -1,8 +1,9 @@
 // Audit events in Redis: one sorted set per tenant (score: the event's time, scoreOf), trimmed at
 // each write to the retention and to a bound per tenant, and expiring whole once a tenant has written
-// nothing for the retention. Loaded only with Redis (ioredis is about 10 MB of RSS).
-import { Redis } from 'ioredis';
-import { connectRedis, newRedis, type RedisSettings } from '../redis/index.js';
+// nothing for the retention. Every command and transaction touches that one key, so a Redis Cluster
+// takes them as they are (the key keeps its name: a hash tag would hide the events already kept). Loaded only with Redis (ioredis is about 10 MB of RSS).
+import { Cluster, Redis } from 'ioredis';
+import { connectRedis, newRedis, type RedisClient, type RedisSettings } from '../redis/index.js';
 import type { AuditEvent } from './event.js';
 import {
   memberOf,
@@ -15,7 +16,7 @@ import {
 } from './store.js';
 
 export class RedisAuditStore implements AuditStore {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
 
   constructor(
     settings: RedisSettings,
@@ -25,7 +26,7 @@ export class RedisAuditStore implements AuditStore {
     private readonly now: () => number,
   ) {
     // Commands fail at once while Redis is away (the caller counts the failure); no offline queue to grow.
-    this.redis = newRedis(Redis, settings);
+    this.redis = newRedis({ Redis, Cluster }, settings);
     this.redis.on('error', () => undefined); // each failing command says so where it is used
   }
 

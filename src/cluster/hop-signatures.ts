@@ -2,7 +2,7 @@
 // as its signature is fresh (HOP_MAC_WINDOW_MS either way), so the owner remembers each signature it
 // accepted until it could no longer pass that check: in process, and in Redis when there is one, so a
 // new process under the same REPLICA_ID (a restarted container) refuses it too.
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '../redis/index.js';
 
 /** How long a used signature is remembered: past it, the time check refuses it anyway. */
 /** A signed hop older (or newer) than this is refused: a captured one is not replayable for long. */

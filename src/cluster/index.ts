@@ -1,8 +1,7 @@
 // Sessions that outlive their replica: session records (records.ts), replica liveness (replicas.ts)
 // and the internal hop between replicas (hop.ts), on one Redis connection of their own (or none: a
 // single replica, everything in process). The one way in.
-import type { Redis } from 'ioredis';
-import { connectRedis, type RedisSettings } from '../redis/index.js';
+import { connectRedis, type RedisClient as Redis, type RedisSettings } from '../redis/index.js';
 import type { Logger } from '../telemetry/index.js';
 import { loadRedisUsageStore } from '../usage/index.js';
 import type { HopDeps } from './hop.js';

@@ -9,7 +9,7 @@
 // a session over. A record nobody refreshes expires (TTL); a handed-over one is also listed by its
 // deadline for the janitor, which ends its ledger session and releases its slot when nobody resumed it.
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '../redis/index.js';
 import type { Continuation } from '../audio/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import type { SessionSnapshot } from '../session/index.js';

@@ -4,7 +4,7 @@
 // Without Redis there is one replica and every other one is dead.
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient as Redis } from '../redis/index.js';
 import type { Logger } from '../telemetry/index.js';
 
 export const HEARTBEAT_TTL_MS = 5000;

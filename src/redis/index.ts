@@ -1,7 +1,12 @@
 // Where Redis is and how to reach it, in one typed object the usage ledger, the cluster and the audit
-// store share: a single Redis (REDIS_URL) or a primary found through Sentinel (REDIS_SENTINELS). No
-// runtime import of ioredis here: a gateway without Redis never loads it (about 10 MB of RSS).
-import type { Redis, RedisOptions } from 'ioredis';
+// store share: a single Redis (REDIS_URL), a primary found through Sentinel (REDIS_SENTINELS), or a
+// Redis Cluster (REDIS_CLUSTER_NODES). No runtime import of ioredis here: a gateway without Redis
+// never loads it (about 10 MB of RSS).
+import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
+
+/** The client every Redis user takes: one connection (single Redis, Sentinel) or a Cluster client. With
+ * a Cluster, every script and multi-key command must keep to one slot (hash tags). */
+export type RedisClient = Redis | Cluster;
 
 export interface SentinelAddress {
   host: string;
@@ -20,7 +25,20 @@ export type RedisSettings =
       password?: string;
       /** the sentinels' own AUTH */
       sentinelPassword?: string;
+    }
+  | {
+      /** some nodes of the cluster: the client learns the others from them */
+      clusterNodes: SentinelAddress[];
+      /** the nodes' ACL user and password */
+      username?: string;
+      password?: string;
+      /** TLS to every node, trusted as REDIS_URL's rediss:// is (system CAs, NODE_EXTRA_CA_CERTS) */
+      tls?: boolean;
     };
+
+/** Whether these settings name a Redis Cluster. */
+export const isClusterSettings = (s: RedisSettings): s is Extract<RedisSettings, { clusterNodes: unknown }> =>
+  'clusterNodes' in s;
 
 /** The settings from the validated configuration, or undefined: no Redis, everything in process. */
 export function redisSettings(c: {
@@ -30,8 +48,18 @@ export function redisSettings(c: {
   REDIS_USERNAME?: string;
   REDIS_PASSWORD?: string;
   REDIS_SENTINEL_PASSWORD?: string;
+  REDIS_CLUSTER_NODES?: SentinelAddress[];
+  REDIS_CLUSTER_TLS?: boolean;
 }): RedisSettings | undefined {
   if (c.REDIS_URL) return { url: c.REDIS_URL };
+  if (c.REDIS_CLUSTER_NODES) {
+    return {
+      clusterNodes: c.REDIS_CLUSTER_NODES,
+      username: c.REDIS_USERNAME,
+      password: c.REDIS_PASSWORD,
+      tls: c.REDIS_CLUSTER_TLS ?? false,
+    };
+  }
   if (!c.REDIS_SENTINELS || !c.REDIS_SENTINEL_NAME) return undefined;
   return {
     sentinels: c.REDIS_SENTINELS,
@@ -53,9 +81,17 @@ const FAIL_FAST: RedisOptions = {
   retryStrategy: (attempt) => Math.min(50 * attempt, 500),
 };
 
-/** A fail-fast client for these settings: the same behaviour with one Redis or through Sentinel. The
- * caller passes ioredis's class, so that only a gateway with Redis loads it. */
-export function newRedis(RedisClass: typeof Redis, s: RedisSettings): Redis {
+/** ioredis's classes, passed in by the caller so that only a gateway with Redis loads them. */
+export interface RedisClasses {
+  Redis: typeof Redis;
+  Cluster: typeof Cluster;
+}
+
+/** A fail-fast client for these settings: the same behaviour with one Redis, through Sentinel or with a
+ * Cluster. */
+export function newRedis(classes: RedisClasses, s: RedisSettings): RedisClient {
+  if (isClusterSettings(s)) return new classes.Cluster(s.clusterNodes, clusterOptions(s));
+  const RedisClass = classes.Redis;
   if ('url' in s) return new RedisClass(s.url, FAIL_FAST);
   return new RedisClass({
     ...FAIL_FAST,
@@ -74,6 +110,31 @@ export function newRedis(RedisClass: typeof Redis, s: RedisSettings): Redis {
   });
 }
 
+/** Cluster: the nodes' connections fail fast as a single Redis does; the client itself queues nothing
+ * while the cluster is not ready, and asks the nodes again at the same pace. Managed services (TLS,
+ * nodes announced by name) need the names kept as they are: no DNS lookup before the TLS handshake. */
+function clusterOptions(s: Extract<RedisSettings, { clusterNodes: unknown }>): ClusterOptions {
+  const { lazyConnect, retryStrategy, ...perNode } = FAIL_FAST;
+  void retryStrategy; // the cluster client reconnects the nodes itself (clusterRetryStrategy)
+  return {
+    lazyConnect,
+    enableOfflineQueue: false,
+    // Commands of one tick go to each node in one write: a ledger batch spreads over every shard.
+    enableAutoPipelining: true,
+    clusterRetryStrategy: (attempt) => Math.min(50 * attempt, 500),
+    retryDelayOnFailover: 200,
+    retryDelayOnClusterDown: 200,
+    slotsRefreshTimeout: 2000,
+    dnsLookup: (address, callback) => callback(null, address),
+    redisOptions: {
+      ...perNode,
+      username: s.username,
+      password: s.password,
+      ...(s.tls ? { tls: {} } : {}),
+    },
+  };
+}
+
 /**
  * connect(), rejecting with why: ioredis rejects with "Connection is closed." whatever the cause, and
  * the 'error' event just before it says it (WRONGPASS, a certificate not trusted, ECONNREFUSED). At
@@ -81,7 +142,7 @@ export function newRedis(RedisClass: typeof Redis, s: RedisSettings): Redis {
  * reach (a wrong sentinel password, every sentinel away), where a single Redis would refuse at once.
  * ioredis goes on trying after the timeout; commands fail fast until it is connected.
  */
-export async function connectRedis(redis: Redis, timeoutMs: number): Promise<void> {
+export async function connectRedis(redis: RedisClient, timeoutMs: number): Promise<void> {
   let cause: Error | undefined;
   let timer: NodeJS.Timeout | undefined;
   const onError = (err: Error) => (cause ??= err);

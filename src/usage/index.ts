@@ -1,6 +1,6 @@
 // Usage: the credit ledger (Redis, or in process), per-tenant session limits, and the ops usage
 // API. createUsage wires them to one Redis connection (or none) and one on-disk journal.
-import { connectRedis, type RedisSettings } from '../redis/index.js';
+import { connectRedis, isClusterSettings, type RedisSettings } from '../redis/index.js';
 import { isLedgerTotals, logger, setLedgerTotals } from '../telemetry/index.js';
 import { UsageHttpApi, type AuditLog, type UsageApi } from './api.js';
 import { loadApiTokens } from './api-tokens.js';
@@ -10,6 +10,7 @@ import { MemoryLimiter, RedisLimiter, type SessionLimiter } from './limiter.js';
 import { MemoryUsageStore } from './memory-store.js';
 import { RedisHealth } from './redis-health.js';
 import type { UsageStore } from './model.js';
+import type { ScriptedRedis } from './redis-store.js';
 
 export type { Outcome, SessionStart } from './model.js';
 export type { UsageLedger, UsageRecord } from './ledger.js';
@@ -21,7 +22,7 @@ export type { AuditLog, UsageApi, UsageRequest } from './api.js';
 export const loadRedisUsageStore = () => import('./redis-store.js');
 
 export interface UsageOptions {
-  /** REDIS_URL or Sentinel; unset: the ledger and limits in process */
+  /** REDIS_URL, Sentinel or Cluster; unset: the ledger and limits in process */
   redis?: RedisSettings;
   journalDir: string;
   retentionDays: number;
@@ -87,13 +88,15 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
     // ioredis keeps reconnecting; until then events go to the journal.
     logger.warn({ err: err.message }, 'redis not reachable at start; usage events go to the journal until it is');
   });
+  const migrated = isClusterSettings(o.redis) ? Promise.resolve() : migrateOnce(redis, prefix);
+  if (redis.status === 'ready') await migrated;
 
   const journal = await Journal.open(o.journalDir, {
     maxEvents: o.journalMaxEvents ?? 100_000,
     maxBytes: o.journalMaxBytes ?? 50 * 1024 * 1024,
   });
   const store = new RedisUsageStore(redis, prefix, retentionMs, now);
-  const ledger = new Ledger(store, journal, health);
+  const ledger = new Ledger(store, journal, after(migrated, health));
   const limiter = new RedisLimiter(redis, prefix, o.maxSessionsPerTenant, {
     ttlMs: o.leaseTtlMs ?? 30_000,
     renewMs: o.leaseRenewMs ?? 10_000,
@@ -109,6 +112,40 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
   });
   ledger.close = close;
   return { ledger, limiter, api: new UsageHttpApi(store, tokens, o.audit), close };
+}
+
+/**
+ * A single Redis or Sentinel may hold the ledger in the layout from before Cluster support: moved once
+ * (migrate.ts) before the first event is written, when Redis is first ready. Resolves when it is done
+ * (or failed: logged, and tried again at the next start).
+ */
+async function migrateOnce(redis: ScriptedRedis, prefix: string): Promise<void> {
+  const { migrateLedgerKeys } = await import('./migrate.js');
+  // Not events.once: that rejects on the 'error' events of every failed reconnect.
+  if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve));
+  await migrateLedgerKeys(redis, prefix).catch((err: Error) =>
+    logger.error({ err: err.message }, 'usage ledger key migration failed; it runs again at the next start'),
+  );
+}
+
+/** `health`, but unhealthy until `done` settles: until then the ledger's events go to the journal. */
+function after(done: Promise<void>, health: Health): Health {
+  let ready = false;
+  const waiting: (() => void)[] = [];
+  void done.finally(() => {
+    ready = true;
+    if (health.healthy) waiting.forEach((f) => f());
+  });
+  return {
+    get healthy() {
+      return ready && health.healthy;
+    },
+    markFailed: (reason) => health.markFailed(reason),
+    onHealthy(f) {
+      waiting.push(f);
+      health.onHealthy(() => ready && f());
+    },
+  };
 }
 
 /** The store's credit totals feed speech_gateway_ledger_credits until the returned function is called. */

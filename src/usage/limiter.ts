@@ -3,9 +3,15 @@
 // dies leaks its slots only until their leases expire. Without Redis, or while it is
 // unreachable, an in-process count (fail open per replica rather than refuse every session);
 // slots taken that way become Redis leases once Redis is back, so the cap sees them.
+// Renewal is per tenant, not per session: one script call re-adds all of this replica's leases of a
+// tenant (at most RENEW_BATCH a call), in the tenant's slot (keys.ts).
 import { once } from 'node:events';
 import { logger } from '../telemetry/index.js';
+import { tenantKeys } from './keys.js';
 import type { ScriptedRedis } from './redis-store.js';
+
+/** Leases re-added by one renewal call at most: a bounded command, however many sessions a tenant has here. */
+export const RENEW_BATCH = 500;
 
 export interface SessionLimiter {
   /** Taken when a session's config arrives (not at its socket's open); false: the tenant is at its cap. */
@@ -92,7 +98,7 @@ export class RedisLimiter implements SessionLimiter {
   }
 
   private key(tenant: string): string {
-    return `${this.prefix}limit:${tenant}`;
+    return tenantKeys(this.prefix, tenant).leases;
   }
 
   async acquire(tenant: string, sessionKey: string): Promise<boolean> {
@@ -139,14 +145,14 @@ export class RedisLimiter implements SessionLimiter {
     if (this.max <= 0) return;
     this.held.set(sessionKey, tenant);
     this.startRenewing();
-    await this.redis.leaseRenew(this.key(tenant), sessionKey, this.lease.ttlMs).catch(() => undefined);
+    await this.redis.leaseRenew(this.key(tenant), this.lease.ttlMs, sessionKey).catch(() => undefined);
   }
 
   async handOff(tenant: string, sessionKey: string, holdMs: number): Promise<void> {
     if (this.localKeys.delete(sessionKey)) return this.local.release(tenant, sessionKey);
     if (!this.held.delete(sessionKey)) return;
     await this.redis
-      .leaseRenew(this.key(tenant), sessionKey, Math.max(holdMs, this.lease.ttlMs))
+      .leaseRenew(this.key(tenant), Math.max(holdMs, this.lease.ttlMs), sessionKey)
       .catch(() => undefined);
   }
 
@@ -155,9 +161,10 @@ export class RedisLimiter implements SessionLimiter {
     const held = [...this.held];
     this.held.clear();
     if (held.length > 0 && this.redis.status === 'ready') {
-      const p = this.redis.pipeline();
-      for (const [sessionKey, tenant] of held) p.zrem(this.key(tenant), sessionKey);
-      await p.exec().catch(() => undefined);
+      const byTenant = groupByTenant(held);
+      await Promise.all(
+        [...byTenant].map(([tenant, keys]) => this.redis.zrem(this.key(tenant), ...keys).catch(() => undefined)),
+      );
     }
     await this.local.close();
     this.localKeys.clear();
@@ -205,12 +212,23 @@ export class RedisLimiter implements SessionLimiter {
       }
     }
     this.localKeys.clear();
-    if (this.held.size === 0) return;
-    const p = this.redis.pipeline() as unknown as {
-      leaseRenew(...a: (string | number)[]): unknown;
-      exec(): Promise<unknown>;
-    };
-    for (const [sessionKey, tenant] of this.held) p.leaseRenew(this.key(tenant), sessionKey, this.lease.ttlMs);
-    p.exec().catch((err: Error) => logger.warn({ err: err.message }, 'session lease renewal failed'));
+    for (const [tenant, keys] of groupByTenant(this.held)) {
+      for (let i = 0; i < keys.length; i += RENEW_BATCH) {
+        this.redis
+          .leaseRenew(this.key(tenant), this.lease.ttlMs, ...keys.slice(i, i + RENEW_BATCH))
+          .catch((err: Error) => logger.warn({ err: err.message }, 'session lease renewal failed'));
+      }
+    }
   }
+}
+
+/** sessionKey → tenant pairs as tenant → its session keys. */
+function groupByTenant(held: Iterable<[string, string]>): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const [sessionKey, tenant] of held) {
+    const keys = out.get(tenant);
+    if (keys) keys.push(sessionKey);
+    else out.set(tenant, [sessionKey]);
+  }
+  return out;
 }

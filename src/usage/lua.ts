@@ -1,29 +1,38 @@
-// Lua scripts that make each ledger event one atomic, idempotent Redis update.
-// KEYS[1] is the session hash; bucket, index and tenant keys derive from the session's stored
-// tenant, endpoint and start (single Redis or a primary/replica pair, not Redis Cluster).
-// ARGV[1] key prefix, ARGV[2] now (ms), ARGV[3] retention (ms), then per-script arguments.
-// Replays are no-ops: 'started'/'ended' flags and one 's:<seq>' marker per usage message.
-// Segment n (the session's n-th upstream session) keeps 'usid', 'final' and 'dsum' with the
-// suffix ':n'; segment 0 has none, so hashes written before segments existed read as segment 0,
-// and 'nseg' (absent: 1) bounds the segments to add up.
-// Every script checks all its arguments, and that every total it would touch stays an integer
-// in 0..MAX_TOTAL (exact in a double), before its first write: an event is applied whole or not
-// at all. A malformed event is an error reply; a credit figure or total out of range is refused
-// (-1) and writes only the 'refused' mark, which makes the session's usage estimated.
-// Every credit figure is an integer (micro-credits); string.format('%d') keeps Lua from
-// printing large numbers in exponent form.
-// The ledger's own cumulative credits per tenant ('credits' hash, never expiring) move with the
-// buckets, by the same delta in the same script, so their rise over a time equals what the usage
-// API sums for sessions recorded in it; 'torder' ranks tenants by first start, the order in which
-// the metrics keep tenant names (METRICS_MAX_TENANTS), the same on every replica.
+// Lua scripts of the usage ledger. Settlement is two single-slot steps, so that it works on Redis
+// Cluster as on one Redis: every script touches only the keys it is given in KEYS.
+//
+// The session step (START, UPSTREAM, USAGE, END, REFUSED, REVERT; KEYS[1] the session hash) applies
+// an event to the session hash, idempotently: 'started'/'ended' flags and one 's:<seq>' marker per
+// usage message; a replay changes nothing and answers 0. Each change of what the session counts gets a
+// new version ('ver'), and what it changed is kept ('undo') so that REVERT can take that change back.
+// Every session step answers the session's state (stateReply): the credits it counts (over segments,
+// final ?? sum of deltas), its media once ended, its version, tenant, endpoint and start.
+//
+// The tenant step (SETTLE; the tenant's keys, one hash tag) brings the tenant's buckets, indexes,
+// credit total and sessions set in line with that state: it adds target − settled for the session,
+// only for a version newer than the one it settled last (the 'a:<day>' hash), so re-running it after a
+// replay or a crash between the steps is a no-op or completes the settlement. The caller (the usage
+// journal) counts an event done only once both steps ran.
+//
+// Ranges: every script checks its arguments, and every total stays an integer in 0..MAX_TOTAL (exact
+// in a double). The session step refuses what is out of range for the session (a figure, a sum); the
+// tenant step refuses (-1, writing nothing) a settlement that would take a tenant total out of range,
+// and the caller then REVERTs the event on the session and settles what is left: the event is applied
+// whole or refused, and a refused one leaves only the 'refused' mark, which makes the session
+// estimated.
+// Segment n (the session's n-th upstream session) keeps 'usid', 'final' and 'dsum' with the suffix
+// ':n'; segment 0 has none, and 'nseg' (absent: 1) bounds the segments to add up.
+// A session hash written before settlement was split ('started' without 'gen') had its figures put in
+// the buckets by its own script: 'counted', 'mediaCounted' and its start are what the tenant's totals
+// already hold of it (the base the state carries).
+// Every credit figure is an integer (micro-credits); string.format('%d') keeps Lua from printing large
+// numbers in exponent form.
 import { MAX_MICRO_PER_MESSAGE, MAX_SEGMENTS, MAX_TOTAL } from './model.js';
 
-const prelude = `
+const common = `
 local MAX_SEGMENTS = ${MAX_SEGMENTS}
 local MAX = ${MAX_TOTAL}
 local MAX_MESSAGE = ${MAX_MICRO_PER_MESSAGE}
-local P = ARGV[1]
-local sk = KEYS[1]
 local function fmt(n) return string.format('%d', n) end
 -- An integer in lo..hi from an argument, or nil (also for nan, inf and fractions).
 local function int(s, lo, hi)
@@ -31,40 +40,30 @@ local function int(s, lo, hi)
   if not n or n ~= math.floor(n) or n < lo or n > hi then return nil end
   return n
 end
-local now = int(ARGV[2], 0, MAX)
-local retention = int(ARGV[3], 1, MAX)
+local now = int(ARGV[1], 0, MAX)
+local retention = int(ARGV[2], 1, MAX)
 if not now or not retention then return redis.error_reply('ERR bad clock or retention') end
-local GRAINS = { { 'h', 3600000 }, { 'd', 86400000 } }
+`;
 
-local function bucketStart(start, g) return start - math.fmod(start, g[2]) end
-local function bucketKey(tenant, endpoint, start, g)
-  return P .. 'b:' .. tenant .. ':' .. endpoint .. ':' .. g[1] .. ':' .. fmt(bucketStart(start, g))
-end
-
-local function bump(tenant, endpoint, start, field, delta)
-  if delta == 0 then return end
-  for _, g in ipairs(GRAINS) do
-    local bstart = bucketStart(start, g)
-    local bkey = bucketKey(tenant, endpoint, start, g)
-    redis.call('HINCRBY', bkey, field, fmt(delta))
-    redis.call('PEXPIREAT', bkey, fmt(bstart + retention))
-    local ikey = P .. 'bi:' .. tenant .. ':' .. endpoint .. ':' .. g[1]
-    redis.call('ZADD', ikey, fmt(bstart), fmt(bstart))
-    redis.call('ZREMRANGEBYSCORE', ikey, '-inf', '(' .. fmt(now - retention - g[2]))
-    redis.call('PEXPIRE', ikey, fmt(retention + g[2]))
-  end
-end
-
+const session =
+  common +
+  `
+local sk = KEYS[1]
 local function field(name, seg)
   if seg == 0 then return name end
   return name .. ':' .. fmt(seg)
 end
 
-local function nsegs() return tonumber(redis.call('HGET', sk, 'nseg') or '1') end
+-- What this event changed: field → its value before (false: absent), for REVERT.
+local undo = {}
+local function set(f, v)
+  if undo[f] == nil then undo[f] = redis.call('HGET', sk, f) end
+  redis.call('HSET', sk, f, v)
+end
 
--- Notes a (valid) segment in 'nseg'.
+local function nsegs() return tonumber(redis.call('HGET', sk, 'nseg') or '1') end
 local function noteSegment(seg)
-  if seg + 1 > nsegs() then redis.call('HSET', sk, 'nseg', fmt(seg + 1)) end
+  if seg + 1 > nsegs() then set('nseg', fmt(seg + 1)) end
 end
 
 -- Sum over segments of (final ?? sum of deltas); segment oseg counts oval instead when given.
@@ -83,108 +82,77 @@ local function credits(oseg, oval)
   return sum
 end
 
--- Would every total stay in 0..MAX once reconcile() ran, with segment oseg at oval, the
--- session's media at media, and (a start) st = { tenant, endpoint, start }? Reads only.
-local function fits(oseg, oval, media, st)
-  local v = redis.call('HMGET', sk, 'tenant', 'endpoint', 'start', 'counted', 'mediaMs', 'mediaCounted')
-  local target = credits(oseg, oval)
-  if target > MAX then return false end
-  local tenant, endpoint, start, dSessions = v[1], v[2], tonumber(v[3]), 0
-  if st then tenant, endpoint, start, dSessions = st[1], st[2], st[3], 1 end
-  if not tenant or not start then return true end -- no buckets yet: the start checks them
-  local dMicro, dMedia = target - tonumber(v[4] or '0'), 0
-  if not v[6] then dMedia = tonumber(media or v[5] or '0') end
-  local total = tonumber(redis.call('HGET', P .. 'credits', tenant) or '0') + dMicro
-  if total < 0 or total > MAX then return false end
-  for _, g in ipairs(GRAINS) do
-    local b = redis.call('HMGET', bucketKey(tenant, endpoint, start, g), 'micro', 'mediaMs', 'sessions')
-    for i, d in ipairs({ dMicro, dMedia, dSessions }) do
-      local n = tonumber(b[i] or '0') + d
-      if n < 0 or n > MAX then return false end
-    end
-  end
-  return true
-end
-
--- Brings the buckets in line with the session: its credits, and media once ended.
-local function reconcile()
-  local v = redis.call('HMGET', sk, 'tenant', 'endpoint', 'start', 'counted', 'mediaMs', 'mediaCounted')
-  if not v[1] or not v[3] then return end
-  local start = tonumber(v[3])
-  local target = credits()
-  local counted = tonumber(v[4] or '0')
-  if target ~= counted then
-    bump(v[1], v[2], start, 'micro', target - counted)
-    redis.call('HINCRBY', P .. 'credits', v[1], fmt(target - counted))
-    redis.call('HSET', sk, 'counted', fmt(target))
-  end
-  if v[5] and not v[6] then
-    bump(v[1], v[2], start, 'mediaMs', tonumber(v[5]))
-    redis.call('HSET', sk, 'mediaCounted', '1')
-  end
-end
-
 local function keepFor()
   local start = redis.call('HGET', sk, 'start')
   if start then redis.call('PEXPIREAT', sk, fmt(tonumber(start) + retention))
   else redis.call('PEXPIRE', sk, fmt(retention)) end
 end
 
+-- { status, version, credits, media (0 until ended), tenant, endpoint, start, base micro, base media, base sessions }
+local function stateReply(status)
+  local v = redis.call('HMGET', sk, 'tenant', 'endpoint', 'start', 'ver', 'ended', 'mediaMs', 'gen', 'started', 'counted', 'mediaCounted')
+  local media = '0'
+  if v[5] then media = v[6] or '0' end
+  local base = { '0', '0', '0' }
+  if v[8] and not v[7] then base = { v[9] or '0', (v[10] and v[6]) or '0', '1' } end
+  return { status, v[4] or '0', fmt(credits()), media, v[1] or '', v[2] or '', v[3] or '', base[1], base[2], base[3] }
+end
+
+-- The event's changes become the session's next version.
+local function commit()
+  local ver = tonumber(redis.call('HGET', sk, 'ver') or '0') + 1
+  redis.call('HSET', sk, 'ver', fmt(ver), 'undo', cjson.encode({ v = ver, f = undo }))
+  keepFor()
+  return stateReply(1)
+end
+
 -- The event does not fit: nothing of it is written, only the mark that makes the session estimated.
 local function refuse()
   redis.call('HSET', sk, 'refused', '1')
   keepFor()
-  return -1
+  return stateReply(-1)
 end
 `;
 
-/** ARGV[4..9]: sessionKey, tenant, endpoint, start, interactionId ('' = none), environment ('' = none). */
+/** ARGV[3..8]: sessionKey, tenant, endpoint, start, interactionId ('' = none), environment ('' = none). */
 export const START =
-  prelude +
+  session +
   `
-if redis.call('HEXISTS', sk, 'started') == 1 then return 0 end
-local key, tenant, endpoint, start, iid, env = ARGV[4], ARGV[5], ARGV[6], int(ARGV[7], 0, MAX), ARGV[8], ARGV[9] or ''
+if redis.call('HEXISTS', sk, 'started') == 1 then return stateReply(0) end
+local key, tenant, endpoint, start, iid, env = ARGV[3], ARGV[4], ARGV[5], int(ARGV[6], 0, MAX), ARGV[7], ARGV[8] or ''
 if key == '' or tenant == '' or endpoint == '' or not start then return redis.error_reply('ERR bad start event') end
-if not fits(nil, nil, nil, { tenant, endpoint, start }) then return refuse() end
-redis.call('HSET', sk, 'started', '1', 'sessionKey', key, 'tenant', tenant, 'endpoint', endpoint, 'start', fmt(start))
-if iid ~= '' then redis.call('HSET', sk, 'iid', iid) end
-if env ~= '' then redis.call('HSET', sk, 'env', env) end
-keepFor()
-redis.call('SADD', P .. 'tenants', tenant)
-redis.call('ZADD', P .. 'torder', 'NX', fmt(redis.call('ZCARD', P .. 'torder')), tenant)
-local tz = P .. 'ts:' .. tenant
-redis.call('ZADD', tz, fmt(start), key)
-redis.call('ZREMRANGEBYSCORE', tz, '-inf', '(' .. fmt(now - retention))
-redis.call('PEXPIRE', tz, fmt(retention))
-bump(tenant, endpoint, start, 'sessions', 1)
-reconcile()
-return 1
+for _, kv in ipairs({ { 'started', '1' }, { 'gen', '2' }, { 'sessionKey', key }, { 'tenant', tenant }, { 'endpoint', endpoint }, { 'start', fmt(start) } }) do
+  set(kv[1], kv[2])
+end
+if iid ~= '' then set('iid', iid) end
+if env ~= '' then set('env', env) end
+return commit()
 `;
 
-const outOfRange = `return redis.error_reply('ERR segment out of range: ' .. string.sub(ARGV[4], 1, 20))`;
+const outOfRange = `return redis.error_reply('ERR segment out of range: ' .. string.sub(ARGV[3], 1, 20))`;
 
-/** ARGV[4..5]: segment, upstream session id. */
+/** ARGV[3..4]: segment, upstream session id. Counts nothing: no new version. */
 export const UPSTREAM =
-  prelude +
+  session +
   `
-local seg = int(ARGV[4], 0, MAX_SEGMENTS - 1)
+local seg = int(ARGV[3], 0, MAX_SEGMENTS - 1)
 if not seg then ${outOfRange} end
 noteSegment(seg)
-redis.call('HSET', sk, field('usid', seg), ARGV[5])
+redis.call('HSET', sk, field('usid', seg), ARGV[4])
 keepFor()
-return 1
+return stateReply(1)
 `;
 
-/** ARGV[4..7]: segment, seq, kind ('delta'|'final'), micro-credits. */
+/** ARGV[3..6]: segment, seq, kind ('delta'|'final'), micro-credits. */
 export const USAGE =
-  prelude +
+  session +
   `
-local seg, seq, kind = int(ARGV[4], 0, MAX_SEGMENTS - 1), int(ARGV[5], -MAX, MAX), ARGV[6]
+local seg, seq, kind = int(ARGV[3], 0, MAX_SEGMENTS - 1), int(ARGV[4], -MAX, MAX), ARGV[5]
 if not seg then ${outOfRange} end
 if not seq or (kind ~= 'delta' and kind ~= 'final') then return redis.error_reply('ERR bad usage event') end
 local marker = 's:' .. fmt(seq)
-if redis.call('HEXISTS', sk, marker) == 1 then return 0 end
-local micro = int(ARGV[7], 0, MAX_MESSAGE)
+if redis.call('HEXISTS', sk, marker) == 1 then return stateReply(0) end
+local micro = int(ARGV[6], 0, MAX_MESSAGE)
 if not micro then return refuse() end
 local v = redis.call('HMGET', sk, field('final', seg), field('dsum', seg))
 local dsum = tonumber(v[2] or '0')
@@ -193,38 +161,113 @@ if kind == 'delta' then
   dsum = dsum + micro
   value = tonumber(v[1] or dsum)
 end
-if dsum > MAX or not fits(seg, value) then return refuse() end
+if dsum > MAX or credits(seg, value) > MAX then return refuse() end
 noteSegment(seg)
-redis.call('HSET', sk, marker, '1')
-if kind == 'final' then
-  redis.call('HSET', sk, field('final', seg), fmt(micro))
-else
-  redis.call('HSET', sk, field('dsum', seg), fmt(dsum))
-end
-keepFor()
-reconcile()
-return 1
+set(marker, '1')
+if kind == 'final' then set(field('final', seg), fmt(micro)) else set(field('dsum', seg), fmt(dsum)) end
+return commit()
 `;
 
-/** ARGV[4..6]: outcome, mediaMs, endedAt. */
+/** ARGV[3..5]: outcome, mediaMs, endedAt. */
 export const END =
-  prelude +
+  session +
   `
-if redis.call('HEXISTS', sk, 'ended') == 1 then return 0 end
-local outcome, mediaMs, at = ARGV[4], int(ARGV[5], 0, MAX), int(ARGV[6], 0, MAX)
+if redis.call('HEXISTS', sk, 'ended') == 1 then return stateReply(0) end
+local outcome, mediaMs, at = ARGV[3], int(ARGV[4], 0, MAX), int(ARGV[5], 0, MAX)
 if outcome == '' or not mediaMs or not at then return redis.error_reply('ERR bad end event') end
-if not fits(nil, nil, mediaMs) then return refuse() end
-redis.call('HSET', sk, 'ended', '1', 'outcome', outcome, 'mediaMs', fmt(mediaMs), 'end', fmt(at))
-keepFor()
-reconcile()
-return 1
+for _, kv in ipairs({ { 'ended', '1' }, { 'outcome', outcome }, { 'mediaMs', fmt(mediaMs) }, { 'end', fmt(at) } }) do
+  set(kv[1], kv[2])
+end
+return commit()
 `;
 
-/** A credit figure of the session was refused before reaching the store: its usage is estimated. */
+/** A credit figure of the session was refused before reaching the store (and counted there): its
+ * usage is estimated. */
 export const REFUSED =
-  prelude +
+  session +
   `
 refuse()
+return stateReply(1)
+`;
+
+/** The tenant step refused version ARGV[3]: its change is taken back (if it is still the last one). */
+export const REVERT =
+  session +
+  `
+local ver = int(ARGV[3], 1, MAX)
+local u = redis.call('HGET', sk, 'undo')
+if ver and u and tonumber(redis.call('HGET', sk, 'ver') or '0') == ver then
+  local d = cjson.decode(u)
+  if tonumber(d.v) == ver then
+    for f, before in pairs(d.f) do
+      if before then redis.call('HSET', sk, f, before) else redis.call('HDEL', sk, f) end
+    end
+    redis.call('HDEL', sk, 'undo')
+    redis.call('HSET', sk, 'ver', fmt(ver + 1))
+  end
+end
+return refuse()
+`;
+
+/**
+ * The tenant step. KEYS: hour bucket, day bucket, hour index, day index, credit total, settled hash,
+ * sessions set (all of one tenant). ARGV[3..12]: sessionKey, version, credits, media, base micro,
+ * base media, base sessions, start, hour start, day start. 1 settled, 0 nothing newer, -1 refused.
+ */
+export const SETTLE =
+  common +
+  `
+local key = ARGV[3]
+local ver, target, media = int(ARGV[4], 0, MAX), int(ARGV[5], 0, MAX), int(ARGV[6], 0, MAX)
+local base = { int(ARGV[7], 0, MAX), int(ARGV[8], 0, MAX), int(ARGV[9], 0, 1) }
+local start, hstart, dstart = int(ARGV[10], 0, MAX), int(ARGV[11], 0, MAX), int(ARGV[12], 0, MAX)
+if key == '' or not ver or not target or not media or not base[1] or not base[2] or not base[3] or not start or not hstart or not dstart then
+  return redis.error_reply('ERR bad settlement')
+end
+local settled = { -1, base[1], base[2], base[3] }
+local cur = redis.call('HGET', KEYS[6], key)
+if cur then
+  local i = 1
+  for n in string.gmatch(cur, '[^:]+') do settled[i] = tonumber(n); i = i + 1 end
+end
+if ver <= settled[1] then return 0 end
+local d = { target - settled[2], media - settled[3], 1 - settled[4] }
+local total = tonumber(redis.call('GET', KEYS[5]) or '0') + d[1]
+if total < 0 or total > MAX then return -1 end
+local FIELDS = { 'micro', 'mediaMs', 'sessions' }
+for b = 1, 2 do
+  local v = redis.call('HMGET', KEYS[b], FIELDS[1], FIELDS[2], FIELDS[3])
+  for i = 1, 3 do
+    local n = tonumber(v[i] or '0') + d[i]
+    if n < 0 or n > MAX then return -1 end
+  end
+end
+if d[1] ~= 0 or d[2] ~= 0 or d[3] ~= 0 then
+  local grains = { { hstart, 3600000 }, { dstart, 86400000 } }
+  for b = 1, 2 do
+    for i = 1, 3 do
+      if d[i] ~= 0 then redis.call('HINCRBY', KEYS[b], FIELDS[i], fmt(d[i])) end
+    end
+    local bstart, g = grains[b][1], grains[b][2]
+    redis.call('PEXPIREAT', KEYS[b], fmt(bstart + retention))
+    redis.call('ZADD', KEYS[2 + b], fmt(bstart), fmt(bstart))
+    redis.call('ZREMRANGEBYSCORE', KEYS[2 + b], '-inf', '(' .. fmt(now - retention - g))
+    redis.call('PEXPIRE', KEYS[2 + b], fmt(retention + g))
+  end
+end
+if d[1] ~= 0 then redis.call('INCRBY', KEYS[5], fmt(d[1])) end
+redis.call('HSET', KEYS[6], key, fmt(ver) .. ':' .. fmt(target) .. ':' .. fmt(media) .. ':1')
+redis.call('PEXPIREAT', KEYS[6], fmt(dstart + retention + 86400000))
+redis.call('ZADD', KEYS[7], fmt(start), key)
+redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', '(' .. fmt(now - retention))
+redis.call('PEXPIRE', KEYS[7], fmt(retention))
+return 1
+`;
+
+/** KEYS: the tenants set, their order of first start (METRICS_MAX_TENANTS keeps the first). ARGV[1]: tenant. */
+export const REGISTER = `
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[2], 'NX', string.format('%d', redis.call('ZCARD', KEYS[2])), ARGV[1])
 return 1
 `;
 
@@ -244,12 +287,68 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 return 1
 `;
 
-/** Lease renew: re-adds the lease (the session is running whether or not its lease lapsed). ARGV: sessionKey, ttlMs. */
+/** Lease renew: re-adds the leases of one tenant (the sessions are running whether or not their leases
+ * lapsed) in one ZADD. ARGV: ttlMs, then the session keys. */
 export const LEASE_RENEW = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[2])
-redis.call('ZADD', KEYS[1], string.format('%d', now + ttl), ARGV[1])
+local ttl = tonumber(ARGV[1])
+local exp = string.format('%d', now + ttl)
+local args = {}
+for i = 2, #ARGV do
+  args[#args + 1] = exp
+  args[#args + 1] = ARGV[i]
+end
+if #args > 0 then redis.call('ZADD', KEYS[1], unpack(args)) end
 redis.call('PEXPIRE', KEYS[1], ttl)
+return 1
+`;
+
+/** Migration of a ledger key to its new name: renamed, or merged into a key of that name the new code
+ * already wrote (hash counters added, sorted sets united), keeping the longer expiry. KEYS: old, new.
+ * ARGV[1]: 'hash' or 'zset'. */
+export const MIGRATE_KEY = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('RENAME', KEYS[1], KEYS[2])
+  return 1
+end
+local ttl = math.max(redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2]))
+if ARGV[1] == 'hash' then
+  local h = redis.call('HGETALL', KEYS[1])
+  for i = 1, #h, 2 do redis.call('HINCRBY', KEYS[2], h[i], h[i + 1]) end
+else
+  redis.call('ZUNIONSTORE', KEYS[2], 2, KEYS[2], KEYS[1], 'AGGREGATE', 'MAX')
+end
+redis.call('DEL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+return 1
+`;
+
+/** Migration of one tenant's credit total out of the old 'credits' hash. KEYS: the old hash, the new
+ * total. ARGV[1]: tenant. */
+export const MIGRATE_CREDITS = `
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if not v then return 0 end
+redis.call('INCRBY', KEYS[2], v)
+redis.call('HDEL', KEYS[1], ARGV[1])
+return 1
+`;
+
+/** Migration of the registry. KEYS: old tenants set, old order, new tenants set, new order. */
+export const MIGRATE_REGISTRY = `
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('SUNIONSTORE', KEYS[3], KEYS[3], KEYS[1])
+  redis.call('DEL', KEYS[1])
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  -- Tenants of the old order started first: they keep their ranks, the new ones follow.
+  local order = redis.call('ZRANGE', KEYS[2], 0, -1)
+  for _, t in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do order[#order + 1] = t end
+  redis.call('DEL', KEYS[4], KEYS[2])
+  for _, t in ipairs(order) do
+    redis.call('ZADD', KEYS[4], 'NX', string.format('%d', redis.call('ZCARD', KEYS[4])), t)
+  end
+end
 return 1
 `;

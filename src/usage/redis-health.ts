@@ -1,7 +1,7 @@
 // Whether Redis takes writes now. ioredis reports reconnects ('ready'), but a command can also
 // fail on a live connection (timeout, LOADING); then a PING probe decides when to try again,
 // so the ledger does not wait out a timeout per event while Redis is sick.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/index.js';
 import { logger, metrics } from '../telemetry/index.js';
 
 export class RedisHealth {
@@ -11,7 +11,7 @@ export class RedisHealth {
   private closed = false;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly probeMs = 1000,
   ) {
     redis.on('ready', () => this.set(true));

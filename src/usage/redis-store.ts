@@ -1,10 +1,13 @@
-// The usage store in Redis: events applied through the Lua scripts in lua.ts (atomic,
-// idempotent), queries read buckets through a per-tenant index of non-empty buckets and sessions
-// through a per-tenant sorted set keyed by start time.
-import { Redis, ReplyError, type ChainableCommander } from 'ioredis';
-import { newRedis, type RedisSettings } from '../redis/index.js';
+// The usage store in Redis: each event settled in two single-slot steps (lua.ts: the session's, then
+// its tenant's; atomic and idempotent each), queries read buckets through a per-tenant index of
+// non-empty buckets and sessions through a per-tenant sorted set keyed by start time. The same with
+// one Redis, Sentinel or a Redis Cluster: no script or multi-key command leaves one slot (keys.ts), and
+// reads of keys in different slots go out as separate commands, in parallel.
+import { Cluster, Redis, ReplyError } from 'ioredis';
+import { newRedis, type RedisClient, type RedisSettings } from '../redis/index.js';
 import { logger } from '../telemetry/index.js';
 import type { Endpoint } from '../protocol/index.js';
+import { DAY_MS, HOUR_MS, bucketStart, registryKeys, sessionKey, tenantKeys } from './keys.js';
 import * as lua from './lua.js';
 import {
   StoreUnavailable,
@@ -29,24 +32,37 @@ interface Scripts {
   usageUsage: ScriptFn;
   usageEnd: ScriptFn;
   usageRefused: ScriptFn;
+  usageRevert: ScriptFn;
+  usageSettle: ScriptFn;
+  usageRegister: ScriptFn;
+  usageMigrateKey: ScriptFn;
+  usageMigrateCredits: ScriptFn;
+  usageMigrateRegistry: ScriptFn;
   leaseAcquire: ScriptFn;
   leaseRenew: ScriptFn;
 }
-export type ScriptedRedis = Redis & Scripts;
-type ScriptedPipeline = ChainableCommander & {
-  [K in keyof Scripts]: (...args: (string | number)[]) => ScriptedPipeline;
-};
+export type ScriptedRedis = RedisClient & Scripts;
+
+const SCRIPTS: Array<[keyof Scripts, number, string]> = [
+  ['usageStart', 1, lua.START],
+  ['usageUpstream', 1, lua.UPSTREAM],
+  ['usageUsage', 1, lua.USAGE],
+  ['usageEnd', 1, lua.END],
+  ['usageRefused', 1, lua.REFUSED],
+  ['usageRevert', 1, lua.REVERT],
+  ['usageSettle', 7, lua.SETTLE],
+  ['usageRegister', 2, lua.REGISTER],
+  ['usageMigrateKey', 2, lua.MIGRATE_KEY],
+  ['usageMigrateCredits', 2, lua.MIGRATE_CREDITS],
+  ['usageMigrateRegistry', 4, lua.MIGRATE_REGISTRY],
+  ['leaseAcquire', 1, lua.LEASE_ACQUIRE],
+  ['leaseRenew', 1, lua.LEASE_RENEW],
+];
 
 /** ioredis client that fails fast instead of queueing in memory while Redis is away (newRedis). */
 export function createRedisClient(settings: RedisSettings): ScriptedRedis {
-  const redis = newRedis(Redis, settings);
-  redis.defineCommand('usageStart', { numberOfKeys: 1, lua: lua.START });
-  redis.defineCommand('usageUpstream', { numberOfKeys: 1, lua: lua.UPSTREAM });
-  redis.defineCommand('usageUsage', { numberOfKeys: 1, lua: lua.USAGE });
-  redis.defineCommand('usageEnd', { numberOfKeys: 1, lua: lua.END });
-  redis.defineCommand('usageRefused', { numberOfKeys: 1, lua: lua.REFUSED });
-  redis.defineCommand('leaseAcquire', { numberOfKeys: 1, lua: lua.LEASE_ACQUIRE });
-  redis.defineCommand('leaseRenew', { numberOfKeys: 1, lua: lua.LEASE_RENEW });
+  const redis = newRedis({ Redis, Cluster }, settings);
+  for (const [name, numberOfKeys, script] of SCRIPTS) redis.defineCommand(name, { numberOfKeys, lua: script });
   return redis as ScriptedRedis;
 }
 
@@ -57,6 +73,35 @@ export function isOutage(err: unknown): boolean {
   return !(err instanceof ReplyError) || TRANSIENT.test((err as Error).message);
 }
 
+/** A session step's answer (lua.ts stateReply). */
+interface SessionState {
+  status: number;
+  ver: number;
+  target: number;
+  media: number;
+  tenant: string;
+  endpoint: string;
+  start: number;
+  base: [string, string, string];
+}
+
+function stateOf(reply: unknown): SessionState {
+  const r = reply as [number, string, string, string, string, string, string, string, string, string];
+  return {
+    status: Number(r[0]),
+    ver: Number(r[1]),
+    target: Number(r[2]),
+    media: Number(r[3]),
+    tenant: r[4],
+    endpoint: r[5],
+    start: Number(r[6]),
+    base: [r[7], r[8], r[9]],
+  };
+}
+
+/** Reads of many keys in different slots: in parallel, at most this many at once. */
+const READ_PARALLEL = 64;
+
 export class RedisUsageStore implements UsageStore {
   constructor(
     private readonly redis: ScriptedRedis,
@@ -65,35 +110,82 @@ export class RedisUsageStore implements UsageStore {
     private readonly now: () => number,
   ) {}
 
-  private sessionKey(k: string): string {
-    return `${this.prefix}s:${k}`;
-  }
-
+  /**
+   * Each session's events in order, the sessions side by side. An event is done when its session step
+   * and its tenant step both ran; if either met an outage, the whole batch goes to the journal, whose
+   * replay finds the session steps done (0) and re-runs the tenant steps.
+   */
   async apply(events: LedgerEvent[]): Promise<void> {
     if (this.redis.status !== 'ready') throw new StoreUnavailable(`redis ${this.redis.status}`);
-    const p = this.redis.pipeline() as ScriptedPipeline;
-    const base = [this.prefix, this.now(), this.retentionMs];
+    const bySession = new Map<string, LedgerEvent[]>();
     for (const e of events) {
-      const sk = this.sessionKey(e.k);
-      if (e.t === 'start') p.usageStart(sk, ...base, e.k, e.tenant, e.endpoint, e.at, e.iid ?? '', e.env ?? '');
-      else if (e.t === 'upstream') p.usageUpstream(sk, ...base, e.seg ?? 0, e.usid);
-      else if (e.t === 'usage') p.usageUsage(sk, ...base, e.seg ?? 0, e.seq, e.kind, e.micro);
-      else if (e.t === 'end') p.usageEnd(sk, ...base, e.outcome, e.mediaMs, e.at);
-      else p.usageRefused(sk, ...base);
+      const list = bySession.get(e.k);
+      if (list) list.push(e);
+      else bySession.set(e.k, [e]);
     }
-    let results: [Error | null, unknown][] | null;
+    const reg = registryKeys(this.prefix);
+    const tenants = new Set(events.flatMap((e) => (e.t === 'start' ? [e.tenant] : [])));
+    const registered = [...tenants].map((t) => this.redis.usageRegister(reg.tenants, reg.order, t));
+    const runs = await Promise.allSettled([
+      ...registered,
+      ...[...bySession.values()].map(async (list) => {
+        for (const e of list) await this.applyOne(e);
+      }),
+    ]);
+    for (const r of runs) {
+      if (r.status === 'fulfilled') continue;
+      const err = r.reason as Error;
+      throw err instanceof StoreUnavailable ? err : new StoreUnavailable(err.message);
+    }
+  }
+
+  private async applyOne(e: LedgerEvent): Promise<void> {
     try {
-      results = await p.exec();
+      const st = stateOf(await this.sessionStep(e));
+      if (st.status === -1) refusedByStore(e);
+      if (e.t === 'upstream' || e.t === 'refused' || st.tenant === '') return;
+      if ((await this.settle(e.k, st)) !== -1) return;
+      // The tenant's totals cannot take it: the event is taken back and what is left is settled.
+      if (st.status !== -1) refusedByStore(e);
+      const back = stateOf(await this.redis.usageRevert(sessionKey(this.prefix, e.k), ...this.clock(), st.ver));
+      if (back.tenant !== '' && (await this.settle(e.k, back)) === -1)
+        logger.error({ sessionKey: e.k }, 'usage settlement refused after taking the event back');
     } catch (err) {
-      throw new StoreUnavailable((err as Error).message);
-    }
-    (results ?? []).forEach(([err, result], i) => {
-      if (result === -1) return refusedByStore(events[i]);
-      if (!err) return;
-      if (isOutage(err)) throw new StoreUnavailable(err.message);
+      if (isOutage(err)) throw new StoreUnavailable((err as Error).message);
       // A script refusing an event is a bug, not an outage: journaling it would replay it forever.
-      logger.error({ err: err.message, event: events[i] }, 'usage event rejected by redis; dropped');
-    });
+      logger.error({ err: (err as Error).message, event: e }, 'usage event rejected by redis; dropped');
+    }
+  }
+
+  private clock(): [number, number] {
+    return [this.now(), this.retentionMs];
+  }
+
+  private sessionStep(e: LedgerEvent): Promise<unknown> {
+    const sk = sessionKey(this.prefix, e.k);
+    const r = this.redis;
+    const base = this.clock();
+    if (e.t === 'start') return r.usageStart(sk, ...base, e.k, e.tenant, e.endpoint, e.at, e.iid ?? '', e.env ?? '');
+    if (e.t === 'upstream') return r.usageUpstream(sk, ...base, e.seg ?? 0, e.usid);
+    if (e.t === 'usage') return r.usageUsage(sk, ...base, e.seg ?? 0, e.seq, e.kind, e.micro);
+    if (e.t === 'end') return r.usageEnd(sk, ...base, e.outcome, e.mediaMs, e.at);
+    return r.usageRefused(sk, ...base);
+  }
+
+  private async settle(key: string, st: SessionState): Promise<number> {
+    const t = tenantKeys(this.prefix, st.tenant);
+    const [h, d] = [bucketStart(st.start, HOUR_MS), bucketStart(st.start, DAY_MS)];
+    const keys = [
+      t.bucket(st.endpoint, 'h', h),
+      t.bucket(st.endpoint, 'd', d),
+      t.index(st.endpoint, 'h'),
+      t.index(st.endpoint, 'd'),
+      t.credits,
+      t.settled(d),
+      t.sessions,
+    ];
+    const args = [st.ver, st.target, st.media, ...st.base, st.start, h, d];
+    return Number(await this.redis.usageSettle(...keys, ...this.clock(), key, ...args));
   }
 
   async buckets(q: {
@@ -106,13 +198,12 @@ export class RedisUsageStore implements UsageStore {
     const g = q.granularity === 'hour' ? 'h' : 'd';
     const merged = new Map<number, BucketRow>();
     for (const endpoint of q.endpoints) {
-      const starts = await this.read(() =>
-        this.redis.zrangebyscore(`${this.prefix}bi:${q.tenant}:${endpoint}:${g}`, q.from, `(${q.to}`),
-      );
+      const t = tenantKeys(this.prefix, q.tenant);
+      const starts = await this.read(() => this.redis.zrangebyscore(t.index(endpoint, g), q.from, `(${q.to}`));
       if (starts.length === 0) continue;
+      // One tenant's buckets share its slot: one pipeline, even on a Cluster.
       const p = this.redis.pipeline();
-      for (const s of starts)
-        p.hmget(`${this.prefix}b:${q.tenant}:${endpoint}:${g}:${s}`, 'micro', 'sessions', 'mediaMs');
+      for (const s of starts) p.hmget(t.bucket(endpoint, g, Number(s)), 'micro', 'sessions', 'mediaMs');
       const res = await this.read(() => p.exec());
       starts.forEach((s, i) => {
         const [err, v] = res?.[i] ?? [null, null];
@@ -137,7 +228,7 @@ export class RedisUsageStore implements UsageStore {
     after: SessionCursor | null;
     limit: number;
   }): Promise<SessionPage> {
-    const tz = `${this.prefix}ts:${q.tenant}`;
+    const tz = tenantKeys(this.prefix, q.tenant).sessions;
     const min = q.after ? Math.max(q.from, q.after.start) : q.from;
     const keys: { key: string; start: number }[] = [];
     const chunk = 200;
@@ -155,13 +246,13 @@ export class RedisUsageStore implements UsageStore {
       if (got.length < chunk * 2) break;
     }
     const page = keys.slice(0, q.limit);
-    const p = this.redis.pipeline();
-    for (const k of page) p.hgetall(this.sessionKey(k.key));
-    const res = page.length ? await this.read(() => p.exec()) : [];
+    // Session hashes lie in slots of their own: one command each, in parallel.
+    const hashes = await this.read(() =>
+      inParallel(page, (k) => this.redis.hgetall(sessionKey(this.prefix, k.key)), READ_PARALLEL),
+    );
     const rows: SessionRow[] = [];
-    for (const [err, h] of res ?? []) {
-      if (err) throw new StoreUnavailable(err.message);
-      const row = rowFromHash(h as Record<string, string>);
+    for (const h of hashes) {
+      const row = rowFromHash(h);
       if (row) rows.push(row);
     }
     const last = page[page.length - 1];
@@ -170,25 +261,22 @@ export class RedisUsageStore implements UsageStore {
   }
 
   async tenants(): Promise<string[]> {
-    return (await this.read(() => this.redis.smembers(`${this.prefix}tenants`))).sort();
+    return (await this.read(() => this.redis.smembers(registryKeys(this.prefix).tenants))).sort();
   }
 
   async creditTotals(): Promise<CreditTotal[]> {
-    const res = await this.read(() =>
-      this.redis.multi().zrange(`${this.prefix}torder`, 0, -1).hgetall(`${this.prefix}credits`).exec(),
-    );
-    const [[e1, order], [e2, totals]] = (res ?? []) as [Error | null, unknown][];
+    const reg = registryKeys(this.prefix);
+    const res = await this.read(() => this.redis.multi().zrange(reg.order, 0, -1).smembers(reg.tenants).exec());
+    const [[e1, order], [e2, all]] = (res ?? []) as [Error | null, unknown][];
     if (e1 || e2 || !res) throw new StoreUnavailable((e1 ?? e2)?.message ?? 'credit totals not read');
-    const micro = totals as Record<string, string>;
-    // Tenants of the ledger from before the totals existed have no 'torder' rank: they follow.
+    // Tenants of the ledger from before the order existed have no rank: they follow.
     const ranked = new Set(order as string[]);
-    const tenants = [
-      ...ranked,
-      ...Object.keys(micro)
-        .filter((t) => !ranked.has(t))
-        .sort(),
-    ];
-    return tenants.map((tenant) => ({ tenant, micro: Number(micro[tenant] ?? 0) }));
+    const tenants = [...ranked, ...(all as string[]).filter((t) => !ranked.has(t)).sort()];
+    // Each tenant's total lies in its tenant's slot.
+    const totals = await this.read(() =>
+      inParallel(tenants, (t) => this.redis.get(tenantKeys(this.prefix, t).credits), READ_PARALLEL),
+    );
+    return tenants.map((tenant, i) => ({ tenant, micro: Number(totals[i] ?? 0) }));
   }
 
   private async read<T>(f: () => Promise<T>): Promise<T> {
@@ -198,6 +286,20 @@ export class RedisUsageStore implements UsageStore {
       throw new StoreUnavailable((err as Error).message);
     }
   }
+}
+
+/** f over items, at most `limit` at a time, the results in order. */
+async function inParallel<T, R>(items: readonly T[], f: (item: T) => Promise<R>, limit: number): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await f(items[i]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
 }
 
 /** The segments a session hash holds, in order (field names as in lua.ts). */

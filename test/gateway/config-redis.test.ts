@@ -1,6 +1,7 @@
-// Redis is REDIS_URL (one Redis) or REDIS_SENTINELS + REDIS_SENTINEL_NAME (a primary found through
-// Sentinel), never both; the data nodes' and the sentinels' credentials are variables of their own,
-// for Sentinel only. Each mistake names the variable, and no message repeats a value (passwords).
+// Redis is REDIS_URL (one Redis), REDIS_SENTINELS + REDIS_SENTINEL_NAME (a primary found through
+// Sentinel) or REDIS_CLUSTER_NODES (a Redis Cluster), one of them; the data nodes' credentials are
+// variables of their own for Sentinel and Cluster, the sentinels' for Sentinel only. Each mistake
+// names the variable, and no message repeats a value (passwords).
 import assert from 'node:assert/strict';
 import { test } from 'vitest';
 import { loadConfig } from '../../src/config.js';
@@ -76,4 +77,71 @@ test('the Sentinel credentials are for Sentinel only, and a user needs its passw
   const sentinel = { REDIS_SENTINELS: 's:1', REDIS_SENTINEL_NAME: 'p' };
   assert.match(problems({ ...sentinel, REDIS_USERNAME: 'u' }), /REDIS_USERNAME is set without REDIS_PASSWORD/);
   assert.match(problems({ ...sentinel, REDIS_PASSWORD: `${SECRET}\n` }), /REDIS_PASSWORD must contain no whitespace/);
+});
+
+test("Cluster: its nodes parsed, with the data nodes' credentials and TLS", () => {
+  const c = loadConfig({
+    REDIS_CLUSTER_NODES: 'redis-0.example:6379, 10.0.0.7:6380,[fd00::1]:6381',
+    REDIS_USERNAME: 'gateway',
+    REDIS_PASSWORD: SECRET,
+    REDIS_CLUSTER_TLS: 'true',
+  });
+  assert.deepEqual(redisSettings(c), {
+    clusterNodes: [
+      { host: 'redis-0.example', port: 6379 },
+      { host: '10.0.0.7', port: 6380 },
+      { host: 'fd00::1', port: 6381 },
+    ],
+    username: 'gateway',
+    password: SECRET,
+    tls: true,
+  });
+  assert.deepEqual(redisSettings(loadConfig({ REDIS_CLUSTER_NODES: 'r:6379' })), {
+    clusterNodes: [{ host: 'r', port: 6379 }],
+    username: undefined,
+    password: undefined,
+    tls: false,
+  });
+});
+
+test('REDIS_CLUSTER_NODES is exclusive with REDIS_URL and with Sentinel', () => {
+  assert.match(
+    problems({ REDIS_CLUSTER_NODES: 'r:6379', REDIS_URL: `redis://:${SECRET}@r:6379` }),
+    /REDIS_CLUSTER_NODES is set with REDIS_URL: set one of/,
+  );
+  assert.match(
+    problems({ REDIS_CLUSTER_NODES: 'r:6379', REDIS_SENTINELS: 's:26379', REDIS_SENTINEL_NAME: 'p' }),
+    /REDIS_CLUSTER_NODES is set with Sentinel: set one of/,
+  );
+  assert.match(
+    problems({ REDIS_CLUSTER_NODES: 'r:6379', REDIS_SENTINEL_PASSWORD: SECRET }),
+    /REDIS_SENTINEL_PASSWORD is set without REDIS_SENTINELS/,
+  );
+  assert.match(
+    problems({ REDIS_CLUSTER_NODES: 'r:6379', REDIS_USERNAME: 'u' }),
+    /REDIS_USERNAME is set without REDIS_PASSWORD/,
+  );
+  assert.match(
+    problems({ REDIS_URL: 'redis://r:6379', REDIS_CLUSTER_TLS: 'true' }),
+    /REDIS_CLUSTER_TLS is set without REDIS_CLUSTER_NODES/,
+  );
+  assert.match(
+    problems({ REDIS_CLUSTER_NODES: 'r:6379', REDIS_CLUSTER_TLS: 'yes' }),
+    /REDIS_CLUSTER_TLS must be one of/,
+  );
+});
+
+test('malformed cluster node addresses are refused without their value', () => {
+  for (const bad of [
+    `${SECRET}`,
+    'r:0',
+    'r:65536',
+    'r:6379,',
+    'redis://r:6379',
+    'fd00::1:6379',
+    'r :1',
+    `${SECRET}:6379 x`,
+  ]) {
+    assert.match(problems({ REDIS_CLUSTER_NODES: bad }), /REDIS_CLUSTER_NODES must be comma-separated host:port/, bad);
+  }
 });

@@ -165,7 +165,7 @@ describe('stop signals to the process group of npm start', () => {
       // A failed run must not leave its gateway, or the slots it held, to the next one.
       if (!groupGone(g.child.pid!)) {
         process.kill(-g.child.pid!, 'SIGKILL');
-        await ledgerRedis.del('sg:usage:limit:base');
+        await ledgerRedis.del('sg:usage:{t:base}:limit');
       }
     }
     const { status, body } = await get(usageApi, `/v1/usage/sessions?tenant=base&from=${from}`, 'ops-token');
@@ -176,7 +176,7 @@ describe('stop signals to the process group of npm start', () => {
       [],
       'no session left open in the ledger',
     );
-    assert.equal(await ledgerRedis.zcard('sg:usage:limit:base'), 0, 'no session slot left held');
+    assert.equal(await ledgerRedis.zcard('sg:usage:{t:base}:limit'), 0, 'no session slot left held');
   }
 
   async function signalMidStream(g: Started, signals: NodeJS.Signals[]): Promise<void> {

@@ -8,6 +8,7 @@ import { createUsage, type Usage, type UsageApi } from '../../src/usage/index.js
 import { MemoryUsageStore } from '../../src/usage/memory-store.js';
 import { TOKEN, get, tempDir, uniquePrefix } from '../support/usage.js';
 import { startRedis, type TestRedis } from './redis.js';
+import { startCluster, type TestCluster } from './redis-cluster.js';
 
 const DAY = 86_400_000;
 const D = Math.floor(Date.now() / DAY) * DAY - DAY; // yesterday 00:00 UTC
@@ -15,10 +16,12 @@ const FROM = new Date(D).toISOString();
 const TO = new Date(D + DAY).toISOString();
 
 let redis: TestRedis;
+let cluster: TestCluster;
 beforeAll(async () => {
-  redis = await startRedis();
-});
+  [redis, cluster] = await Promise.all([startRedis(), startCluster()]);
+}, 60_000);
 afterAll(async () => {
+  cluster.stop();
   await redis.stop();
 });
 
@@ -65,6 +68,15 @@ const modes = {
   redis: () =>
     createUsage({
       redis: { url: redis.url },
+      keyPrefix: uniquePrefix(),
+      journalDir: tempDir(),
+      retentionDays: 30,
+      maxSessionsPerTenant: 0,
+      apiToken: TOKEN,
+    }),
+  'redis cluster': () =>
+    createUsage({
+      redis: { clusterNodes: [{ host: '127.0.0.1', port: cluster.ports[0] }] },
       keyPrefix: uniquePrefix(),
       journalDir: tempDir(),
       retentionDays: 30,

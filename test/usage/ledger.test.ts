@@ -6,6 +6,7 @@ import { Redis } from 'ioredis';
 import { createUsage, type UsageOptions } from '../../src/usage/index.js';
 import { TOKEN, get, tempDir, uniquePrefix } from '../support/usage.js';
 import { startRedis, type TestRedis } from './redis.js';
+import { startCluster, type TestCluster } from './redis-cluster.js';
 
 // Redis expires keys by its own clock, so the test's days are recent ones: D1 is two days ago (UTC).
 const DAY = 86_400_000;
@@ -15,19 +16,26 @@ const iso = (day: number, hhmmss: string): string => new Date(at(day, hhmmss)).t
 const T0 = at(1, '10:15:00');
 const RANGE = `from=${iso(1, '00:00:00')}&to=${iso(3, '00:00:00')}`;
 
-for (const mode of ['redis', 'in-process'] as const) {
+for (const mode of ['redis', 'redis cluster', 'in-process'] as const) {
   describe(`usage ledger (${mode})`, () => {
     let redis: TestRedis | null = null;
+    let cluster: TestCluster | null = null;
     beforeAll(async () => {
       if (mode === 'redis') redis = await startRedis();
-    });
+      if (mode === 'redis cluster') cluster = await startCluster();
+    }, 60_000);
     afterAll(async () => {
+      cluster?.stop();
       await redis?.stop();
     });
 
     const make = (extra: Partial<UsageOptions> = {}, prefix = uniquePrefix()) =>
       createUsage({
-        redis: redis ? { url: redis.url } : undefined,
+        redis: redis
+          ? { url: redis.url }
+          : cluster
+            ? { clusterNodes: [{ host: '127.0.0.1', port: cluster.ports[0] }] }
+            : undefined,
         journalDir: tempDir(),
         retentionDays: 30,
         maxSessionsPerTenant: 0,
@@ -193,7 +201,7 @@ for (const mode of ['redis', 'in-process'] as const) {
         u.ledger.recordUsage({ sessionKey: 'r1', seq: 1, kind: 'delta', credits: 1, at: now });
         await u.ledger.flush();
         const raw = new Redis(redis!.url);
-        const keys = await raw.keys(`${prefix}b:*`);
+        const keys = await raw.keys(`${prefix}{t:acme}:b:*`);
         assert.equal(keys.length, 2); // one hour and one day bucket
         for (const k of keys) {
           const ttl = await raw.pttl(k);

@@ -104,7 +104,7 @@ describe('session limiter across replicas (redis)', () => {
       await redis.restart();
     }
     const raw = new Redis(redis.url);
-    await until(async () => (await raw.zcard(`${prefix}limit:acme`)) === 1, 'the local slot to become a lease');
+    await until(async () => (await raw.zcard(`${prefix}{t:acme}:limit`)) === 1, 'the local slot to become a lease');
     raw.disconnect();
     assert.equal(await other.limiter.acquire('acme', 'o3'), false);
     await Promise.all([u.close(), other.close()]);

@@ -1,0 +1,108 @@
+// Test helper: a Redis Cluster from real parts: six redis-server (cluster-enabled, on loopback, no
+// persistence) joined by `redis-cli --cluster create` as three primaries with one replica each, a
+// node called failing after 2 s. Ready once every node says cluster_state:ok and every replica is in
+// sync with its primary.
+import { execFile, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import { freePort } from '../support/ports.js';
+import { until } from '../support/wait.js';
+import { launchRedisServer } from './redis.js';
+
+export interface TestCluster {
+  ports: number[];
+  /** REDIS_CLUSTER_NODES */
+  clusterNodesEnv: string;
+  /** The port of the primary serving `key`'s slot now. */
+  primaryOf(key: string): Promise<number>;
+  /** SIGKILL the node on `port`: no shutdown, no last write. */
+  kill(port: number): void;
+  /** Whether every live node agrees the cluster is ok. */
+  ok(): Promise<boolean>;
+  stop(): void;
+}
+
+const run = promisify(execFile);
+
+/** One command to a node on a short-lived connection. */
+export async function onNode<T>(port: number, f: (r: Redis) => Promise<T>): Promise<T> {
+  const r = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0 });
+  try {
+    await r.connect();
+    return await f(r);
+  } finally {
+    r.disconnect();
+  }
+}
+
+export async function startCluster(): Promise<TestCluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'sg-cluster-'));
+  const children = new Map<number, ChildProcess>();
+  const stop = () => {
+    for (const c of children.values()) c.kill('SIGKILL');
+    rmSync(dir, { recursive: true, force: true });
+  };
+  process.once('exit', stop);
+  const ports = await Promise.all([1, 2, 3, 4, 5, 6].map(() => freePort()));
+  await Promise.all(
+    ports.map(async (port) => {
+      const args = [
+        ...['--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
+        ...['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`)],
+        ...['--cluster-node-timeout', '2000', '--appendonly', 'no', '--save', ''],
+        // A replica may take over however long ago it last heard from its primary (an idle test cluster).
+        ...['--cluster-replica-validity-factor', '0'],
+      ];
+      children.set(port, await launchRedisServer(args));
+    }),
+  );
+  await run('redis-cli', [
+    '--cluster',
+    'create',
+    ...ports.map((p) => `127.0.0.1:${p}`),
+    '--cluster-replicas',
+    '1',
+    '--cluster-yes',
+  ]);
+  const live = () => ports.filter((p) => children.get(p)?.exitCode === null && !children.get(p)?.killed);
+  const stateOk = (port: number) =>
+    onNode(port, (r) => r.cluster('INFO')).then(
+      (info) => /cluster_state:ok/.test(String(info)),
+      () => false,
+    );
+  const ok = async () => (await Promise.all(live().map(stateOk))).every(Boolean);
+  await until(ok, 'the cluster to be ok', { withinMs: 30_000 });
+  // Writes before a kill must be on the replica that takes over: every replica in sync first.
+  const synced = (port: number) =>
+    onNode(port, (r) => r.info('replication')).then(
+      (info) => /role:master/.test(info) || /master_link_status:up/.test(info),
+      () => false,
+    );
+  await until(async () => (await Promise.all(ports.map(synced))).every(Boolean), 'the replicas to sync', {
+    withinMs: 30_000,
+  });
+  return {
+    ports,
+    clusterNodesEnv: ports
+      .slice(0, 3)
+      .map((p) => `127.0.0.1:${p}`)
+      .join(','),
+    async primaryOf(key) {
+      for (const port of live()) {
+        const slot = await onNode(port, (r) => r.cluster('KEYSLOT', key));
+        const slots = await onNode(port, (r) => r.cluster('SLOTS'));
+        const hit = slots.find(([from, to]) => slot >= from && slot <= to);
+        if (hit) return Number(hit[2][1]);
+      }
+      throw new Error('no live node answers');
+    },
+    kill(port) {
+      children.get(port)?.kill('SIGKILL');
+    },
+    ok,
+    stop,
+  };
+}
