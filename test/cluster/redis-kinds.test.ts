@@ -8,12 +8,16 @@
 // session, credits equal to the upstream's.
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { Cluster as RedisCluster, Redis } from 'ioredis';
+import { createRecordStore, recordKeyHash, type SealedRecord } from '../../src/cluster/index.js';
+import { connectRedis, newRedis, type RedisSettings } from '../../src/redis/index.js';
 import { replicaUrl, resendFrom, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
 import { openClient, type TestClient } from '../support/stack.js';
 import { finals, type Final } from '../support/transcripts.js';
 import { delay, until } from '../support/wait.js';
+import { startCluster as startRedisCluster } from '../usage/redis-cluster.js';
 import { PRIMARY_NAME, startSentinels } from '../usage/sentinel.js';
 
 const API = 'redis-kinds-usage-token';
@@ -24,9 +28,10 @@ const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=o
 /** A kind of Redis: the gateway's settings for it, and a primary failover. */
 interface Topology {
   env: Record<string, string>;
-  /** SIGKILLs a primary (the ledger's, on a cluster: the one holding `tenant`'s slot) and resolves
-   *  once its replica is promoted. */
-  failover(tenant: string): Promise<void>;
+  settings: RedisSettings;
+  /** SIGKILLs a primary (on a cluster, the one holding the record of the session with resume key
+   *  `key`) and resolves once its replica is promoted. */
+  failover(key: string): Promise<void>;
   stop(): void;
 }
 
@@ -35,6 +40,7 @@ const kinds: Record<string, () => Promise<Topology>> = {
     const t = await startSentinels();
     return {
       env: { REDIS_SENTINELS: t.sentinels, REDIS_SENTINEL_NAME: PRIMARY_NAME },
+      settings: { sentinels: sentinelAddresses(t.sentinels), name: PRIMARY_NAME },
       async failover() {
         t.killPrimary();
         await until(async () => (await t.primaryPortNow()) === t.replicaPort, 'the replica promoted', {
@@ -45,7 +51,27 @@ const kinds: Record<string, () => Promise<Topology>> = {
       stop: () => t.stop(),
     };
   },
+  async cluster() {
+    const c = await startRedisCluster();
+    return {
+      env: { REDIS_CLUSTER_NODES: c.clusterNodesEnv },
+      settings: { clusterNodes: sentinelAddresses(c.clusterNodesEnv) },
+      async failover(key) {
+        const record = `sgw:rec:${recordKeyHash(key)}`;
+        const primary = await c.primaryOf(record);
+        c.kill(primary);
+        await until(async () => (await c.primaryOf(record)) !== primary && (await c.ok()), 'its replica promoted', {
+          withinMs: 30_000,
+          everyMs: 200,
+        });
+      },
+      stop: () => c.stop(),
+    };
+  },
 };
+
+const sentinelAddresses = (list: string) =>
+  list.split(',').map((a) => ({ host: a.split(':')[0], port: Number(a.split(':')[1]) }));
 
 /** Each final once, in order: one overlaps the one before by less than a 60 ms Opus packet at most
  *  (where a replay starts), none is repeated, and they reach the end of the audio. */
@@ -120,7 +146,7 @@ describe.each(Object.keys(kinds))('on Redis %s', (kind) => {
     const tenant = `${kind}-failover`;
     const key = newResumeKey();
     const first = await begin(cluster, 0, tenant, key, 8);
-    await topology.failover(tenant);
+    await topology.failover(key);
     for (const piece of pieces.slice(8, 16)) {
       first.send(piece);
       await delay(100);
@@ -160,5 +186,45 @@ describe.each(Object.keys(kinds))('on Redis %s', (kind) => {
     assert.deepEqual(errors([first, second]), []);
     assertOnce(finals([...first.messages, ...second.messages]), 'handover');
     await assertLedger(cluster, 0, tenant, 2);
+  });
+
+  it('the record store: of two racing claims one wins, a handed-over record goes to one janitor once, positions read back', async () => {
+    const client = newRedis({ Redis, Cluster: RedisCluster }, topology.settings);
+    client.on('error', () => undefined);
+    await connectRedis(client, 10_000);
+    try {
+      const store = createRecordStore({ redis: client, graceSeconds: 30 });
+      const hashes = ['a', 'b', 'c'].map((k) => recordKeyHash(`${kind}-store-${k}`));
+      const rec = (owner: string, state: SealedRecord['state']): SealedRecord => ({
+        v: 2,
+        owner,
+        ownerUrl: `ws://${owner}`,
+        state,
+        tenant: 't',
+        endpoint: 'transcribe',
+        sessionKey: 'sk',
+        sealed: 'c2VhbGVk',
+        timeline: { kind: 'webm', offset: 0, finalUntil: 1, mediaReceived: 2, audioBytes: 10, segment: 0, seq: 1 },
+        updatedAt: Date.now(),
+      });
+      for (const h of hashes) assert.equal(await store.put(h, rec('x', 'handed_over'), Date.now() - 1), true);
+      const racing = await Promise.all(
+        ['y', 'z'].map((o) => store.claim(hashes[0], { owner: 'x', state: 'handed_over' }, rec(o, 'live'))),
+      );
+      const winner = racing[0] ? 'y' : 'z';
+      assert.deepEqual([...racing].sort(), [false, true], 'one claim wins');
+      const reaped = await Promise.all([store.reap(Date.now()), store.reap(Date.now())]);
+      assert.equal(reaped.flat().length, 2, 'the two unclaimed ones, each to one janitor');
+      const now = await store.getMany(hashes);
+      assert.deepEqual(
+        now.map((r) => r?.owner),
+        [winner, undefined, undefined],
+      );
+      assert.equal(await store.touch(hashes[0]), true);
+      await store.writePositions('x', new Map([[hashes[0].slice(0, 16), '[1]']]), [], true);
+      assert.equal(await store.position('x', hashes[0]), '[1]');
+    } finally {
+      client.disconnect();
+    }
   });
 });
