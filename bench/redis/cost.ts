@@ -189,6 +189,8 @@ function markdown(head: string, w: Window, rows: Rows, s: Summary): string {
     `| bytes written to Redis (net input) per session-s | ${n0(s.bytesWrittenPerSessionSecond)} (${f((s.bytesWrittenPerSessionSecond * 3600) / 1e6, 1)} MB per session-h) |`,
     `| bytes read from Redis (net output) per session-s | ${n0(s.bytesReadPerSessionSecond)} |`,
     `| session records (sgw:rec:*) at the window's end | ${s.records.keys}; MEMORY USAGE ${n0(s.records.memoryUsage)} B, value ${n0(s.records.valueBytes)} B (mean of ${s.records.sampled}); ${s.records.allKeys} keys in all |`,
+    `| session position (a field of sgw:pos:<replica>) | ${n0(s.records.positionBytes)} B (the hash's MEMORY USAGE over its fields) |`,
+    `| ledger session hash (sg:usage:s:*, kept USAGE_RETENTION_DAYS after the session) | MEMORY USAGE ${n0(s.records.ledgerMemoryUsage)} B (mean of ${s.records.sampled}), while streaming |`,
     `| used_memory growth per open session (with Redis's fixed costs: scripts, client buffers) | ${n0(s.usedMemoryPerSession)} B |`,
     `| sessions per primary at ${n0(PRIMARY_OPS)} commands/s (all counted / top-level only) | ${n0(s.sessionsPerPrimary.all)} / ${n0(s.sessionsPerPrimary.topLevel)} |`,
     `| sessions on a 3-shard cluster (3×) | ${n0(s.sessionsPer3Shards.all)} / ${n0(s.sessionsPer3Shards.topLevel)} |`,

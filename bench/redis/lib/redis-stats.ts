@@ -66,18 +66,41 @@ export async function monitorSplit(redis: Redis) {
 }
 
 /** Session records (sgw:rec:*): how many, and MEMORY USAGE and value bytes of up to `sample`. */
-export async function recordSizes(redis: Redis, sample: number) {
+async function scanAll(redis: Redis, match: string): Promise<string[]> {
   const keys: string[] = [];
   let cursor = '0';
   do {
-    const [next, batch] = await redis.scan(cursor, 'MATCH', 'sgw:rec:*', 'COUNT', 1000);
+    const [next, batch] = await redis.scan(cursor, 'MATCH', match, 'COUNT', 1000);
     cursor = next;
-    keys.push(...batch.filter((k) => k !== 'sgw:rec-deadlines'));
+    keys.push(...batch);
   } while (cursor !== '0');
+  return keys;
+}
+
+const mean = (xs: Array<number | null>) => xs.reduce<number>((s, x) => s + (x ?? 0), 0) / Math.max(1, xs.length);
+
+/** What a session keeps in Redis: its record, its position, its ledger hash (kept for the retention). */
+export async function recordSizes(redis: Redis, sample: number) {
+  const keys = (await scanAll(redis, 'sgw:rec:*')).filter((k) => k !== 'sgw:rec-deadlines');
   const picked = keys.slice(0, sample);
   const memory = await Promise.all(picked.map((k) => redis.memory('USAGE', k)));
   const bytes = await Promise.all(picked.map((k) => redis.strlen(k).catch(() => 0)));
-  const mean = (xs: Array<number | null>) => xs.reduce<number>((s, x) => s + (x ?? 0), 0) / Math.max(1, xs.length);
+  const ledger = (await scanAll(redis, 'sg:usage:s:*')).slice(0, sample);
+  const ledgerMemory = await Promise.all(ledger.map((k) => redis.memory('USAGE', k)));
+  let positionFields = 0;
+  let positionMemory = 0;
+  for (const k of await scanAll(redis, 'sgw:pos:*')) {
+    positionFields += await redis.hlen(k);
+    positionMemory += (await redis.memory('USAGE', k)) ?? 0;
+  }
   const allKeys = await redis.dbsize();
-  return { keys: keys.length, allKeys, sampled: picked.length, memoryUsage: mean(memory), valueBytes: mean(bytes) };
+  return {
+    keys: keys.length,
+    allKeys,
+    sampled: picked.length,
+    memoryUsage: mean(memory),
+    valueBytes: mean(bytes),
+    ledgerMemoryUsage: mean(ledgerMemory),
+    positionBytes: positionMemory / Math.max(1, positionFields),
+  };
 }
