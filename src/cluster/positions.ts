@@ -131,7 +131,12 @@ export class Positions {
     hashes.forEach((hash, i) => {
       const t = this.tracked.get(hash);
       if (!t) return;
-      t.onCheck(found[i]);
+      try {
+        t.onCheck(found[i]);
+      } catch (err) {
+        // One session's failure to act on its record is that session's: the others are still checked.
+        this.logger.warn({ event: 'record_check_failed', err: (err as Error).message }, 'session record check failed');
+      }
       if (found[i]?.owner !== this.replica() || t.touchedAt > due) return;
       t.touchedAt = Date.now();
       touches.push(this.records.touch(hash).catch(() => false));

@@ -196,7 +196,7 @@ class RedisRecordStore implements RecordStore {
     const values: Array<string | null> = [];
     if (!this.batchedReads) values.push(...(await Promise.all(keys.map((k) => this.redis.get(k)))));
     else for (let i = 0; i < keys.length; i += BATCH) values.push(...(await this.redis.mget(keys.slice(i, i + BATCH))));
-    return values.map((v) => (v ? parseRecord(v) : undefined));
+    return values.map((v) => (v ? readable(v) : undefined));
   }
 
   async claimKey(keyHash: string, r: SealedRecord, replaceOwner?: string): Promise<boolean> {
@@ -339,6 +339,16 @@ class MemoryRecordStore implements RecordStore {
       if (r.state === 'handed_over') out.push(r);
     }
     return out;
+  }
+}
+
+/** A stored record, or undefined when it is not JSON (written over in Redis): as if it were gone, so
+ *  that its owner writes it again. */
+function readable(json: string): SealedRecord | undefined {
+  try {
+    return parseRecord(json);
+  } catch {
+    return undefined;
   }
 }
 

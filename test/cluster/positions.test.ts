@@ -103,4 +103,22 @@ describe('session positions', () => {
       timeline: { ...timeline, mediaReceived: 3, credits: undefined, resume: undefined },
     });
   });
+
+  it("the owner's check: a record written over with garbage reads as gone; a session failing its check does not stop the others", async () => {
+    const positions = new Positions(store, () => 'replica-c', logger, 10_000);
+    const [a, b] = ['key-garbage', 'key-other'].map(recordKeyHash);
+    await client.set(`sgw:rec:${a}`, '{not json', 'PX', 60_000);
+    const seen: Array<[string, unknown]> = [];
+    positions.track(a, (r) => {
+      seen.push(['a', r]);
+      throw new Error('this session fails');
+    });
+    positions.track(b, (r) => void seen.push(['b', r]));
+    await until(async () => seen.length >= 2, 'the check', { withinMs: 6000, everyMs: 100 });
+    assert.deepEqual(seen.slice(0, 2), [
+      ['a', undefined],
+      ['b', undefined],
+    ]);
+    positions.close();
+  });
 });
