@@ -135,6 +135,13 @@ function clusterOptions(s: Extract<RedisSettings, { clusterNodes: unknown }>): C
   };
 }
 
+/** An error's message, with what the last node answered when a Cluster client could reach none of them
+ * ("Failed to refresh slots cache." alone says nothing of WRONGPASS or a certificate not trusted). */
+function reason(err: Error): string {
+  const last = (err as Error & { lastNodeError?: Error }).lastNodeError;
+  return last ? `${err.message} (${last.message})` : err.message;
+}
+
 /**
  * connect(), rejecting with why: ioredis rejects with "Connection is closed." whatever the cause, and
  * the 'error' event just before it says it (WRONGPASS, a certificate not trusted, ECONNREFUSED). At
@@ -152,8 +159,9 @@ export async function connectRedis(redis: RedisClient, timeoutMs: number): Promi
   try {
     await Promise.race([redis.connect(), timeout]);
   } catch (err) {
-    if (err === timedOut) throw new Error(`timed out${cause ? ` (${cause.message})` : ''}`, { cause: err });
-    throw cause ?? err;
+    if (err === timedOut) throw new Error(`timed out${cause ? ` (${reason(cause)})` : ''}`, { cause: err });
+    const e = (cause ?? err) as Error;
+    throw e.message === reason(e) ? e : new Error(reason(e), { cause: e });
   } finally {
     clearTimeout(timer);
     redis.off('error', onError);
