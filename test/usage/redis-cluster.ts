@@ -15,6 +15,8 @@ import { launchRedisServer } from './redis.js';
 
 export interface TestCluster {
   ports: number[];
+  /** every node, primaries and replicas, as the client settings take them */
+  nodes: { host: string; port: number }[];
   /** REDIS_CLUSTER_NODES */
   clusterNodesEnv: string;
   /** The port of the primary serving `key`'s slot now. */
@@ -117,6 +119,7 @@ export async function startCluster(secure: ClusterSecurity = {}): Promise<TestCl
   });
   return {
     ports,
+    nodes: ports.map((port) => ({ host: '127.0.0.1', port })),
     clusterNodesEnv: ports
       .slice(0, 3)
       .map((p) => `127.0.0.1:${p}`)
