@@ -122,7 +122,10 @@ function clusterOptions(s: Extract<RedisSettings, { clusterNodes: unknown }>): C
     // Commands of one tick go to each node in one write: a ledger batch spreads over every shard.
     enableAutoPipelining: true,
     clusterRetryStrategy: (attempt) => Math.min(50 * attempt, 500),
-    retryDelayOnFailover: 200,
+    // A primary lost: a few tries (slots refreshed between them), then the command fails and the ledger's
+    // events go to the journal, rather than waiting out the whole failover in memory.
+    retryDelayOnFailover: 100,
+    maxRedirections: 6,
     retryDelayOnClusterDown: 200,
     slotsRefreshTimeout: 2000,
     dnsLookup: (address, callback) => callback(null, address),
