@@ -122,7 +122,10 @@ function clusterOptions(s: Extract<RedisSettings, { clusterNodes: unknown }>): C
     // Commands of one tick go to each node in one write: a ledger batch spreads over every shard.
     enableAutoPipelining: true,
     clusterRetryStrategy: (attempt) => Math.min(50 * attempt, 500),
-    retryDelayOnFailover: 200,
+    // A primary lost: a few tries (slots refreshed between them), then the command fails and the ledger's
+    // events go to the journal, rather than waiting out the whole failover in memory.
+    retryDelayOnFailover: 100,
+    maxRedirections: 6,
     retryDelayOnClusterDown: 200,
     slotsRefreshTimeout: 2000,
     dnsLookup: (address, callback) => callback(null, address),
@@ -133,6 +136,13 @@ function clusterOptions(s: Extract<RedisSettings, { clusterNodes: unknown }>): C
       ...(s.tls ? { tls: {} } : {}),
     },
   };
+}
+
+/** An error's message, with what the last node answered when a Cluster client could reach none of them
+ * ("Failed to refresh slots cache." alone says nothing of WRONGPASS or a certificate not trusted). */
+function reason(err: Error): string {
+  const last = (err as Error & { lastNodeError?: Error }).lastNodeError;
+  return last ? `${err.message} (${last.message})` : err.message;
 }
 
 /**
@@ -152,8 +162,9 @@ export async function connectRedis(redis: RedisClient, timeoutMs: number): Promi
   try {
     await Promise.race([redis.connect(), timeout]);
   } catch (err) {
-    if (err === timedOut) throw new Error(`timed out${cause ? ` (${cause.message})` : ''}`, { cause: err });
-    throw cause ?? err;
+    if (err === timedOut) throw new Error(`timed out${cause ? ` (${reason(cause)})` : ''}`, { cause: err });
+    const e = (cause ?? err) as Error;
+    throw e.message === reason(e) ? e : new Error(reason(e), { cause: e });
   } finally {
     clearTimeout(timer);
     redis.off('error', onError);

@@ -63,7 +63,7 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
 
   if (!o.redis) {
     logger.warn(
-      'no Redis (REDIS_URL or REDIS_SENTINELS): usage ledger and session limits are in process (single replica only, lost on restart)',
+      'no Redis (REDIS_URL, REDIS_SENTINELS or REDIS_CLUSTER_NODES): usage ledger and session limits are in process (single replica only, lost on restart)',
     );
     const store = new MemoryUsageStore(retentionMs, now);
     const alwaysUp: Health = { healthy: true, markFailed: () => undefined, onHealthy: () => undefined };

@@ -1,9 +1,10 @@
 // Test helper: a Redis Cluster from real parts: six redis-server (cluster-enabled, on loopback, no
 // persistence) joined by `redis-cli --cluster create` as three primaries with one replica each, a
 // node called failing after 2 s. Ready once every node says cluster_state:ok and every replica is in
-// sync with its primary.
+// sync with its primary. With `tls`, the nodes speak TLS only (clients, bus and replication); with
+// `password`, every node requires it (and the replicas use it with their primaries).
 import { execFile, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -14,6 +15,8 @@ import { launchRedisServer } from './redis.js';
 
 export interface TestCluster {
   ports: number[];
+  /** every node, primaries and replicas, as the client settings take them */
+  nodes: { host: string; port: number }[];
   /** REDIS_CLUSTER_NODES */
   clusterNodesEnv: string;
   /** The port of the primary serving `key`'s slot now. */
@@ -25,11 +28,25 @@ export interface TestCluster {
   stop(): void;
 }
 
+export interface ClusterSecurity {
+  /** PEM files: the nodes' certificate and key, and the CA that signed it */
+  tls?: { cert: string; key: string; ca: string };
+  password?: string;
+}
+
 const run = promisify(execFile);
+let security: ClusterSecurity = {};
 
 /** One command to a node on a short-lived connection. */
 export async function onNode<T>(port: number, f: (r: Redis) => Promise<T>): Promise<T> {
-  const r = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0 });
+  const r = new Redis({
+    port,
+    host: '127.0.0.1',
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    password: security.password,
+    ...(security.tls ? { tls: { ca: readFileSync(security.tls.ca) } } : {}),
+  });
   try {
     await r.connect();
     return await f(r);
@@ -38,7 +55,20 @@ export async function onNode<T>(port: number, f: (r: Redis) => Promise<T>): Prom
   }
 }
 
-export async function startCluster(): Promise<TestCluster> {
+function securityArgs(port: number, s: ClusterSecurity): string[] {
+  const tls = s.tls
+    ? [
+        ...['--port', '0', '--tls-port', String(port), '--tls-cluster', 'yes', '--tls-replication', 'yes'],
+        ...['--tls-cert-file', s.tls.cert, '--tls-key-file', s.tls.key, '--tls-ca-cert-file', s.tls.ca],
+        ...['--tls-auth-clients', 'no'],
+      ]
+    : ['--port', String(port)];
+  return [...tls, ...(s.password ? ['--requirepass', s.password, '--masterauth', s.password] : [])];
+}
+
+/** One cluster at a time per test file when `secure` is given (onNode uses its settings). */
+export async function startCluster(secure: ClusterSecurity = {}): Promise<TestCluster> {
+  security = secure;
   const dir = mkdtempSync(join(tmpdir(), 'sg-cluster-'));
   const children = new Map<number, ChildProcess>();
   const stop = () => {
@@ -50,7 +80,8 @@ export async function startCluster(): Promise<TestCluster> {
   await Promise.all(
     ports.map(async (port) => {
       const args = [
-        ...['--port', String(port), '--bind', '127.0.0.1', '--dir', dir],
+        ...securityArgs(port, secure),
+        ...['--bind', '127.0.0.1', '--dir', dir],
         ...['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`)],
         ...['--cluster-node-timeout', '2000', '--appendonly', 'no', '--save', ''],
         // A replica may take over however long ago it last heard from its primary (an idle test cluster).
@@ -66,6 +97,8 @@ export async function startCluster(): Promise<TestCluster> {
     '--cluster-replicas',
     '1',
     '--cluster-yes',
+    ...(secure.tls ? ['--tls', '--cacert', secure.tls.ca] : []),
+    ...(secure.password ? ['-a', secure.password, '--no-auth-warning'] : []),
   ]);
   const live = () => ports.filter((p) => children.get(p)?.exitCode === null && !children.get(p)?.killed);
   const stateOk = (port: number) =>
@@ -86,6 +119,7 @@ export async function startCluster(): Promise<TestCluster> {
   });
   return {
     ports,
+    nodes: ports.map((port) => ({ host: '127.0.0.1', port })),
     clusterNodesEnv: ports
       .slice(0, 3)
       .map((p) => `127.0.0.1:${p}`)
