@@ -5,7 +5,8 @@
 // is still taken over when its gateway replica dies; then, on the promoted primary, a replica
 // SIGKILLed mid-stream, its session taken over from its record and position, and a SIGTERM drain, the
 // session handed over and resumed on the other replica. Each time: every final once, one ledger
-// session, credits equal to the upstream's.
+// session, credits equal to the upstream's. And a tenant's cap of one session held across both
+// replicas; and the record store's own rules, on each.
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { Cluster as RedisCluster, Redis } from 'ioredis';
@@ -14,7 +15,7 @@ import { connectRedis, newRedis, type RedisSettings } from '../../src/redis/inde
 import { replicaUrl, resendFrom, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
-import { openClient, type TestClient } from '../support/stack.js';
+import { openClient, refusal, type TestClient } from '../support/stack.js';
 import { finals, type Final } from '../support/transcripts.js';
 import { delay, until } from '../support/wait.js';
 import { startCluster as startRedisCluster } from '../usage/redis-cluster.js';
@@ -135,7 +136,8 @@ describe.each(Object.keys(kinds))('on Redis %s', (kind) => {
   let cluster: Cluster;
   beforeAll(async () => {
     topology = await kinds[kind]();
-    cluster = await startCluster(2, { ...topology.env, USAGE_API_TOKEN: API });
+    // A cap of one session a tenant (each case has a tenant of its own): the leases are in Redis too.
+    cluster = await startCluster(2, { ...topology.env, USAGE_API_TOKEN: API, MAX_SESSIONS_PER_TENANT: '1' });
   }, 120_000);
   afterAll(async () => {
     await cluster?.close();
@@ -186,6 +188,19 @@ describe.each(Object.keys(kinds))('on Redis %s', (kind) => {
     assert.deepEqual(errors([first, second]), []);
     assertOnce(finals([...first.messages, ...second.messages]), 'handover');
     await assertLedger(cluster, 0, tenant, 2);
+  });
+
+  it('the tenant cap holds across the two replicas, and the slot is free again once the session ends', async () => {
+    await cluster.allUp();
+    const tenant = `${kind}-cap`;
+    const first = await begin(cluster, 0, tenant, newResumeKey(), 2);
+    const over = await refusal(await replicaUrl(cluster, 1, tenant, newResumeKey()));
+    assert.equal(over.status, 429, 'the second session of the tenant, on the other replica');
+    first.sendJson({ type: 'end' });
+    await first.next('ended', 30_000);
+    const next = await begin(cluster, 1, tenant, newResumeKey(), 1);
+    next.sendJson({ type: 'end' });
+    await next.next('ended', 30_000);
   });
 
   it('the record store: of two racing claims one wins, a handed-over record goes to one janitor once, positions read back', async () => {
