@@ -78,6 +78,8 @@ const schema = z
       .optional(),
     /** With REDIS_CLUSTER_NODES: TLS to every node (trust: the system's CAs and NODE_EXTRA_CA_CERTS). */
     REDIS_CLUSTER_TLS: bool.default('false'),
+    /** With Sentinel: TLS to the sentinels and the data nodes (trusted as rediss:// is). */
+    REDIS_SENTINEL_TLS: bool.default('false'),
     /** With Sentinel or Cluster: the data nodes' ACL user and password (REDIS_URL carries its own). */
     REDIS_USERNAME: z.string().regex(/^\S+$/, 'must contain no whitespace').optional(),
     REDIS_PASSWORD: z
@@ -195,6 +197,7 @@ function redisIssues(c: {
   REDIS_SENTINELS?: unknown;
   REDIS_CLUSTER_NODES?: unknown;
   REDIS_CLUSTER_TLS?: boolean;
+  REDIS_SENTINEL_TLS?: boolean;
   REDIS_SENTINEL_NAME?: string;
   REDIS_USERNAME?: string;
   REDIS_PASSWORD?: string;
@@ -217,6 +220,8 @@ function redisIssues(c: {
       `is set with ${other}: set one of REDIS_URL, REDIS_SENTINELS (with REDIS_SENTINEL_NAME) or REDIS_CLUSTER_NODES`,
     ]);
   }
+  if (c.REDIS_SENTINEL_TLS && !c.REDIS_SENTINELS)
+    issues.push(['REDIS_SENTINEL_TLS', 'is set without REDIS_SENTINELS (REDIS_URL says TLS by rediss://)']);
   if (c.REDIS_CLUSTER_TLS && !c.REDIS_CLUSTER_NODES)
     issues.push(['REDIS_CLUSTER_TLS', 'is set without REDIS_CLUSTER_NODES (REDIS_URL says TLS by rediss://)']);
   if (c.REDIS_SENTINEL_PASSWORD && !c.REDIS_SENTINELS) {

@@ -13,7 +13,7 @@ export interface SentinelAddress {
   port: number;
 }
 
-/** REDIS_URL, or REDIS_SENTINELS + REDIS_SENTINEL_NAME with the optional passwords. */
+/** REDIS_URL; or REDIS_SENTINELS + REDIS_SENTINEL_NAME with the optional passwords and TLS; or a Cluster. */
 export type RedisSettings =
   | { url: string }
   | {
@@ -25,6 +25,8 @@ export type RedisSettings =
       password?: string;
       /** the sentinels' own AUTH */
       sentinelPassword?: string;
+      /** TLS to the sentinels and the data nodes, trusted as REDIS_URL's rediss:// is */
+      tls?: boolean;
     }
   | {
       /** some nodes of the cluster: the client learns the others from them */
@@ -50,6 +52,7 @@ export function redisSettings(c: {
   REDIS_SENTINEL_PASSWORD?: string;
   REDIS_CLUSTER_NODES?: SentinelAddress[];
   REDIS_CLUSTER_TLS?: boolean;
+  REDIS_SENTINEL_TLS?: boolean;
 }): RedisSettings | undefined {
   if (c.REDIS_URL) return { url: c.REDIS_URL };
   if (c.REDIS_CLUSTER_NODES) {
@@ -67,6 +70,7 @@ export function redisSettings(c: {
     username: c.REDIS_USERNAME,
     password: c.REDIS_PASSWORD,
     sentinelPassword: c.REDIS_SENTINEL_PASSWORD,
+    ...(c.REDIS_SENTINEL_TLS ? { tls: true } : {}),
   };
 }
 
@@ -107,6 +111,8 @@ export function newRedis(classes: RedisClasses, s: RedisSettings): RedisClient {
     // A planned failover leaves the old primary taking writes until it is demoted (seconds later, and
     // those writes are then lost): move to the new primary as soon as a sentinel announces the switch.
     failoverDetector: true,
+    // TLS to the sentinels, and to the primary they name.
+    ...(s.tls ? { sentinelTLS: {}, enableTLSForSentinelMode: true, tls: {} } : {}),
   });
 }
 

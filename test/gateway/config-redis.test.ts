@@ -28,6 +28,7 @@ test('Sentinel: its addresses parsed, its name and credentials handed on as one 
     REDIS_USERNAME: 'gateway',
     REDIS_PASSWORD: SECRET,
     REDIS_SENTINEL_PASSWORD: 'sentinel-pw',
+    REDIS_SENTINEL_TLS: 'true',
   });
   assert.deepEqual(redisSettings(c), {
     sentinels: [
@@ -39,6 +40,7 @@ test('Sentinel: its addresses parsed, its name and credentials handed on as one 
     username: 'gateway',
     password: SECRET,
     sentinelPassword: 'sentinel-pw',
+    tls: true,
   });
   assert.deepEqual(redisSettings(loadConfig({ REDIS_URL: 'redis://r:6379' })), { url: 'redis://r:6379' });
   assert.equal(redisSettings(loadConfig({})), undefined);
@@ -47,6 +49,10 @@ test('Sentinel: its addresses parsed, its name and credentials handed on as one 
 test('REDIS_SENTINELS and REDIS_SENTINEL_NAME go together', () => {
   assert.match(problems({ REDIS_SENTINELS: 's:26379' }), /REDIS_SENTINEL_NAME is unset: Sentinel needs both/);
   assert.match(problems({ REDIS_SENTINEL_NAME: 'p' }), /REDIS_SENTINELS is unset: Sentinel needs both/);
+  assert.match(
+    problems({ REDIS_URL: 'redis://r:6379', REDIS_SENTINEL_TLS: 'true' }),
+    /REDIS_SENTINEL_TLS is set without REDIS_SENTINELS/,
+  );
 });
 
 test('REDIS_URL or Sentinel, not both', () => {

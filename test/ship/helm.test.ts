@@ -367,6 +367,12 @@ describe('helm chart', () => {
     for (const secret of ['redis-data-password', 'redis-sentinel-password']) assert.ok(!configMap.includes(secret));
   });
 
+  it('renders Redis behind Sentinel over TLS: REDIS_SENTINEL_TLS in the ConfigMap', async () => {
+    const { objects } = await render([join(chart, 'ci', 'sentinel-tls-values.yaml')]);
+    const settings = redisSettings(loadConfig(podEnv(objects)));
+    assert.ok(settings && 'sentinels' in settings && settings.tls === true, JSON.stringify(settings));
+  });
+
   it('reads an existing Secret by name and renders none of its own', async () => {
     const { objects } = await render([join(chart, 'ci', 'existing-secret-values.yaml')]);
     assert.equal(objects.filter((o) => o.kind === 'Secret').length, 0);

@@ -1,9 +1,10 @@
 // Test helper: Redis behind Sentinel from real parts: a primary redis-server, one replica of it
 // (--replicaof) and three sentinels (redis-server --sentinel, each with a writable conf file of its
 // own: sentinels rewrite it) that monitor the primary with a quorum of 2 and call it down after 1 s.
-// With `auth`, the data nodes require one password and the sentinels another.
+// With `auth`, the data nodes require one password and the sentinels another; with `tls`, every node
+// and sentinel speaks TLS only.
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -36,16 +37,53 @@ export interface SentinelAuth {
   sentinelPassword: string;
 }
 
-const dataNode = (dir: string, port: number, auth: SentinelAuth | undefined, ...extra: string[]) => [
-  ...['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+/** With TLS, every node speaks TLS only: to clients, to its replica and to the sentinels. */
+export interface SentinelTls {
+  cert: string;
+  key: string;
+  ca: string;
+}
+
+const tlsFiles = (t: SentinelTls) => ['tls-cert-file', t.cert, 'tls-key-file', t.key, 'tls-ca-cert-file', t.ca];
+
+const dataNode = (
+  dir: string,
+  port: number,
+  auth: SentinelAuth | undefined,
+  tls: SentinelTls | undefined,
+  ...extra: string[]
+) => [
+  ...(tls
+    ? [
+        '--port',
+        '0',
+        '--tls-port',
+        String(port),
+        '--tls-replication',
+        'yes',
+        '--tls-auth-clients',
+        'no',
+        ...tlsFiles(tls).map((a, i) => (i % 2 ? a : `--${a}`)),
+      ]
+    : ['--port', String(port)]),
+  ...['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
   ...(auth ? ['--requirepass', auth.password, '--masterauth', auth.password] : []),
   ...extra,
 ];
 
-function sentinelConf(dir: string, port: number, primaryPort: number, auth?: SentinelAuth): string {
+function sentinelConf(dir: string, port: number, primaryPort: number, auth?: SentinelAuth, tls?: SentinelTls): string {
   const file = join(dir, `sentinel-${port}.conf`);
+  const files = tls ? tlsFiles(tls) : [];
   const conf = [
-    `port ${port}`,
+    ...(tls
+      ? [
+          'port 0',
+          `tls-port ${port}`,
+          'tls-replication yes',
+          'tls-auth-clients no',
+          ...files.flatMap((a, i) => (i % 2 ? [] : [`${a} ${files[i + 1]}`])),
+        ]
+      : [`port ${port}`]),
     'bind 127.0.0.1',
     `dir ${dir}`,
     `sentinel monitor ${PRIMARY_NAME} 127.0.0.1 ${primaryPort} 2`,
@@ -58,8 +96,20 @@ function sentinelConf(dir: string, port: number, primaryPort: number, auth?: Sen
 }
 
 /** One command to a sentinel on its own short-lived connection. */
-async function askSentinel(port: number, password: string | undefined, ...args: string[]): Promise<unknown> {
-  const r = new Redis({ port, host: '127.0.0.1', password, lazyConnect: true, maxRetriesPerRequest: 0 });
+async function askSentinel(
+  port: number,
+  password: string | undefined,
+  tls: SentinelTls | undefined,
+  ...args: string[]
+): Promise<unknown> {
+  const r = new Redis({
+    port,
+    host: '127.0.0.1',
+    password,
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    ...(tls ? { tls: { ca: readFileSync(tls.ca) } } : {}),
+  });
   try {
     await r.connect();
     return await r.call('SENTINEL', ...args);
@@ -69,7 +119,7 @@ async function askSentinel(port: number, password: string | undefined, ...args: 
 }
 
 /** The primary, its replica in sync, then three sentinels that know each other (quorum reachable). */
-export async function startSentinels(auth?: SentinelAuth): Promise<TestSentinels> {
+export async function startSentinels(auth?: SentinelAuth, tls?: SentinelTls): Promise<TestSentinels> {
   const dir = mkdtempSync(join(tmpdir(), 'sg-sentinel-'));
   const [primaryPort, replicaPort, ...sentinelPorts] = await Promise.all([1, 2, 3, 4, 5].map(() => freePort()));
   const children: ChildProcess[] = [];
@@ -79,7 +129,7 @@ export async function startSentinels(auth?: SentinelAuth): Promise<TestSentinels
   };
   process.once('exit', stop);
   const primary = await launchRedisServer(
-    dataNode(mkdtempSync(join(dir, 'p-')), primaryPort, auth),
+    dataNode(mkdtempSync(join(dir, 'p-')), primaryPort, auth, tls),
     'Ready to accept connections',
   );
   children.push(primary);
@@ -87,6 +137,7 @@ export async function startSentinels(auth?: SentinelAuth): Promise<TestSentinels
     mkdtempSync(join(dir, 'r-')),
     replicaPort,
     auth,
+    tls,
     '--replicaof',
     '127.0.0.1',
     `${primaryPort}`,
@@ -94,24 +145,26 @@ export async function startSentinels(auth?: SentinelAuth): Promise<TestSentinels
   children.push(await launchRedisServer(replicaArgs, 'MASTER <-> REPLICA sync: Finished with success'));
   for (const port of sentinelPorts) {
     children.push(
-      await launchRedisServer([sentinelConf(dir, port, primaryPort, auth), '--sentinel'], '+monitor master'),
+      await launchRedisServer([sentinelConf(dir, port, primaryPort, auth, tls), '--sentinel'], '+monitor master'),
     );
   }
   // CKQUORUM answers an error (NOQUORUM) until the sentinels have heard of each other.
   const ready = async (port: number) =>
     /^OK 3 usable/.test(
-      String(await askSentinel(port, auth?.sentinelPassword, 'CKQUORUM', PRIMARY_NAME).catch(String)),
-    ) && ((await askSentinel(port, auth?.sentinelPassword, 'REPLICAS', PRIMARY_NAME)) as unknown[]).length === 1;
+      String(await askSentinel(port, auth?.sentinelPassword, tls, 'CKQUORUM', PRIMARY_NAME).catch(String)),
+    ) && ((await askSentinel(port, auth?.sentinelPassword, tls, 'REPLICAS', PRIMARY_NAME)) as unknown[]).length === 1;
   await until(async () => (await Promise.all(sentinelPorts.map(ready))).every(Boolean), 'the sentinels to know all');
   return {
     sentinels: sentinelPorts.map((p) => `127.0.0.1:${p}`).join(','),
     primaryPort,
     replicaPort,
     killPrimary: () => primary.kill('SIGKILL'),
-    failover: async () => void (await askSentinel(sentinelPorts[0], auth?.sentinelPassword, 'FAILOVER', PRIMARY_NAME)),
+    failover: async () =>
+      void (await askSentinel(sentinelPorts[0], auth?.sentinelPassword, tls, 'FAILOVER', PRIMARY_NAME)),
     // SENTINEL MASTER shows the new address only after the switch (GET-MASTER-ADDR-BY-NAME already during it).
     async switchedTo(port) {
-      const ask = (p: number) => askSentinel(p, auth?.sentinelPassword, 'MASTER', PRIMARY_NAME) as Promise<string[]>;
+      const ask = (p: number) =>
+        askSentinel(p, auth?.sentinelPassword, tls, 'MASTER', PRIMARY_NAME) as Promise<string[]>;
       const fields = await Promise.all(sentinelPorts.map(ask));
       return fields.every((f) => f[f.indexOf('port') + 1] === String(port));
     },
@@ -119,6 +172,7 @@ export async function startSentinels(auth?: SentinelAuth): Promise<TestSentinels
       const addr = (await askSentinel(
         sentinelPorts[0],
         auth?.sentinelPassword,
+        tls,
         'GET-MASTER-ADDR-BY-NAME',
         PRIMARY_NAME,
       )) as string[];
