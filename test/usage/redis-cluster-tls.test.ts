@@ -4,14 +4,14 @@
 // REDIS_CLUSTER_TLS=true and REDIS_PASSWORD, and the embedded emulator. One session's ledger row
 // reaches the cluster and the usage API reads it back; a wrong password leaves Redis down with the
 // reason in the log. No output of the gateway ever holds a password.
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
 import { endedSessions, oneSession, startGatewayProcess, type GatewayProcess } from '../support/gateway-process.js';
+import { makeCertificates } from '../support/tls-certs.js';
 import { startCluster, type TestCluster } from './redis-cluster.js';
 
 const API_TOKEN = 'redis-cluster-tls-usage-token';
@@ -21,10 +21,6 @@ const WRONG_PASSWORD = `wrong-${randomBytes(12).toString('hex')}`;
 let dir = '';
 let cluster: TestCluster | undefined;
 let gateway: GatewayProcess | undefined;
-
-function openssl(...args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-}
 
 /** The gateway as a child process with `env` on top of the cluster's settings. */
 async function startGateway(env: Record<string, string>): Promise<GatewayProcess> {
@@ -50,17 +46,7 @@ function assertNoSecret(g: GatewayProcess): void {
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'sg-cluster-tls-'));
-  openssl(
-    ...['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-keyout', 'ca.key', '-out', 'ca.crt'],
-    ...['-subj', '/CN=speech-gateway test ca'],
-  );
-  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'node.key', '-out', 'node.csr', '-subj', '/CN=localhost');
-  writeFileSync(join(dir, 'node.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
-  openssl(
-    ...['x509', '-req', '-in', 'node.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial'],
-    ...['-days', '1', '-extfile', 'node.ext', '-out', 'node.crt'],
-  );
-  const tls = { cert: join(dir, 'node.crt'), key: join(dir, 'node.key'), ca: join(dir, 'ca.crt') };
+  const tls = makeCertificates(dir);
   cluster = await startCluster({ tls, password: PASSWORD });
 }, 90_000);
 

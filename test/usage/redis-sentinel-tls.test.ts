@@ -5,14 +5,14 @@
 // REDIS_SENTINEL_TLS=true and the passwords finds the primary over TLS and writes a session's ledger
 // row there, which the usage API reads back. Without REDIS_SENTINEL_TLS, Redis stays down with the
 // reason in the log. No output of the gateway holds a password.
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
 import { endedSessions, oneSession, startGatewayProcess, type GatewayProcess } from '../support/gateway-process.js';
+import { makeCertificates } from '../support/tls-certs.js';
 import { PRIMARY_NAME, startSentinels, type TestSentinels } from './sentinel.js';
 
 const API_TOKEN = 'redis-sentinel-tls-usage-token';
@@ -22,10 +22,6 @@ const SENTINEL_PASSWORD = `spw-${randomBytes(12).toString('hex')}`;
 let dir = '';
 let topology: TestSentinels | undefined;
 let gateway: GatewayProcess | undefined;
-
-function openssl(...args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-}
 
 async function startGateway(env: Record<string, string>): Promise<GatewayProcess> {
   gateway = await startGatewayProcess(dir, {
@@ -42,17 +38,7 @@ async function startGateway(env: Record<string, string>): Promise<GatewayProcess
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'sg-sentinel-tls-'));
-  openssl(
-    ...['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-keyout', 'ca.key', '-out', 'ca.crt'],
-    ...['-subj', '/CN=speech-gateway test ca'],
-  );
-  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'node.key', '-out', 'node.csr', '-subj', '/CN=localhost');
-  writeFileSync(join(dir, 'node.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
-  openssl(
-    ...['x509', '-req', '-in', 'node.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial'],
-    ...['-days', '1', '-extfile', 'node.ext', '-out', 'node.crt'],
-  );
-  const tls = { cert: join(dir, 'node.crt'), key: join(dir, 'node.key'), ca: join(dir, 'ca.crt') };
+  const tls = makeCertificates(dir);
   topology = await startSentinels({ password: PASSWORD, sentinelPassword: SENTINEL_PASSWORD }, tls);
 }, 90_000);
 

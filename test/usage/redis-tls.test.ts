@@ -5,22 +5,21 @@
 // and cluster clients all went through TLS and AUTH); a wrong password, a plaintext redis:// URL to the
 // TLS port, and a certificate the gateway has no CA for each leave Redis down with the reason in the
 // log. No output of the gateway ever holds a password.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
 import { freePort } from '../support/ports.js';
 import { metric } from '../support/metrics.js';
-import { openClient } from '../support/stack.js';
-import { ledgerSessionsAt, type LedgerSession } from '../support/usage-api.js';
+import { endedSessions, oneSession, startGatewayProcess, type GatewayProcess } from '../support/gateway-process.js';
+import { makeCertificates } from '../support/tls-certs.js';
+import { ledgerSessionsAt } from '../support/usage-api.js';
 import { launchRedisServer } from './redis.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const API_TOKEN = 'redis-tls-usage-token';
 // Distinct, random passwords: any of them in the gateway's output is a leak.
 const PASSWORD = `pw-${randomBytes(12).toString('hex')}`;
@@ -34,103 +33,21 @@ let otherCaFile = '';
 let redisPort = 0;
 let redis: ChildProcess | null = null;
 
-function openssl(...args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-}
-
-interface Gateway {
-  port: number;
-  adminPort: number;
-  authBase: string;
-  output(): string;
-}
-let gateway: (Gateway & { child: ChildProcess }) | null = null;
+let gateway: GatewayProcess | undefined;
 
 /** The gateway as a child process with `env` (REDIS_URL, NODE_EXTRA_CA_CERTS are only what `env` says). */
-async function startGateway(env: Record<string, string>): Promise<Gateway> {
-  const base = { ...process.env };
-  delete base.REDIS_URL;
-  delete base.NODE_EXTRA_CA_CERTS;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-    cwd: ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      ...base,
-      PORT: '0',
-      ADMIN_PORT: '0',
-      HOST: '127.0.0.1',
-      EMULATOR_PORT: '0',
-      LOG_LEVEL: 'info',
-      USAGE_API_TOKEN: API_TOKEN,
-      USAGE_JOURNAL_DIR: mkdtempSync(join(dir, 'journal-')),
-      ...env,
-    },
-  });
-  let out = '';
-  child.stdout!.on('data', (b: Buffer) => (out += b));
-  child.stderr!.on('data', (b: Buffer) => (out += b));
-  const g = { child, port: 0, adminPort: 0, authBase: '', output: () => out };
-  gateway = g;
-  for (let i = 0; i < 400 && !(g.port && g.authBase); i++) {
-    if (child.exitCode !== null) throw new Error(`the gateway exited (${child.exitCode}):\n${out}`);
-    await new Promise((r) => setTimeout(r, 100));
-    const ports = /listening on :(\d+) \(admin: [^)]* on :(\d+)\)/.exec(out);
-    g.port = Number(ports?.[1] ?? 0);
-    g.adminPort = Number(ports?.[2] ?? 0);
-    g.authBase = /EMULATOR on (http:\/\/[\d.:]+)/.exec(out)?.[1] ?? '';
-  }
-  if (!g.port || !g.authBase) throw new Error(`the gateway did not come up:\n${out}`);
-  return g;
+async function startGateway(env: Record<string, string>): Promise<GatewayProcess> {
+  gateway = await startGatewayProcess(dir, { USAGE_API_TOKEN: API_TOKEN, ...env });
+  return gateway;
 }
 
 async function stopGateway(): Promise<void> {
-  const g = gateway;
-  gateway = null;
-  if (!g || g.child.exitCode !== null) return;
-  const exited = new Promise((r) => g.child.once('exit', r));
-  g.child.kill('SIGTERM');
-  await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
-  if (g.child.exitCode === null) g.child.kill('SIGKILL');
+  await gateway?.stop();
+  gateway = undefined;
 }
 
-function assertNoSecret(g: Gateway): void {
+function assertNoSecret(g: GatewayProcess): void {
   for (const s of SECRETS) assert.ok(!g.output().includes(s), `a password is in the gateway's output:\n${g.output()}`);
-}
-
-/** One session of tenant "base" through the gateway: token from the emulator, config, end. */
-async function oneSession(g: Gateway): Promise<void> {
-  const res = await fetch(`${g.authBase}/realms/base/protocol/openid-connect/token`, {
-    method: 'POST',
-    body: new URLSearchParams({
-      grant_type: 'client_credentials',
-      client_id: 'dev',
-      client_secret: 'dev-secret',
-      scope: 'openid transcribe',
-    }),
-  });
-  const token = ((await res.json()) as { access_token: string }).access_token;
-  const q = new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` });
-  const c = await openClient(`ws://127.0.0.1:${g.port}/audio-bridge/v2/transcribe?${q}`);
-  c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' } });
-  await c.next('CONFIG_ACCEPTED');
-  c.sendJson({ type: 'end' });
-  assert.equal((await c.closed).code, 1000);
-}
-
-/** The ledger's ended sessions of tenant "base", read through the usage API, once there is one. */
-async function endedSessions(g: Gateway): Promise<LedgerSession[]> {
-  let last: unknown = null;
-  for (let i = 0; i < 100; i++) {
-    try {
-      const rows = (await ledgerSessionsAt(g.adminPort, API_TOKEN, 'base')).filter((r) => r.end !== null);
-      if (rows.length > 0) return rows;
-      last = 'no ended session';
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`the usage API shows no ended session: ${String(last)}\n${g.output()}`);
 }
 
 /** A command to the test's Redis, from a client of its own over TLS as the default user. */
@@ -153,7 +70,7 @@ async function command(name: string, ...args: string[]): Promise<unknown> {
 const keys = async (pattern: string) => (await command('KEYS', pattern)) as string[];
 
 /** What the gateway said about Redis not answering at start (usage, cluster and audit warn alike). */
-function notReachable(g: Gateway): string[] {
+function notReachable(g: GatewayProcess): string[] {
   return g
     .output()
     .split('\n')
@@ -164,55 +81,9 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'sg-redis-tls-'));
   // The CA the gateway is given, a server certificate it signed for localhost and 127.0.0.1, and an
   // unrelated CA (the wrong one).
-  for (const ca of ['ca', 'other-ca']) {
-    openssl(
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-days',
-      '1',
-      '-keyout',
-      `${ca}.key`,
-      '-out',
-      `${ca}.crt`,
-      '-subj',
-      `/CN=speech-gateway test ${ca}`,
-    );
-  }
-  openssl(
-    'req',
-    '-newkey',
-    'rsa:2048',
-    '-nodes',
-    '-keyout',
-    'server.key',
-    '-out',
-    'server.csr',
-    '-subj',
-    '/CN=localhost',
-  );
-  writeFileSync(join(dir, 'server.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
-  openssl(
-    'x509',
-    '-req',
-    '-in',
-    'server.csr',
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-days',
-    '1',
-    '-extfile',
-    'server.ext',
-    '-out',
-    'server.crt',
-  );
-  caFile = join(dir, 'ca.crt');
-  otherCaFile = join(dir, 'other-ca.crt');
+  const certs = makeCertificates(dir, ['other-ca']);
+  caFile = certs.ca;
+  otherCaFile = certs.others['other-ca'];
 
   // TLS only (no plaintext port), AUTH for the default user and an ACL user "ledger".
   const argsFor = (port: number) => [
@@ -223,9 +94,9 @@ beforeAll(async () => {
     '--bind',
     '127.0.0.1',
     '--tls-cert-file',
-    join(dir, 'server.crt'),
+    certs.cert,
     '--tls-key-file',
-    join(dir, 'server.key'),
+    certs.key,
     '--tls-ca-cert-file',
     caFile,
     '--tls-auth-clients',
@@ -271,7 +142,7 @@ describe('Redis over TLS with AUTH', () => {
     assert.deepEqual(notReachable(g), [], 'every Redis client connected at start');
     assert.equal(await metric(g.adminPort, 'speech_gateway_redis_up'), 1);
     await oneSession(g);
-    const rows = await endedSessions(g);
+    const rows = await endedSessions(g, API_TOKEN);
     assert.equal(rows.length, 1);
     assert.equal(rows[0].tenant, 'base');
     assert.equal(rows[0].outcome, 'ended');
