@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { openClient } from '../support/stack.js';
+import { emulatorToken } from '../support/gateway-process.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const WARNING = 'Warning: uWS.HttpResponse writes must be made from within a corked callback';
@@ -52,16 +53,7 @@ describe('upgrades of a token verified a moment ago', () => {
   });
 
   it(`${BURSTS * PER_BURST} sockets in bursts of ${PER_BURST}: every one configured, none dropped, one uWS warning`, async () => {
-    const res = await fetch(`${authBase}/realms/base/protocol/openid-connect/token`, {
-      method: 'POST',
-      body: new URLSearchParams({
-        grant_type: 'client_credentials',
-        client_id: 'dev',
-        client_secret: 'dev-secret',
-        scope: 'openid transcribe',
-      }),
-    });
-    const token = ((await res.json()) as { access_token: string }).access_token;
+    const token = await emulatorToken(authBase);
     const url = `ws://127.0.0.1:${port}/audio-bridge/v2/transcribe?${new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` })}`;
     const session = async () => {
       const c = await openClient(url);

@@ -16,6 +16,7 @@ import { fixture, randomChunks } from '../support/fixtures.js';
 import { openClient } from '../support/stack.js';
 import { waitForOutput } from '../support/wait.js';
 import { dockerignore, execForm, runRecipe, type Stage } from './dockerfile.js';
+import { emulatorToken } from '../support/gateway-process.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const RECIPE_MS = 15 * 60_000;
@@ -119,16 +120,7 @@ describe('the Dockerfile recipe builds an image directory that serves a session'
   });
 
   it('passes a WAV dictation through (transcoded by the built encoder worker): transcripts, usage, ended', async () => {
-    const res = await fetch(`${authBase}/realms/base/protocol/openid-connect/token`, {
-      method: 'POST',
-      body: new URLSearchParams({
-        grant_type: 'client_credentials',
-        client_id: 'dev',
-        client_secret: 'dev-secret',
-        scope: 'openid transcribe',
-      }),
-    });
-    const { access_token: token } = (await res.json()) as { access_token: string };
+    const token = await emulatorToken(authBase);
     const q = new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` });
     const c = await openClient(`ws://127.0.0.1:${port}/audio-bridge/v2/transcribe?${q}`);
     c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/wav' } });

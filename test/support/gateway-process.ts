@@ -61,9 +61,9 @@ export async function startGatewayProcess(dir: string, env: Record<string, strin
   return g;
 }
 
-/** One session of tenant "base" through the gateway: token from the emulator, config, end. */
-export async function oneSession(g: GatewayProcess): Promise<void> {
-  const res = await fetch(`${g.authBase}/realms/base/protocol/openid-connect/token`, {
+/** A token of tenant "base" from the embedded emulator at `authBase` (client credentials). */
+export async function emulatorToken(authBase: string): Promise<string> {
+  const res = await fetch(`${authBase}/realms/base/protocol/openid-connect/token`, {
     method: 'POST',
     body: new URLSearchParams({
       grant_type: 'client_credentials',
@@ -72,7 +72,12 @@ export async function oneSession(g: GatewayProcess): Promise<void> {
       scope: 'openid transcribe',
     }),
   });
-  const token = ((await res.json()) as { access_token: string }).access_token;
+  return ((await res.json()) as { access_token: string }).access_token;
+}
+
+/** One session of tenant "base" through the gateway: token from the emulator, config, end. */
+export async function oneSession(g: GatewayProcess): Promise<void> {
+  const token = await emulatorToken(g.authBase);
   const q = new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` });
   const c = await openClient(`ws://127.0.0.1:${g.port}/audio-bridge/v2/transcribe?${q}`);
   c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' } });
