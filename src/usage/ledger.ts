@@ -177,7 +177,10 @@ export class Ledger implements UsageLedger {
       })
       .finally(() => {
         this.running = null;
-        if (this.queue.length === 0) return;
+        // A replay that failed unexpectedly leaves the journal full with nothing queued: it is retried
+        // too, not left until the next event.
+        const journaled = (this.journal?.depth ?? 0) > 0;
+        if (this.queue.length === 0 && !(failed && journaled)) return;
         // After an unexpected failure (disk, bug) retry later rather than spin.
         if (failed) setTimeout(() => this.kick(), 1000).unref();
         else this.kick();

@@ -2,6 +2,7 @@
 // record is written in full once (its content sealed), and what moves while it streams goes to one
 // hash of the replica's (a field per session) in batched writes, not a record rewrite per final.
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { chromeChunks } from '../support/fixtures.js';
@@ -16,18 +17,31 @@ const pieces = chromeChunks('webm-opus'); // ~9 s of live Chromium WebM/Opus, 0.
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
 
 /** The commands the gateway sends about session records and positions (not the ledger's), as MONITOR
- *  sees them: top-level only (what runs inside a script is the script's). */
-async function watchRecords(redis: Redis): Promise<{ counts: Map<string, number>; stop(): void }> {
+ *  sees them on a plain socket of its own: top-level only (what runs inside a script is the script's). */
+function watchRecords(port: number): Promise<{ counts: Map<string, number>; stop(): void }> {
   const counts = new Map<string, number>();
-  const monitor = await redis.monitor();
-  monitor.on('monitor', (_time: string, args: string[], source: string) => {
-    if (source === 'lua') return;
-    const name = args[0].toLowerCase();
-    const key = name === 'evalsha' || name === 'eval' ? args[3] : args[1];
-    if (!/^sgw:(rec|pos):/.test(key ?? '')) return;
-    counts.set(name, (counts.get(name) ?? 0) + 1);
+  const socket = net.connect({ host: '127.0.0.1', port });
+  let rest = '';
+  socket.on('data', (b: Buffer) => {
+    const lines = (rest + b.toString('latin1')).split('\r\n');
+    rest = lines.pop() ?? '';
+    for (const line of lines) {
+      // +1700000000.123456 [0 127.0.0.1:1234] "evalsha" "<sha>" "1" "sgw:rec:..." ...
+      const m = /^\+[\d.]+ \[\d+ ([^\]]+)\] (.*)$/.exec(line);
+      if (!m || m[1] === 'lua') continue;
+      const args = [...m[2].matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((a) => a[1]);
+      const name = (args[0] ?? '').toLowerCase();
+      const key = name === 'evalsha' || name === 'eval' ? args[3] : args[1];
+      if (/^sgw:(rec|pos):/.test(key ?? '')) counts.set(name, (counts.get(name) ?? 0) + 1);
+    }
   });
-  return { counts, stop: () => monitor.disconnect() };
+  return new Promise((resolve, reject) => {
+    socket.once('error', reject);
+    socket.once('connect', () => {
+      socket.write('MONITOR\r\n');
+      resolve({ counts, stop: () => socket.destroy() });
+    });
+  });
 }
 
 describe('Redis cost of streaming resumable sessions', () => {
@@ -54,7 +68,7 @@ describe('Redis cost of streaming resumable sessions', () => {
         return c;
       }),
     );
-    const watch = await watchRecords(direct);
+    const watch = await watchRecords(redis.port);
     const started = Date.now();
     for (const piece of pieces) {
       for (const c of clients) c.send(piece);
