@@ -157,6 +157,9 @@ function restored(deps: ServerDeps, state: ServerState, ws: Ws, data: RestoreSoc
  * object, since uWS and the socket's inflow hold it. */
 function restoreWaiting(data: AwaitingSocket, restore: RestoreSocket['restore']): RestoreSocket {
   delete data.held;
+  // The ledger session is the record's, as for a restore accepted at once: this socket's own id would
+  // put the rest of the session's usage and its end under a session the ledger never started.
+  data.info = { ...data.info, sessionKey: restore.record.sessionKey };
   const base: Omit<AwaitingSocket, 'kind'> = data;
   return Object.assign(base, { kind: 'restore' as const, restore });
 }

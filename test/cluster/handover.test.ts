@@ -52,6 +52,23 @@ async function endedSessions(port: number, tenant: string): Promise<any[]> {
   return rows;
 }
 
+/** The tenant's one session in the ledger, ended, of two upstream segments, with the upstream's credits. */
+async function assertOneLedgerSession(cluster: Cluster, tenant: string): Promise<void> {
+  const rows = await endedSessions(cluster.replicas[1].adminPort, tenant);
+  assert.equal(rows.length, 1, 'one ledger session');
+  assert.notEqual(rows[0].end, null, `the ledger session ended: ${JSON.stringify(rows[0])}`);
+  assert.equal(rows[0].segments.length, 2, 'two upstream segments');
+  assert.equal(rows[0].estimated, false);
+  const upstream = cluster.emulator.sessions.filter((s) => s.tenant === tenant);
+  assert.equal(upstream.length, 2);
+  const reported = upstream.reduce(
+    (n, s) =>
+      n + ((s.sent as Array<{ type: string; credits?: number }>).find((m) => m.type === 'usage')?.credits ?? NaN),
+    0,
+  );
+  assert.ok(Math.abs(rows[0].credits - reported) < 1e-6, `ledger ${rows[0].credits} = upstream ${reported}`);
+}
+
 /** A TCP relay to the replica `target()` names at each connection, whose client-to-gateway direction
  *  is `ms` late (a far client): what the client sends just before the gateway's close is on the wire. */
 async function slowUplink(target: () => number, ms: number): Promise<{ port: number; close(): void }> {
@@ -152,18 +169,7 @@ describe('handover at drain between two gateway processes', () => {
     assertOnce(finals(all), 8.5, 'hand-written');
     assert.deepEqual(second.types().slice(-2), ['usage', 'ended']);
 
-    const rows = await endedSessions(cluster.replicas[1].adminPort, tenant);
-    assert.equal(rows.length, 1, 'one ledger session');
-    assert.equal(rows[0].segments.length, 2, 'two upstream segments');
-    assert.equal(rows[0].estimated, false);
-    const upstream = cluster.emulator.sessions.filter((s) => s.tenant === tenant);
-    assert.equal(upstream.length, 2);
-    const reported = upstream.reduce(
-      (n, s) =>
-        n + ((s.sent as Array<{ type: string; credits?: number }>).find((m) => m.type === 'usage')?.credits ?? NaN),
-      0,
-    );
-    assert.ok(Math.abs(rows[0].credits - reported) < 1e-6, `ledger ${rows[0].credits} = upstream ${reported}`);
+    await assertOneLedgerSession(cluster, tenant);
     // The slot was released at the end: a new session of the tenant is let in.
     const next = await openClient(url(1, await token(), tenant, newResumeKey()));
     next.ws.close();
@@ -266,6 +272,7 @@ describe('handover at drain between two gateway processes', () => {
     await second.next('ended', 30_000);
     assert.equal(await exit, 0);
     assertOnce(finals([...first.messages, ...second.messages]), 8.5, 'slow handover');
+    await assertOneLedgerSession(cluster, tenant); // the restored session writes to the same ledger session
   });
 
   it('an owner killed while it hands the session over (its termination grace ran out): the waiting resume takes the session over', async () => {
