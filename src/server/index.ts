@@ -4,6 +4,7 @@
 // port (ADMIN_PORT: metrics, the usage API, the hop). This file listens and is the one way in.
 import uWS from 'uWebSockets.js';
 import { startJanitor } from '../cluster/index.js';
+import { measureReplayHeld } from '../telemetry/index.js';
 import type { Session } from '../session/index.js';
 import { drainOnce } from './drain.js';
 import { addHopRoutes } from './hop-route.js';
@@ -40,6 +41,11 @@ export async function startServer(deps: ServerDeps): Promise<GatewayServer> {
     claiming: new Set(),
     unconfigured: new UnconfiguredSockets(deps.maxUnconfiguredPerSubject),
   };
+  measureReplayHeld(() => {
+    let bytes = 0;
+    for (const s of state.sessions) bytes += s.replayBytes;
+    return bytes;
+  });
   const client = uWS
     .App()
     .ws('/audio-bridge/v2/transcribe', socketBehavior(deps, state, 'transcribe'))

@@ -117,6 +117,11 @@ export class Session {
     return this.driver.state.migration !== undefined;
   }
 
+  /** Bytes of audio kept for a replay (what no final covers yet). */
+  get replayBytes(): number {
+    return this.upstream.link?.replayBytes ?? 0;
+  }
+
   /** The session left this process for another replica (its ledger session and slot go on there). */
   get handedOver(): boolean {
     return this.driver.state.migration === 'left';

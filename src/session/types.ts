@@ -56,6 +56,7 @@ export type Link = Pick<
   | 'finalUntil'
   | 'segment'
   | 'resumePoint'
+  | 'replayBytes'
   | 'unit'
   | 'sendAudio'
   | 'sendControl'

@@ -29,6 +29,11 @@ export class ReplayKeeper {
     return this.#buffer.add(u);
   }
 
+  /** Bytes of audio kept for a replay now. */
+  get heldBytes(): number {
+    return this.#buffer?.bufferedBytes ?? 0;
+  }
+
   resumePoint(): { at: number; behind: number } | undefined {
     return this.#buffer?.resumePoint();
   }

@@ -103,6 +103,11 @@ export class UpstreamLink {
     return this.timeline.finalUntil;
   }
 
+  /** Bytes of audio kept for a replay now. */
+  get replayBytes(): number {
+    return this.replay.heldBytes;
+  }
+
   /** Where the replay's oldest group starts in the parser's input (see ReplayBuffer.resumePoint). */
   resumePoint(): { at: number; behind: number } | undefined {
     return this.replay.resumePoint();

@@ -13,6 +13,12 @@ const registers = [registry];
 const fastBuckets = [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 const slowBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
+/** What the replay gauge reads at each scrape: set by the server, which holds the sessions. */
+let replayHeld: () => number = () => 0;
+export function measureReplayHeld(f: () => number): void {
+  replayHeld = f;
+}
+
 export const metrics = {
   activeSessions: new Gauge<'endpoint' | 'tenant'>({
     name: 'speech_gateway_active_sessions',
@@ -202,6 +208,14 @@ export const metrics = {
     name: 'speech_gateway_hop_sessions',
     help: 'Client sockets this replica relays to the replica that holds their session',
     registers,
+  }),
+  replayBufferedBytes: new Gauge({
+    name: 'speech_gateway_replay_buffered_bytes',
+    help: 'Audio kept for replays to a new upstream session (what no final transcript covers yet), over all sessions',
+    registers,
+    collect() {
+      this.set(replayHeld());
+    },
   }),
   fullAccessTokenAttempts: new Counter({
     name: 'speech_gateway_full_access_token_refusals_total',

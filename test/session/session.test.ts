@@ -60,6 +60,7 @@ class FakeLink implements Link {
   }
   restore(): void {}
   resumePoint = () => undefined;
+  replayBytes = 0;
   unit = <U>(u: U) => u;
   sendAudio(frame: Buffer): boolean {
     this.audio.push(frame);
