@@ -1,15 +1,17 @@
-// Load benchmark: N concurrent real-time dictations of a browser-recorded WebM/Opus
-// stream (250 ms pieces, config, a flush now and then, end), ramp then hold, through each peer in
-// one run against one upstream: direct (the floor), nginx, a naive `ws` proxy, the gateway
-// (passthrough, PCM transcoding, and wss upstream like nginx's TLS leg), and the gateway while
-// autocannon hits /metrics and /v1/usage on the admin port. Writes bench/results/load.json and load.md.
+// Load benchmark: N concurrent real-time dictations through each peer in one run against one
+// upstream: direct (the floor), nginx, a naive `ws` proxy, the gateway (passthrough of Chromium's
+// WebM/Opus with 60 ms packets and of an encoder's 20 ms packets, PCM transcoding, a `wss` upstream
+// like nginx's TLS leg, and while autocannon hits /metrics and /v1/usage on the admin port). Each
+// session of the headline legs lasts from its start in the ramp to the end of the hold, minutes, with
+// one set-up; the churn legs keep 9 s sessions (a new one follows each) so set-up cost shows.
+// Writes bench/results/load.json and load.md (load-full.* with --full).
 // Run: npm run bench -- load  (quick: 300 sessions)   npm run bench -- load --full  (1,500)
 // Overrides: BENCH_SESSIONS, BENCH_RAMP_S, BENCH_HOLD_S, BENCH_WORKERS, BENCH_ONLY (legs),
 // BENCH_GATEWAY_ARGS (node flags for the gateway, e.g. --cpu-prof).
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { chromeWebm, longChromeWebm, opus20Webm, pcmLoop } from './lib/audio.js';
 import { drive, type Audio, type Load } from './lib/drive.js';
 import {
   buildGateway,
@@ -26,47 +28,20 @@ import { treeRss } from './lib/proc.js';
 import { report, type Leg } from './lib/report.js';
 
 process.env.LOG_LEVEL = 'silent';
-const { createMediaClock } = await import('../../src/emulator/index.js');
 
 const full = process.argv.includes('--full');
 const env = (k: string, d: number) => Number(process.env[k] ?? d);
 const load: Load = {
   sessions: env('BENCH_SESSIONS', full ? 1500 : 300),
   workers: env('BENCH_WORKERS', full ? 4 : 3),
-  rampS: env('BENCH_RAMP_S', full ? 15 : 4),
-  holdS: env('BENCH_HOLD_S', full ? 15 : 8),
+  rampS: env('BENCH_RAMP_S', full ? 30 : 5),
+  holdS: env('BENCH_HOLD_S', full ? 150 : 90),
 };
+/** The churn legs measure as many session-hours as they need to: their sessions last 9 s anyway. */
+const churnLoad: Load = { ...load, holdS: Math.min(load.holdS, 30) };
 const WARM_UP: Load = { sessions: 3, workers: 1, rampS: 0.5, holdS: 1.5 };
-const fixtures = fileURLToPath(new URL('../../test/fixtures/', import.meta.url));
-
-/** Chromium's own 250 ms MediaRecorder pieces, and the media time the upstream counts after each. */
-function webm(): Audio {
-  const dir = join(fixtures, 'chrome/webm-opus');
-  const files = readdirSync(dir)
-    .filter((f) => f.endsWith('.bin'))
-    .sort()
-    .map((f) => join(dir, f));
-  const bufs = files.map((f) => readFileSync(f));
-  const clock = createMediaClock(bufs[0]);
-  return {
-    config: { primaryLanguage: 'en', interimResults: true, audioFormat: 'audio/webm;codecs=opus' },
-    pieces: bufs.map((b, i) => ({ file: files[i], start: 0, end: b.length })),
-    mediaEnds: bufs.map((b) => clock.add(b)),
-    tolerance: 0,
-  };
-}
-
-/** 16 kHz mono s16le in 250 ms pieces (8000 bytes), as long as the WebM stream. */
-function pcm(seconds: number): Audio {
-  const file = join(fixtures, 'dictation-16k-s16le.pcm');
-  const n = Math.min(Math.floor(readFileSync(file).length / 8000), Math.ceil(seconds / 0.25));
-  return {
-    config: { primaryLanguage: 'en', interimResults: true, audioFormat: 'audio/pcm;rate=16000;channels=1' },
-    pieces: Array.from({ length: n }, (_, i) => ({ file, start: i * 8000, end: (i + 1) * 8000 })),
-    mediaEnds: Array.from({ length: n }, (_, i) => (i + 1) * 0.25),
-    tolerance: 0.04, // an Opus encoder emits whole 20 ms frames: up to two wait for the next piece
-  };
-}
+/** Audio for the longest session a leg holds (its ramp and hold), and a margin. */
+const sessionS = load.rampS + load.holdS + 10;
 
 ensureTools();
 buildGateway();
@@ -75,25 +50,32 @@ const tls = makeCert(dir);
 const upstream = await startUpstream(tls);
 const query = `?tenant-name=base&token=${encodeURIComponent(`Bearer ${upstream.token}`)}`;
 const path = `/audio-bridge/v2/transcribe${query}`;
-const audio = webm();
-const pcmAudio = pcm(audio.mediaEnds.at(-1)!);
+const audio = longChromeWebm(dir, sessionS);
+const churn = chromeWebm();
+const opus20 = opus20Webm(dir, sessionS);
+const pcm = pcmLoop(sessionS);
 const gatewayEnv = (scheme: 'ws' | 'wss') => ({
   UPSTREAM_URL: `${scheme}://127.0.0.1:${scheme === 'wss' ? upstream.tlsPort : upstream.port}/audio-bridge/v2`,
   AUTH_URL: `http://127.0.0.1:${upstream.port}`,
   USAGE_API_TOKEN: 'bench-usage-token',
   ...(scheme === 'wss' ? { NODE_EXTRA_CA_CERTS: tls.cert } : {}),
 });
+const nginx = () => startNginx(dir, { port: upstream.port });
+const gateway = () => startGateway(dir, gatewayEnv('ws'));
 
-type Plan = { name: string; start: () => Promise<Peer | null>; audio?: Audio; http?: boolean };
+type Plan = { name: string; start: () => Promise<Peer | null>; audio?: Audio; load?: Load; http?: boolean };
 const plans: Plan[] = [
   { name: 'direct', start: async () => null },
-  { name: 'nginx', start: () => startNginx(dir, { port: upstream.port }) },
+  { name: 'nginx', start: nginx },
   { name: 'naive ws proxy', start: () => startNaive(upstream.port) },
-  { name: 'gateway', start: () => startGateway(dir, gatewayEnv('ws')) },
-  { name: 'gateway PCM→Opus', start: () => startGateway(dir, gatewayEnv('ws')), audio: pcmAudio },
+  { name: 'gateway', start: gateway },
   { name: 'nginx, wss upstream', start: () => startNginx(dir, { port: upstream.tlsPort, tls }) },
   { name: 'gateway, wss upstream', start: () => startGateway(dir, gatewayEnv('wss')) },
-  { name: 'gateway + HTTP load', start: () => startGateway(dir, gatewayEnv('ws')), http: true },
+  { name: 'gateway, 20 ms Opus packets', start: gateway, audio: opus20 },
+  { name: 'gateway PCM→Opus', start: gateway, audio: pcm },
+  { name: 'gateway + HTTP load', start: gateway, http: true },
+  { name: 'nginx, churn (9 s sessions)', start: nginx, audio: churn, load: churnLoad },
+  { name: 'gateway, churn (9 s sessions)', start: gateway, audio: churn, load: churnLoad },
   { name: 'direct, again last', start: async () => null },
 ];
 
@@ -103,8 +85,8 @@ const only = process.env.BENCH_ONLY?.split(/,(?! )/);
 const chosen = only ? plans.filter((p) => p.name.startsWith('direct') || only.includes(p.name)) : plans;
 const began = Date.now();
 console.log(
-  `load: ${load.sessions} sessions, ${load.workers} generator processes, ramp ${load.rampS} s, hold ${load.holdS} s, ` +
-    `a session: ${audio.pieces.length} MediaRecorder pieces, ${audio.mediaEnds.at(-1)!.toFixed(2)} s (then a new one)`,
+  `load: ${load.sessions} sessions, ${load.workers} generator processes, ramp ${load.rampS} s, hold ${load.holdS} s: ` +
+    `each session lasts from its start to the end of the hold (churn legs: ${churn.mediaEnds.at(-1)!.toFixed(1)} s sessions, hold ${churnLoad.holdS} s)`,
 );
 const legs: Leg[] = [];
 try {
@@ -113,11 +95,13 @@ try {
     await new Promise((r) => setTimeout(r, 1000)); // settle before the idle reading
     const idleRssBytes = peer ? treeRss(peer.pid) : 0;
     const url = `ws://127.0.0.1:${peer?.port ?? upstream.port}${path}`;
-    await drive(url, plan.audio ?? audio, WARM_UP, null); // first-session costs (token keys, lazy modules) stay out of the numbers
+    const legAudio = plan.audio ?? audio;
+    const legLoad = plan.load ?? load;
+    await drive(url, legAudio, WARM_UP, null); // first-session costs (token keys, lazy modules) stay out of the numbers
     const during = plan.http ? (from: number, to: number) => hitHttp(peer!.adminPort!, from, to) : undefined;
-    const result = await drive(url, plan.audio ?? audio, load, peer?.pid ?? null, during);
+    const result = await drive(url, legAudio, legLoad, peer?.pid ?? null, during, peer?.adminPort);
     await peer?.stop();
-    legs.push({ name: plan.name, ...result, idleRssBytes });
+    legs.push({ name: plan.name, ...result, idleRssBytes, load: legLoad });
     console.log(
       `  ${plan.name}: accepted ${result.accepted}/${result.started}, errors ${JSON.stringify(result.errors)}`,
     );

@@ -30,12 +30,32 @@ export interface WorkerResult {
   notes: string[];
 }
 
+/** The gateway's own view of its memory, from its /metrics (admin port). */
+export interface Gauges {
+  replayBytes: number;
+  externalBytes: number;
+}
+
+async function gauges(adminPort: number): Promise<Gauges | null> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+    const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+    return {
+      replayBytes: read('speech_gateway_replay_buffered_bytes'),
+      externalBytes: read('nodejs_external_memory_bytes'),
+    };
+  } catch {
+    return null;
+  }
+}
+
 export async function drive(
   url: string,
   audio: Audio,
   load: Load,
   proxyPid: number | null,
   during?: (holdFrom: number, stopAt: number) => Promise<unknown>,
+  adminPort?: number,
 ) {
   const startAt = Date.now() + 500;
   const holdFrom = startAt + load.rampS * 1000;
@@ -60,6 +80,12 @@ export async function drive(
       clearInterval(sampler);
     }, stopAt - Date.now()),
   ];
+  // The gateway's replay audio and external memory: before the leg, and a second before its end (every
+  // session still open).
+  const gaugesBefore = adminPort ? await gauges(adminPort) : null;
+  const gaugesAtPeak = adminPort
+    ? new Promise<Gauges | null>((res) => setTimeout(() => res(gauges(adminPort)), stopAt - 1000 - Date.now()))
+    : Promise.resolve(null);
   const per = Math.ceil(load.sessions / load.workers);
   const results = await Promise.all([
     ...Array.from({ length: load.workers }, (_, w) =>
@@ -79,6 +105,7 @@ export async function drive(
   clearInterval(sampler);
   marks.forEach(clearTimeout);
   const merged = merge(results.slice(0, load.workers) as WorkerResult[]);
+  const peak = await gaugesAtPeak;
   const systemHold = cpuAtStop.system - cpuAtHold.system;
   const cpuHold = cpuAtStop.user - cpuAtHold.user + systemHold;
   return {
@@ -89,6 +116,9 @@ export async function drive(
     kernelShare: cpuHold > 0 ? systemHold / cpuHold : null,
     cpuSecondsPerSessionHour: proxyPid ? cpuHold / ((load.sessions * load.holdS) / 3600) : null,
     bytesPerSession: proxyPid ? (peakRss - baselineRss) / load.sessions : null,
+    replayBytesPerSession: peak ? peak.replayBytes / load.sessions : null,
+    externalBytesPerSession:
+      peak && gaugesBefore ? (peak.externalBytes - gaugesBefore.externalBytes) / load.sessions : null,
     during: results[load.workers],
   };
 }
