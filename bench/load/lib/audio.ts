@@ -31,12 +31,25 @@ export function chromeWebm(): Audio {
   };
 }
 
-/** Chromium's recording looped to at least `seconds`, one continuous stream, written to `dir`. */
+/** Chromium's recording looped to at least `seconds`, one continuous stream, written to `dir`. The
+ * recording's last piece (60 ms, what the recorder had when it stopped) joins the piece before it:
+ * mid-stream a recorder's pieces all hold about its timeslice. */
 export function longChromeWebm(dir: string, seconds: number): Audio {
   const loop = loopWebm(chromeDir);
   const n = Math.ceil(seconds / loop.loopSeconds) * loop.pieces;
-  const pieces = Array.from({ length: n }, (_, k) => loop.piece(k));
-  return fromPieces(join(dir, 'chrome-long.webm'), pieces, (k) => loop.sendAt(k + 1), webmConfig);
+  const pieces: Buffer[] = [];
+  const ends: number[] = [];
+  for (let k = 0; k < n; k++) {
+    const end = loop.sendAt(k + 1);
+    if (k > 0 && end - ends.at(-1)! < 0.1) {
+      pieces.push(Buffer.concat([pieces.pop()!, loop.piece(k)]));
+      ends[ends.length - 1] = end;
+    } else {
+      pieces.push(loop.piece(k));
+      ends.push(end);
+    }
+  }
+  return fromPieces(join(dir, 'chrome-long.webm'), pieces, (k) => ends[k], webmConfig);
 }
 
 /** The dictation encoded by ffmpeg (libopus, 20 ms packets, 32 kb/s) as a live WebM of at least
@@ -49,13 +62,26 @@ export function opus20Webm(dir: string, seconds: number): Audio {
     maxBuffer: 64 << 20,
   });
   if (r.status !== 0) throw new Error(`ffmpeg failed: ${r.stderr?.toString() ?? r.error}`);
-  const stream = r.stdout;
-  const size = 1000; // 32 kb/s: about 250 ms of media a piece
+  return fromPieces(join(dir, 'opus20.webm'), ...recorderPieces(r.stdout), webmConfig);
+}
+
+/** The stream cut as a recorder with a 250 ms timeslice cuts it: after the packet that completes each
+ * 250 ms of media (the media clock counts a packet once its last byte is in). */
+function recorderPieces(stream: Buffer): [Buffer[], (k: number) => number] {
+  const clock = createMediaClock(stream);
   const pieces: Buffer[] = [];
-  for (let at = 0; at < stream.length; at += size) pieces.push(stream.subarray(at, at + size));
-  const clock = createMediaClock(pieces[0]);
-  const ends = pieces.map((p) => clock.add(p));
-  return fromPieces(join(dir, 'opus20.webm'), pieces, (k) => ends[k], webmConfig);
+  const ends: number[] = [];
+  let from = 0;
+  for (let at = 1; at <= stream.length; at++) {
+    const media = clock.add(stream.subarray(at - 1, at));
+    if (media >= (ends.length + 1) * 0.25) {
+      pieces.push(stream.subarray(from, at));
+      ends.push(media);
+      from = at;
+    }
+  }
+  if (from < stream.length) pieces.push(Buffer.concat([pieces.pop()!, stream.subarray(from)])); // no media
+  return [pieces, (k) => ends[k]];
 }
 
 /** 16 kHz mono s16le in 250 ms pieces (8000 bytes), the recording looped to at least `seconds`. */
