@@ -58,6 +58,8 @@ const gatewayEnv = (scheme: 'ws' | 'wss') => ({
   UPSTREAM_URL: `${scheme}://127.0.0.1:${scheme === 'wss' ? upstream.tlsPort : upstream.port}/audio-bridge/v2`,
   AUTH_URL: `http://127.0.0.1:${upstream.port}`,
   USAGE_API_TOKEN: 'bench-usage-token',
+  // One token plays every browser: its subject may have as many sockets awaiting their config as the ramp opens.
+  MAX_UNCONFIGURED_PER_SUBJECT: '0',
   ...(scheme === 'wss' ? { NODE_EXTRA_CA_CERTS: tls.cert } : {}),
 });
 const nginx = () => startNginx(dir, { port: upstream.port });
