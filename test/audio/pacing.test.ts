@@ -90,6 +90,23 @@ test("a real-time client's short last piece goes upstream when it arrives, not a
   run.pipeline.close();
 });
 
+test("a recorder's pieces each go upstream when they arrive, the short last one too (no pacing wait)", () => {
+  const chunks = chromeChunks('webm-opus');
+  // Where each piece's media ends: a live recorder sends a piece once its media is recorded.
+  const scratch = open('audio/webm;codecs=opus');
+  const ends = chunks.map((c) => (scratch.pipeline.push(c), scratch.pipeline.stats.mediaSecondsIn * 1000));
+  scratch.pipeline.close();
+  const run = open('audio/webm;codecs=opus');
+  for (const [i, c] of chunks.entries()) {
+    run.clock.advance(Math.ceil(ends[i]) - run.clock.now());
+    const out = run.frames.length;
+    run.pipeline.push(c);
+    assert.ok(run.frames.length > out, `piece ${i} went out when it arrived`);
+  }
+  assert.equal(run.pipeline.stats.bytesIn - run.pipeline.stats.bytesOut, 0, 'nothing held after the last piece');
+  run.pipeline.close();
+});
+
 test('small pieces at real time still coalesce, into frames of at least half of chunkMs', () => {
   const run = open('audio/webm;codecs=opus');
   const data = Buffer.concat(chromeChunks('webm-opus'));
