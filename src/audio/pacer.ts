@@ -2,7 +2,9 @@
 // time m goes out at t0 + m/pace - LEAD_MS. t0 is when the stream's first bytes arrived (start()),
 // not when the first frame went out: the first frame waits for the headers and a chunk of media, and
 // counting from its release would delay every later frame of a real-time client by that wait. Frames
-// already due go out at once, so a real-time client sees no added delay.
+// already due go out at once, so a real-time client sees no added delay. A frame may also go once it
+// ends no further past the first frame's end than real time has run: a recorder's pieces arrive at
+// their media's end, so by its start a piece shorter than the first (the last) would wait.
 import type { Frame } from './rechunk.js';
 import { Alarm, type Scheduler } from './scheduler.js';
 
@@ -18,6 +20,7 @@ export class Pacer {
   private queued = 0;
   private t0: number | undefined;
   private origin = 0;
+  private firstEnd = 0;
   private started = false;
   private alarm: Alarm;
   private idleWaiters: Array<() => void> = [];
@@ -64,7 +67,8 @@ export class Pacer {
   }
 
   private due(f: Frame): number {
-    return (this.t0 as number) + ((f.start - this.origin) / this.o.pace) * 1000 - LEAD_MS;
+    const media = Math.min(f.start - this.origin, f.end - this.firstEnd);
+    return (this.t0 as number) + (media / this.o.pace) * 1000 - LEAD_MS;
   }
 
   private release(): void {
@@ -75,6 +79,7 @@ export class Pacer {
       if (!this.started) {
         this.started = true;
         this.origin = f.start;
+        this.firstEnd = f.end;
       }
       const wait = this.hurried ? 0 : this.due(f) - now;
       if (wait > 0) {

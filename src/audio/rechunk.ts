@@ -2,8 +2,10 @@
 // within maxFrameBytes, cut at unit boundaries where possible, coalesced to about chunkMs of media.
 // Everything complete goes at the end of a batch of input (a client's message) once it holds half
 // of chunkMs: a real-time client's piece goes upstream when it arrives, while tiny pieces still
-// coalesce. A frame cut within a batch waits for the batch's end, so that a short tail joins it
-// rather than going alone or waiting for the next piece. A partial frame waits at most chunkMs.
+// coalesce. A short batch after one of half of chunkMs goes too: that client's pieces make frames
+// on their own, and its short one (a recorder's last) would wait a whole piece interval for nothing.
+// A frame cut within a batch waits for the batch's end, so that a short tail joins it rather than
+// going alone or waiting for the next piece. A partial frame waits at most chunkMs.
 import type { Unit } from './containers/index.js';
 import { Alarm, type Scheduler } from './scheduler.js';
 
@@ -55,6 +57,10 @@ export class Rechunker {
   private alarm: Alarm;
   /** The frame cut in this batch, if any. */
   private ready: ReadyFrame | undefined;
+  private batchFrom: number | undefined; // media of this batch's units
+  private batchTo = 0;
+  /** The last batch with media held half of chunkMs or more. */
+  private bigPieces = false;
 
   constructor(private o: RechunkerOptions) {
     this.alarm = new Alarm(o.scheduler, () => this.flush());
@@ -85,13 +91,16 @@ export class Rechunker {
     this.bytes += u.bytes.length;
     if (u.start !== undefined && this.start === undefined) this.start = u.start;
     if (u.end !== undefined) this.end = Math.max(this.end ?? u.end, u.end);
+    this.noteBatch(u);
     while (this.bytes > this.o.maxFrameBytes) this.splitHead();
     if (this.headerDone && this.media() >= this.o.chunkMs / 1000) this.cut();
   }
 
   /** A batch of input ends here (no more units until the next client message): the pending frame
-   * goes if it holds half of chunkMs, else it waits for more until chunkMs after its first bytes. */
+   * goes if it holds half of chunkMs or the batch before did, else it waits for more until chunkMs
+   * after its first bytes. */
   batchEnd(): void {
+    const afterBig = this.pieceSize();
     const ready = this.ready;
     if (
       ready &&
@@ -111,8 +120,26 @@ export class Rechunker {
       this.emitReady();
       return;
     }
-    if (ready || this.media() >= this.o.chunkMs / 2000) this.flush();
+    if (ready || afterBig || this.media() >= this.o.chunkMs / 2000) this.flush();
     else if (!this.alarm.armed) this.alarm.at(this.since + this.o.chunkMs);
+  }
+
+  private noteBatch(u: Unit): void {
+    if (u.start === undefined || u.end === undefined) return;
+    if (this.batchFrom === undefined) {
+      this.batchFrom = u.start;
+      this.batchTo = u.end;
+    } else this.batchTo = Math.max(this.batchTo, u.end);
+  }
+
+  /** Whether this batch carries media and the last one with media before it held half of chunkMs
+   * (notes this one's). */
+  private pieceSize(): boolean {
+    if (this.batchFrom === undefined) return false;
+    const before = this.bigPieces;
+    this.bigPieces = this.batchTo - this.batchFrom >= this.o.chunkMs / 2000;
+    this.batchFrom = undefined;
+    return before;
   }
 
   /** Sends what is pending now (never before the headers are complete). */
@@ -127,6 +154,7 @@ export class Rechunker {
   close(): void {
     this.alarm.clear();
     this.ready = undefined;
+    this.batchFrom = undefined;
     this.reset();
   }
 

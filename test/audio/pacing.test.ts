@@ -75,6 +75,52 @@ test("a real-time client's piece goes upstream when it arrives, not with the nex
   run.pipeline.close();
 });
 
+test("a real-time client's short last piece goes upstream when it arrives, not a chunk interval later", () => {
+  const run = open('audio/webm;codecs=opus');
+  const chunks = chromeChunks('webm-opus');
+  for (const c of chunks.slice(0, -1)) {
+    run.pipeline.push(c);
+    run.clock.advance(Math.max(0, Math.ceil(run.pipeline.stats.mediaSecondsIn * 1000) + 1 - run.clock.now()));
+  }
+  const last = chunks.at(-1)!; // the recorder's stop: 60 ms of media, under half of chunkMs
+  const media = run.pipeline.stats.mediaSecondsOut;
+  run.pipeline.push(last);
+  assert.equal(run.pipeline.stats.bytesIn - run.pipeline.stats.bytesOut, 0, 'nothing held after the last piece');
+  assert.ok(run.pipeline.stats.mediaSecondsOut > media + 0.05, `media out ${run.pipeline.stats.mediaSecondsOut}`);
+  run.pipeline.close();
+});
+
+test("a recorder's pieces each go upstream when they arrive, the short last one too (no pacing wait)", () => {
+  const chunks = chromeChunks('webm-opus');
+  // Where each piece's media ends: a live recorder sends a piece once its media is recorded.
+  const scratch = open('audio/webm;codecs=opus');
+  const ends = chunks.map((c) => (scratch.pipeline.push(c), scratch.pipeline.stats.mediaSecondsIn * 1000));
+  scratch.pipeline.close();
+  const run = open('audio/webm;codecs=opus');
+  for (const [i, c] of chunks.entries()) {
+    run.clock.advance(Math.ceil(ends[i]) - run.clock.now());
+    const out = run.frames.length;
+    run.pipeline.push(c);
+    assert.ok(run.frames.length > out, `piece ${i} went out when it arrived`);
+  }
+  assert.equal(run.pipeline.stats.bytesIn - run.pipeline.stats.bytesOut, 0, 'nothing held after the last piece');
+  run.pipeline.close();
+});
+
+test('small pieces at real time still coalesce, into frames of at least half of chunkMs', () => {
+  const run = open('audio/webm;codecs=opus');
+  const data = Buffer.concat(chromeChunks('webm-opus'));
+  for (let off = 0; off < data.length; off += 500) {
+    run.pipeline.push(data.subarray(off, off + 500)); // about 30 ms of media each
+    run.clock.advance(Math.max(0, Math.ceil(run.pipeline.stats.mediaSecondsIn * 1000) + 1 - run.clock.now()));
+  }
+  run.clock.advance(250);
+  const media = run.pipeline.stats.mediaSecondsOut;
+  assert.ok(media > 8.9, `media out ${media}`);
+  assert.ok(run.frames.length <= media / 0.125, `${run.frames.length} frames for ${media} s`);
+  run.pipeline.close();
+});
+
 test('bytes beyond maxBufferedBytes: AUDIO_BUFFER_OVERRUN, then nothing more', async () => {
   const run = open('audio/webm', { maxBufferedBytes: 50_000 });
   const data = fixture('dictation.webm');
