@@ -1,6 +1,12 @@
 // The upgrade-time decision: origin, then where the token is, then what it claims (cheap checks
 // that need no network), then its signature against the tenant realm's keys, then its scope.
-import { decodeJwt, decodeProtectedHeader, errors, jwtVerify, type JWTPayload, type KeyLike } from 'jose';
+// jose's parts by subpath: its index also loads its remote-JWKS module, whose ESM import of node:http
+// makes Node evaluate http's lazy exports (the bundled undici, about 14 MB of idle RSS).
+import type { JWTPayload, KeyLike } from 'jose';
+import { decodeProtectedHeader } from 'jose/decode/protected_header';
+import * as errors from 'jose/errors';
+import { decodeJwt } from 'jose/jwt/decode';
+import { jwtVerify } from 'jose/jwt/verify';
 import { JwksBudgetError, JwksCache, JwksUnavailableError, UnknownRealmError } from './jwks-cache.js';
 import { originChecker } from './origin.js';
 import { refuse, type Refusal } from './refusal.js';

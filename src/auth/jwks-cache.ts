@@ -8,14 +8,9 @@
 // - known and unknown realms sit in two capped LRU maps: sprayed names never evict known realms.
 // Hand-written around jose's createLocalJWKSet instead of createRemoteJWKSet because jose 5's
 // remote set can't take an injected fetch or clock, nor do any of the above.
-import {
-  createLocalJWKSet,
-  errors,
-  type JWK,
-  type JWSHeaderParameters,
-  type FlattenedJWSInput,
-  type KeyLike,
-} from 'jose';
+import type { JWK, JWSHeaderParameters, FlattenedJWSInput, KeyLike } from 'jose';
+import * as errors from 'jose/errors';
+import { createLocalJWKSet } from 'jose/jwks/local';
 import { realmUrl } from './tenant.js';
 
 type KeyFn = (h: JWSHeaderParameters, t: FlattenedJWSInput) => Promise<KeyLike>;

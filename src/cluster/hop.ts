@@ -6,7 +6,9 @@
 // secret there is no hop.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
-import WebSocket from 'ws';
+// ws only types here: it is loaded at the first hop (replicas sharing Redis), not by every gateway
+// (it brings node:http, https, tls and zlib: idle memory).
+import type WebSocket from 'ws';
 import { CLOSE, isEndpoint, type Endpoint } from '../protocol/index.js';
 import type { GatewayError } from '../protocol/index.js';
 import { SEND_DROPPED } from '../http/index.js';
@@ -172,7 +174,8 @@ export class HopOutbox {
 /** How the hop's handshake went: open, refused by the owner (status and body), or failed. */
 type Opened = { open: true } | { status: number; body: string } | { failed: string };
 
-function hopSocket(ownerUrl: string, key: string, identity: HopIdentity, secret: string): WebSocket {
+async function hopSocket(ownerUrl: string, key: string, identity: HopIdentity, secret: string): Promise<WebSocket> {
+  const { default: WebSocket } = await import('ws');
   const url = new URL(hopPath(identity), ownerUrl);
   url.searchParams.set('resume', key);
   lastSignedAt = Math.max(Date.now(), lastSignedAt + 1);
@@ -234,7 +237,7 @@ export async function hopUpgrade(
   const started = performance.now();
   const log = deps.logger.child({ owner: owner.id, sessionKey: info.sessionKey });
   // The relay listens from the start: the owner's first frames can come with its handshake answer.
-  const hop = hopSocket(owner.url, info.resumeKey!, identity, deps.secret);
+  const hop = await hopSocket(owner.url, info.resumeKey!, identity, deps.secret);
   const relay = new HopRelay(hop, log);
   const opened = await handshake(hop);
   if (aborted()) return (relay.abandon(), { kind: 'aborted' });
@@ -368,7 +371,7 @@ export class HopRelay {
   }
 
   private ping(): void {
-    if (this.ending || this.hop.readyState !== WebSocket.OPEN) return;
+    if (this.ending || this.hop.readyState !== this.hop.OPEN) return;
     // Paused for a client that does not read, B reads no pong either: the owner's own rules judge that client.
     if (this.hop.isPaused) return void (this.awaitingPong = false);
     if (this.awaitingPong) return this.hop.terminate(); // its close sends the client to reconnect
@@ -377,7 +380,7 @@ export class HopRelay {
   }
 
   private confirm(last: boolean): void {
-    if (this.hop.readyState === WebSocket.OPEN) this.hop.ping(confirmation(last, this.delivered));
+    if (this.hop.readyState === this.hop.OPEN) this.hop.ping(confirmation(last, this.delivered));
   }
 
   /** Ends both sides once: the hop (with the same code where ws can send it) and the client, now or when it opens. */
@@ -387,10 +390,10 @@ export class HopRelay {
     this.ending = { code, reason: short };
     clearInterval(this.pinger);
     metrics.hopSessions.dec();
-    if (this.hop.readyState === WebSocket.OPEN) {
+    if (this.hop.readyState === this.hop.OPEN) {
       this.confirm(true); // before the close: A reads them in this order
       this.hop.close(code === RECONNECT || code >= 3000 ? 1000 : code, short);
-    } else if (this.hop.readyState === WebSocket.CONNECTING) this.hop.terminate();
+    } else if (this.hop.readyState === this.hop.CONNECTING) this.hop.terminate();
     this.closeClient(code, short);
   }
 

@@ -4,7 +4,9 @@
 // only reach configured realms and those the embedding program made through its own API: a stranger
 // naming random tenants gets 404s, not a key pair each.
 import { randomUUID } from 'node:crypto';
-import { exportJWK, generateKeyPair, type JWK, type KeyLike } from 'jose';
+import type { JWK, KeyLike } from 'jose';
+import { exportJWK } from 'jose/key/export';
+import { generateKeyPair } from 'jose/key/generate/keypair';
 
 interface SigningKey {
   kid: string;

@@ -1,7 +1,12 @@
 // Issues and verifies access tokens the way the real auth server and speech service do
 // (Keycloak-style claims; signature against the realm's JWKS, exp/nbf, iss bound to the realm).
 import { createHash, randomUUID } from 'node:crypto';
-import { SignJWT, UnsecuredJWT, createLocalJWKSet, jwtVerify, errors } from 'jose';
+// jose's parts by subpath: its index loads its remote-JWKS module, which imports node:http (see server.ts).
+import * as errors from 'jose/errors';
+import { createLocalJWKSet } from 'jose/jwks/local';
+import { SignJWT } from 'jose/jwt/sign';
+import { UnsecuredJWT } from 'jose/jwt/unsecured';
+import { jwtVerify } from 'jose/jwt/verify';
 import { KeyStore, unknownKey } from './keys.js';
 import type { Endpoint } from '../protocol/index.js';
 import type { IssueTokenOptions } from './types.js';

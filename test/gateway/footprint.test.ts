@@ -1,6 +1,7 @@
 // Idle footprint: a gateway with a real upstream configured never loads the embedded emulator, one
 // without REDIS_URL never loads ioredis, and none loads the transcoding libraries before a stream
-// needs them (memory they would hold for nothing). The gateway runs as its own process (`npm
+// needs them (memory they would hold for nothing), nor imports node:http as an ES module (its
+// namespace evaluates http's lazy exports, which load Node's bundled undici: about 14 MB). The gateway runs as its own process (`npm
 // start`'s command) with a resolve hook and a require hook that write down every module it loads.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -78,6 +79,7 @@ async function modulesLoaded(name: string, env: Record<string, string>): Promise
 const emulatorModules = (urls: string[]) => urls.filter((u) => u.includes('/src/emulator/'));
 const redisModules = (urls: string[]) => urls.filter((u) => u.includes('/node_modules/ioredis/'));
 const transcoders = (urls: string[]) => urls.filter((u) => /@discordjs\/opus|libsamplerate/.test(u));
+const httpImports = (urls: string[]) => urls.filter((u) => u === 'node:http' || u === 'node:https');
 
 describe('idle footprint', () => {
   it('with UPSTREAM_URL the emulator is never loaded, nor ioredis without REDIS_URL, nor a transcoder before a stream; without UPSTREAM_URL the emulator is', async () => {
@@ -90,11 +92,13 @@ describe('idle footprint', () => {
     assert.deepEqual(emulatorModules(real), []);
     assert.deepEqual(redisModules(real), [], 'no REDIS_URL: ioredis is not loaded');
     assert.deepEqual(transcoders(real), [], 'no stream yet: no Opus encoder nor resampler');
+    assert.deepEqual(httpImports(real), [], 'no ES import of node:http (jose by subpath, not its index)');
     assert.ok(
       real.some((u) => u.startsWith('require:')),
       'the require hook saw CommonJS loads',
     );
     const embedded = await modulesLoaded('emulator', { EMULATOR_PORT: String(await freePort()) });
     assert.notDeepEqual(emulatorModules(embedded), [], 'with no upstream the emulator is loaded (the hook sees it)');
+    assert.deepEqual(httpImports(embedded), [], 'the emulator takes node:http as its CommonJS object');
   }, 60_000);
 });
