@@ -100,7 +100,7 @@ export class Rechunker {
    * goes if it holds half of chunkMs or the batch before did, else it waits for more until chunkMs
    * after its first bytes. */
   batchEnd(): void {
-    const afterBig = this.pieceSize();
+    const afterBig = this.endBatch();
     const ready = this.ready;
     if (
       ready &&
@@ -132,9 +132,9 @@ export class Rechunker {
     } else this.batchTo = Math.max(this.batchTo, u.end);
   }
 
-  /** Whether this batch carries media and the last one with media before it held half of chunkMs
-   * (notes this one's). */
-  private pieceSize(): boolean {
+  /** Ends this batch's media count: true when it carries media and the last batch with media before
+   * it held half of chunkMs (this one's size is kept for the next). */
+  private endBatch(): boolean {
     if (this.batchFrom === undefined) return false;
     const before = this.bigPieces;
     this.bigPieces = this.batchTo - this.batchFrom >= this.o.chunkMs / 2000;
