@@ -9,7 +9,7 @@
 // The init data is never dropped (the pipeline bounds headers before any unit comes here).
 import { UPSTREAM_MAX_FRAME_BYTES } from '../protocol/index.js';
 import type { Unit } from './containers/index.js';
-import { AudioRing, oggFormat, otherFormat, webmFormat, type Group, type ReplayFormat } from './replay/index.js';
+import { oggFormat, otherFormat, webmFormat, type Group, type ReplayFormat } from './replay/index.js';
 
 export interface ReplayBuffer {
   /** Every unit sent upstream, in order. Header units are kept for good; media units until released.
@@ -67,8 +67,6 @@ class Buffered<C> implements ReplayBuffer {
   private groups: Group<C>[] = [];
   private open: Group<C> | undefined; // the newest group, while more of it may come
   private mediaBytes = 0;
-  /** the kept media's bytes: copies, so that a client's piece is not held by a view of it */
-  private ring = new AudioRing();
   private lastEnd = 0;
   /** the latest released time: a replay starts at the packet that holds it */
   private cut = -Infinity;
@@ -102,7 +100,6 @@ class Buffered<C> implements ReplayBuffer {
   release(seconds: number): void {
     this.cut = Math.max(this.cut, seconds);
     while (this.groups.length > 1 && (this.groups[1].start ?? Infinity) <= seconds) this.drop(false);
-    if (this.ring.oversized(this.mediaBytes)) this.ring.resize(this.spans(), this.mediaBytes);
   }
 
   replay(): { frames: Buffer[]; offset: number; bytes: number } {
@@ -118,12 +115,7 @@ class Buffered<C> implements ReplayBuffer {
   }
 
   private keep(g: Group<C>, u: Unit): void {
-    let copy = this.ring.put(u.bytes);
-    if (!copy) {
-      this.ring.resize(this.spans(), this.mediaBytes + u.bytes.length);
-      copy = this.ring.put(u.bytes) as Buffer;
-    }
-    g.units.push(copy);
+    g.units.push(u.bytes);
     g.bytes += u.bytes.length;
     this.mediaBytes += u.bytes.length;
     if (u.start !== undefined) g.start = Math.min(g.start ?? u.start, u.start);
@@ -137,11 +129,6 @@ class Buffered<C> implements ReplayBuffer {
     if (overBound) this.droppedBytes += g.bytes;
     if (g === this.open) this.open = undefined;
     this.format.forget(this.groups[0]);
-    this.ring.free(this.groups[0]?.units[0]);
-  }
-
-  private *spans(): Iterable<Buffer[]> {
-    for (const g of this.groups) yield g.units;
   }
 }
 
