@@ -8,7 +8,7 @@
 // (frame-writer.ts), and the pings that find a dead peer (liveness.ts); this file is the connection's
 // states and how it ends.
 import { connect as netConnect, isIP, type Socket } from 'node:net';
-import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
+import { connect as tlsConnect, createSecureContext, type ConnectionOptions, type SecureContext } from 'node:tls';
 
 type TlsOptions = ConnectionOptions;
 import { metrics } from '../telemetry/index.js';
@@ -28,6 +28,10 @@ const CONNECTING = 0,
  * once: no Buffer per read and no Readable-stream machinery per chunk (that machinery was a fifth of
  * the gateway's busy main thread under load). What outlives the read is copied out of it. */
 const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+/** One TLS context for every upstream connection: tls.connect makes a new one per connection
+ * otherwise (an OpenSSL SSL_CTX and its set-up), for the same defaults (the CA store with
+ * NODE_EXTRA_CA_CERTS, ciphers, protocol versions). Made at the first `wss` connection. */
+let tlsContext: SecureContext | undefined;
 
 /** An upstream socket's failure: `message` is its cause, for the log (it may name an internal address
  * or the network's error); `told` is what a client may read. */
@@ -95,7 +99,13 @@ export class UpstreamSocket implements UpstreamConnection {
     };
     // tls.connect takes `onread` as net.connect does; @types/node leaves it out of its options type.
     this.#socket = secure
-      ? tlsConnect({ host, port, servername: isIP(host) ? undefined : host, onread } as TlsOptions)
+      ? tlsConnect({
+          host,
+          port,
+          servername: isIP(host) ? undefined : host,
+          secureContext: (tlsContext ??= createSecureContext()),
+          onread,
+        } as TlsOptions)
       : netConnect({ host, port, onread });
     this.#socket.setNoDelay(true);
     // Written now, sent once connected: no closure keeps the URL alive for the connection's life.

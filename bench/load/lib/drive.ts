@@ -34,6 +34,7 @@ export interface WorkerResult {
 export interface Gauges {
   replayBytes: number;
   externalBytes: number;
+  heapUsedBytes: number;
 }
 
 async function gauges(adminPort: number): Promise<Gauges | null> {
@@ -43,6 +44,7 @@ async function gauges(adminPort: number): Promise<Gauges | null> {
     return {
       replayBytes: read('speech_gateway_replay_buffered_bytes'),
       externalBytes: read('nodejs_external_memory_bytes'),
+      heapUsedBytes: read('nodejs_heap_size_used_bytes'),
     };
   } catch {
     return null;
@@ -119,6 +121,8 @@ export async function drive(
     replayBytesPerSession: peak ? peak.replayBytes / load.sessions : null,
     externalBytesPerSession:
       peak && gaugesBefore ? (peak.externalBytes - gaugesBefore.externalBytes) / load.sessions : null,
+    heapBytesPerSession:
+      peak && gaugesBefore ? (peak.heapUsedBytes - gaugesBefore.heapUsedBytes) / load.sessions : null,
     during: results[load.workers],
   };
 }
