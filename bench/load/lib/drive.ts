@@ -2,7 +2,7 @@
 // (CPU and peak RSS over the hold window, every peer alike) and merges the workers' results.
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { treeCpu, treeRss } from './proc.js';
+import { treeCpu, treeRss, treeSharedRss } from './proc.js';
 
 const worker = fileURLToPath(new URL('./worker.mjs', import.meta.url));
 
@@ -65,9 +65,13 @@ export async function drive(
   // Baseline: the RSS after the warm-up leg, before this one. Peak: sampled over the hold only, when
   // every session is open (ramp and teardown would measure connects and closes, not sessions).
   const baselineRss = proxyPid ? treeRss(proxyPid) : 0;
-  let peakRss = baselineRss;
+  const baselineShared = proxyPid ? treeSharedRss(proxyPid) : 0;
+  let peakRss = baselineRss,
+    sharedAtPeak = baselineShared;
   const sample = () => {
-    if (proxyPid && Date.now() >= holdFrom) peakRss = Math.max(peakRss, treeRss(proxyPid));
+    if (!proxyPid || Date.now() < holdFrom) return;
+    const rss = treeRss(proxyPid);
+    if (rss > peakRss) [peakRss, sharedAtPeak] = [rss, treeSharedRss(proxyPid)];
   };
   const sampler = setInterval(sample, 200);
   let cpuAtHold = { user: 0, system: 0 };
@@ -118,6 +122,7 @@ export async function drive(
     kernelShare: cpuHold > 0 ? systemHold / cpuHold : null,
     cpuSecondsPerSessionHour: proxyPid ? cpuHold / ((load.sessions * load.holdS) / 3600) : null,
     bytesPerSession: proxyPid ? (peakRss - baselineRss) / load.sessions : null,
+    sharedBytesPerSession: proxyPid ? (sharedAtPeak - baselineShared) / load.sessions : null,
     replayBytesPerSession: peak ? peak.replayBytes / load.sessions : null,
     externalBytesPerSession:
       peak && gaugesBefore ? (peak.externalBytes - gaugesBefore.externalBytes) / load.sessions : null,

@@ -51,6 +51,14 @@ export function treeRss(root: number): number {
   return pages * PAGE;
 }
 
+/** Resident pages of the whole tree that are file-backed or shared (statm's third field: the
+ * binary's and libraries' code touched so far, not memory the process allocated), bytes. */
+export function treeSharedRss(root: number): number {
+  let pages = 0;
+  for (const pid of treePids(root)) pages += Number(read(`/proc/${pid}/statm`).split(' ')[2] ?? 0) || 0;
+  return pages * PAGE;
+}
+
 /** User + system CPU seconds of the whole tree. */
 export function treeCpuSeconds(root: number): number {
   const c = treeCpu(root);

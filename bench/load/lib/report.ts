@@ -15,6 +15,8 @@ export interface Leg extends Omit<WorkerResult, 'latencies'> {
   kernelShare: number | null;
   cpuSecondsPerSessionHour: number | null;
   bytesPerSession: number | null;
+  /** of it, file-backed pages (code first touched under load), per session */
+  sharedBytesPerSession: number | null;
   /** the gateway's replay audio per session, and the growth of its external (Buffer) memory and of
    * its V8 heap in use per session, a second before the hold ended */
   replayBytesPerSession: number | null;
@@ -131,16 +133,16 @@ function markdown(
   const lines = [
     `${load.sessions} real-time sessions (${full ? 'full' : 'quick'}), ramp ${load.rampS} s, hold ${load.holdS} s: each session of a headline leg lasts from its start in the ramp to the end of the hold (${(load.holdS / 60).toFixed(1)}-${((load.rampS + load.holdS) / 60).toFixed(1)} min), one set-up; churn legs: 9 s sessions, each followed by a new one. ${availableParallelism()} cores shared by everything. ` +
       "CPU (over the hold; kernel % = its system-time share) and memory of the proxy's whole process tree from /proc; idle RSS before any session; KB per session = peak RSS over the hold above the RSS after a short warm-up, divided by the sessions; " +
-      "replay KB = the gateway's audio kept for replays (speech_gateway_replay_buffered_bytes) per session a second before the hold ended; ext ÷ replay = the gateway's external (Buffer) memory growth over the replay bytes; heap KB = its V8 heap in use, growth per session (live objects and garbage not yet collected); " +
+      "replay KB = the gateway's audio kept for replays (speech_gateway_replay_buffered_bytes) per session a second before the hold ended; ext ÷ replay = the gateway's external (Buffer) memory growth over the replay bytes; heap KB = its V8 heap in use, growth per session (live objects and garbage not yet collected); file KB = the part of KB per session that is file-backed pages (code first run under load, not allocated memory); " +
       'added latency = piece sent → first upstream transcript whose end reaches into it, minus the same percentile of the direct legs pooled; ' +
       'sessions/core = 3600 / CPU s per session-hour, shown only when p99 added latency stayed under 5 ms at this load.',
     '',
-    '| peer | accepted / started | errors | CPU s per session-h | × nginx | kernel % | KB per session | replay KB | KB without replay | × nginx | ext ÷ replay | heap KB | idle RSS MB | added p50 / p99 / p99.9 ms | sessions/core (p99 < 5 ms) | finals lost / repeated |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| peer | accepted / started | errors | CPU s per session-h | × nginx | kernel % | KB per session | file KB | replay KB | KB without replay | × nginx | ext ÷ replay | heap KB | idle RSS MB | added p50 / p99 / p99.9 ms | sessions/core (p99 < 5 ms) | finals lost / repeated |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map(
       (r) =>
         `| ${r.name} | ${r.accepted} / ${r.started} | ${errs(r.errors)} | ${fx(r.cpuSecondsPerSessionHour)} | ${fx(r.cpuVsNginx)} | ${r.kernelShare === null ? '–' : (r.kernelShare * 100).toFixed(0)} | ` +
-        `${kb(r.bytesPerSession)} | ${kb(r.replayBytesPerSession)} | ${kb(r.bytesWithoutReplay)} | ${fx(r.memoryVsNginx)} | ${fx(r.externalPerReplayByte)} | ${kb(r.heapBytesPerSession)} | ${isDirect(r) ? '–' : mb(r.idleRssBytes)} | ` +
+        `${kb(r.bytesPerSession)} | ${kb(r.sharedBytesPerSession)} | ${kb(r.replayBytesPerSession)} | ${kb(r.bytesWithoutReplay)} | ${fx(r.memoryVsNginx)} | ${fx(r.externalPerReplayByte)} | ${kb(r.heapBytesPerSession)} | ${isDirect(r) ? '–' : mb(r.idleRssBytes)} | ` +
         `${isDirect(r) ? `(${fx(r.latencyMs.p50, 1)} / ${fx(r.latencyMs.p99, 1)} / ${fx(r.latencyMs['p99.9'], 1)} absolute)` : PCTS.map((p) => fx(r.addedLatencyMs[`p${p}`], 1)).join(' / ')} | ` +
         `${r.sessionsPerCoreP99Under5ms === null ? '–' : Math.round(r.sessionsPerCoreP99Under5ms)} | ${r.lost} / ${r.repeated} |`,
     ),
