@@ -9,7 +9,7 @@
 // The init data is never dropped (the pipeline bounds headers before any unit comes here).
 import { UPSTREAM_MAX_FRAME_BYTES } from '../protocol/index.js';
 import type { Unit } from './containers/index.js';
-import { BlockStore, oggFormat, otherFormat, webmFormat, type Group, type ReplayFormat } from './replay/index.js';
+import { oggFormat, otherFormat, webmFormat, type Group, type ReplayFormat } from './replay/index.js';
 
 export interface ReplayBuffer {
   /** Every unit sent upstream, in order. Header units are kept for good; media units until released.
@@ -67,8 +67,6 @@ class Buffered<C> implements ReplayBuffer {
   private groups: Group<C>[] = [];
   private open: Group<C> | undefined; // the newest group, while more of it may come
   private mediaBytes = 0;
-  /** the kept media's bytes: copies, so that no client piece is held by a view of it */
-  private store = new BlockStore();
   private lastEnd = 0;
   /** the latest released time: a replay starts at the packet that holds it */
   private cut = -Infinity;
@@ -117,7 +115,7 @@ class Buffered<C> implements ReplayBuffer {
   }
 
   private keep(g: Group<C>, u: Unit): void {
-    g.units.push(this.store.put(u.bytes));
+    g.units.push(u.bytes);
     g.bytes += u.bytes.length;
     this.mediaBytes += u.bytes.length;
     if (u.start !== undefined) g.start = Math.min(g.start ?? u.start, u.start);
@@ -131,7 +129,6 @@ class Buffered<C> implements ReplayBuffer {
     if (overBound) this.droppedBytes += g.bytes;
     if (g === this.open) this.open = undefined;
     this.format.forget(this.groups[0]);
-    this.store.free(this.groups[0]?.units[0]);
   }
 }
 
