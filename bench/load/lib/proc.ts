@@ -44,20 +44,19 @@ export function treeCpu(root: number): { user: number; system: number } {
   return { user: user * TICK_S, system: system * TICK_S };
 }
 
-/** Resident set of the whole tree, bytes. */
-export function treeRss(root: number): number {
+/** A field of /proc/PID/statm (pages) summed over the tree, bytes. */
+function treeStatm(root: number, field: number): number {
   let pages = 0;
-  for (const pid of treePids(root)) pages += Number(read(`/proc/${pid}/statm`).split(' ')[1] ?? 0) || 0;
+  for (const pid of treePids(root)) pages += Number(read(`/proc/${pid}/statm`).split(' ')[field] ?? 0) || 0;
   return pages * PAGE;
 }
 
+/** Resident set of the whole tree, bytes. */
+export const treeRss = (root: number): number => treeStatm(root, 1);
+
 /** Resident pages of the whole tree that are file-backed or shared (statm's third field: the
  * binary's and libraries' code touched so far, not memory the process allocated), bytes. */
-export function treeSharedRss(root: number): number {
-  let pages = 0;
-  for (const pid of treePids(root)) pages += Number(read(`/proc/${pid}/statm`).split(' ')[2] ?? 0) || 0;
-  return pages * PAGE;
-}
+export const treeSharedRss = (root: number): number => treeStatm(root, 2);
 
 /** User + system CPU seconds of the whole tree. */
 export function treeCpuSeconds(root: number): number {
