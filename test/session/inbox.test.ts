@@ -56,6 +56,42 @@ describe('audio inbox', () => {
       [4, piece.length, 2],
     );
     assert.equal(Buffer.concat(got).toString('latin1'), `abcd${piece.toString('latin1')}ef`);
+    for (const [i, audio] of got.entries())
+      assert.equal(audio.buffer.byteLength, audio.length, `delivery ${i} holds exactly its own bytes`);
+  });
+
+  it('a small piece alone in its turn (20 ms Opus at 32 kb/s: about 1 KB per 250 ms) is one exact copy', async () => {
+    const got: Buffer[] = [];
+    const inbox = new AudioInbox((audio) => got.push(audio));
+    const pieces = [1000, 700, 1023].map((n, i) => Buffer.alloc(n, i + 1));
+    for (const piece of pieces) {
+      const uwsBuffer = frame(piece);
+      inbox.add(uwsBuffer);
+      new Uint8Array(uwsBuffer).fill(0);
+      assert.equal(inbox.bufferedBytes, piece.length, 'it waits for the end of the turn');
+      await nextTurn();
+    }
+    assert.equal(got.length, 3);
+    for (const [i, audio] of got.entries()) {
+      assert.ok(audio.equals(pieces[i]), `piece ${i} intact`);
+      // Kept for a replay for seconds: a piece that pinned a pool slab or a batch buffer would hold 8-16 KiB.
+      assert.equal(audio.buffer.byteLength, pieces[i].length, `piece ${i} holds exactly its own bytes`);
+    }
+  });
+
+  it('small frames after a mid-turn flush are batched again, in order', async () => {
+    const got: Buffer[] = [];
+    const inbox = new AudioInbox((audio) => got.push(audio));
+    inbox.add(frame(Buffer.from('one ')));
+    inbox.add(frame(Buffer.from('two ')));
+    inbox.flush(); // a text message came in between; the turn's batch buffer stays for reuse
+    inbox.add(frame(Buffer.from('three ')));
+    inbox.add(frame(Buffer.from('four')));
+    await nextTurn();
+    assert.deepEqual(
+      got.map((b) => b.toString()),
+      ['one two ', 'three four'],
+    );
   });
 
   it('2,000 sessions that each got a few bytes hold no batch buffer once they were delivered', async () => {
