@@ -94,10 +94,15 @@ function targets(rows: ReturnType<typeof summarize>) {
   const cpuTls = ratio(gwTls?.cpuSecondsPerSessionHour, nginxTls?.cpuSecondsPerSessionHour) ?? NaN;
   const memory = gw.memoryVsNginx ?? NaN;
   const tail = gw.addedLatencyMs['p99.9'] - (nginx?.addedLatencyMs['p99.9'] ?? NaN);
+  // Added latency means something only while the legs it is measured against kept up.
+  const behind = rows.filter((r) => (isDirect(r) || r === nginx) && r.latencyMs.p99 > REFERENCE_P99_MAX_MS);
+  const unmeasured = behind.length
+    ? `not measured: ${behind.map((r) => `${r.name} p99 ${fx(r.latencyMs.p99, 0)} ms`).join(', ')} (over ${REFERENCE_P99_MAX_MS} ms: the load generators or the upstream fell behind)`
+    : undefined;
   const packets = ratio(opus20?.cpuSecondsPerSessionHour, gw.cpuSecondsPerSessionHour) ?? NaN;
   const perCoreRatio = ratio(gw.sessionsPerCoreP99Under5ms, naive?.sessionsPerCoreP99Under5ms) ?? NaN;
   const lostRepeated = rows.reduce((a, r) => a + r.lost + r.repeated, 0);
-  const t = (target: string, measured: string, met: boolean) => ({ target, measured, met });
+  const t = (target: string, measured: string, met: boolean | null) => ({ target, measured, met });
   return [
     t('CPU per session-hour ≤ 1.5× nginx (ws upstream)', `${fx(gw.cpuVsNginx)}×`, (gw.cpuVsNginx ?? Infinity) <= 1.5),
     t('CPU per session-hour ≤ 1.5× nginx (wss upstream)', `${fx(cpuTls)}×`, cpuTls <= 1.5),
@@ -107,10 +112,18 @@ function targets(rows: ReturnType<typeof summarize>) {
       `${fx(gw.externalPerReplayByte)}×`,
       (gw.externalPerReplayByte ?? Infinity) <= 1.1,
     ),
-    t("p99.9 added latency ≤ nginx's + 10 ms", `${fx(tail, 1)} ms over nginx`, tail <= 10),
+    t(
+      "p99.9 added latency ≤ nginx's + 10 ms",
+      unmeasured ?? `${fx(tail, 1)} ms over nginx`,
+      unmeasured ? null : tail <= 10,
+    ),
     t('20 ms-packet leg CPU ≤ 1.3× the 60 ms leg', `${fx(packets)}×`, packets <= 1.3),
     t('gateway idle RSS < 80 MB', `${mb(gw.idleRssBytes)} MB`, gw.idleRssBytes < 80e6),
-    t('sessions/core with p99 added < 5 ms ≥ 3× naive', `${fx(perCoreRatio)}×`, perCoreRatio >= 3),
+    t(
+      'sessions/core with p99 added < 5 ms ≥ 3× naive',
+      unmeasured ?? `${fx(perCoreRatio)}×`,
+      unmeasured ? null : perCoreRatio >= 3,
+    ),
     t('PCM→Opus ≥ 3× one ffmpeg per stream (transcode.json)', `${fx(ours / ffmpeg)}×`, ours / ffmpeg >= 3),
     t('PCM→Opus ≥ 300 real-time streams/core (transcode.json)', `${Math.round(ours)}`, ours >= 300),
     t('final transcripts lost or repeated = 0 (all legs)', String(lostRepeated), lostRepeated === 0),
@@ -118,6 +131,9 @@ function targets(rows: ReturnType<typeof summarize>) {
 }
 
 const isDirect = (l: { name: string }) => l.name.startsWith('direct');
+/** Over this p99 (absolute, ms) a direct or nginx leg was not keeping up itself: latency added
+ *  over it is not the proxy's (quiet runs: 2-16 ms; a saturated 2-core machine: seconds). */
+const REFERENCE_P99_MAX_MS = 50;
 const fx = (x: number | null | undefined, d = 2) =>
   x === null || x === undefined || !Number.isFinite(x) ? '–' : x.toFixed(d);
 const mb = (b: number) => (b / 1e6).toFixed(0);
@@ -159,7 +175,9 @@ function markdown(
       ]),
     '| target | measured | |',
     '|---|---|---|',
-    ...t.map((x) => `| ${x.target} | ${x.measured} | ${x.met ? 'met' : '**missed**'} |`),
+    ...t.map(
+      (x) => `| ${x.target} | ${x.measured} | ${x.met === null ? 'not measured' : x.met ? 'met' : '**missed**'} |`,
+    ),
   ];
   return lines.join('\n') + '\n';
 }
