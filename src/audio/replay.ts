@@ -9,7 +9,7 @@
 // The init data is never dropped (the pipeline bounds headers before any unit comes here).
 import { UPSTREAM_MAX_FRAME_BYTES } from '../protocol/index.js';
 import type { Unit } from './containers/index.js';
-import { oggFormat, otherFormat, webmFormat, type Group, type ReplayFormat } from './replay/index.js';
+import { KeptGroup, oggFormat, otherFormat, webmFormat, type ReplayFormat } from './replay/index.js';
 
 export interface ReplayBuffer {
   /** Every unit sent upstream, in order. Header units are kept for good; media units until released.
@@ -64,8 +64,8 @@ function frames(init: Buffer[], media: Buffer[], max: number): Buffer[] {
 }
 
 class Buffered<C> implements ReplayBuffer {
-  private groups: Group<C>[] = [];
-  private open: Group<C> | undefined; // the newest group, while more of it may come
+  private groups: KeptGroup<C>[] = [];
+  private open: KeptGroup<C> | undefined; // the newest group, while more of it may come
   private mediaBytes = 0;
   private lastEnd = 0;
   /** the latest released time: a replay starts at the packet that holds it */
@@ -86,7 +86,7 @@ class Buffered<C> implements ReplayBuffer {
     const s = this.format.sort(unit, this.open);
     if (s.kind === 'init') this.format.forget(this.groups[0]); // chained Ogg: headers no group needs
     if (s.kind === 'open') {
-      this.open = { units: [], bytes: 0, ctx: s.ctx, at: unit.at };
+      this.open = new KeptGroup(s.ctx, unit.at);
       this.groups.push(this.open);
     }
     if (s.kind === 'open' || s.kind === 'join') {
@@ -114,9 +114,8 @@ class Buffered<C> implements ReplayBuffer {
     return { at: g.at, behind: Math.max(0, this.lastEnd - (g.start ?? this.lastEnd)) };
   }
 
-  private keep(g: Group<C>, u: Unit): void {
-    g.units.push(u.bytes);
-    g.bytes += u.bytes.length;
+  private keep(g: KeptGroup<C>, u: Unit): void {
+    g.push(u.bytes);
     this.mediaBytes += u.bytes.length;
     if (u.start !== undefined) g.start = Math.min(g.start ?? u.start, u.start);
     if (u.end !== undefined) g.end = Math.max(g.end ?? u.end, u.end);
@@ -124,7 +123,7 @@ class Buffered<C> implements ReplayBuffer {
 
   /** Drops the oldest group (over the bound: counted); what follows of it is then dropped too. */
   private drop(overBound: boolean): void {
-    const g = this.groups.shift() as Group<C>;
+    const g = this.groups.shift() as KeptGroup<C>;
     this.mediaBytes -= g.bytes;
     if (overBound) this.droppedBytes += g.bytes;
     if (g === this.open) this.open = undefined;

@@ -4,15 +4,16 @@ import type { Unit } from '../containers/index.js';
 
 /** Units a replay may start at, with what the container needs to rewrite them (`ctx`). */
 export interface Group<C> {
-  /** The bytes of its units (the Unit objects are not kept: only bytes are replayed). */
-  units: Buffer[];
-  bytes: number;
+  /** The bytes of its units, a view each (the Unit objects are not kept: only bytes are replayed);
+   *  made anew on every read, so read it once per use. */
+  readonly units: Buffer[];
+  readonly bytes: number;
   /** Media time (original stream time) the group's units cover, once one carries media. */
   start?: number;
   end?: number;
   /** Where its first unit starts in the parser's input, when the parser says (Unit.at). */
-  at?: number;
-  ctx: C;
+  readonly at?: number;
+  readonly ctx: C;
 }
 
 /** init: kept for good; open: starts a group (a boundary); join: more of the open group (dropped

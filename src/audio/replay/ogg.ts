@@ -102,8 +102,9 @@ function packetStarts(pages: Buffer[], prevGranule: number): Array<{ page: numbe
  *  that is the group's first packet (nothing to leave out) or the packets can't be read. */
 function fromPacket(g: Group<PageCtx>, cutGranule: number): Trimmed | undefined {
   let starts: ReturnType<typeof packetStarts>;
+  const units = g.units;
   try {
-    starts = packetStarts(g.units, g.ctx.prevGranule);
+    starts = packetStarts(units, g.ctx.prevGranule);
   } catch {
     return undefined;
   }
@@ -111,7 +112,7 @@ function fromPacket(g: Group<PageCtx>, cutGranule: number): Trimmed | undefined 
   while (k + 1 < starts.length && starts[k + 1].granule <= cutGranule) k++;
   if (k <= 0) return undefined;
   const { page: p, seg, granule } = starts[k];
-  const page = g.units[p],
+  const page = units[p],
     nseg = page[26];
   let skip = 0;
   for (let s = 0; s < seg; s++) skip += page[27 + s];
@@ -121,7 +122,7 @@ function fromPacket(g: Group<PageCtx>, cutGranule: number): Trimmed | undefined 
   const rebuilt = Buffer.concat([head, page.subarray(27 + seg, 27 + nseg), page.subarray(27 + nseg + skip)]);
   rebuilt.writeUInt32LE(0, 22);
   rebuilt.writeUInt32LE(oggCrc32(rebuilt), 22);
-  return { pages: [rebuilt, ...g.units.slice(p + 1)], granule, seq: page.readUInt32LE(18) };
+  return { pages: [rebuilt, ...units.slice(p + 1)], granule, seq: page.readUInt32LE(18) };
 }
 
 /** The page with granule and sequence lowered, CRC recomputed. */

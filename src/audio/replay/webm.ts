@@ -88,8 +88,9 @@ function shiftTimecode(b: Buffer, shift: number): Buffer {
  *  or before it, else its first; its index in g.units and its relative timecode. */
 function blockAt(g: Group<Cluster>, cutTicks: number): { index: number; rel: number } | undefined {
   let found: { index: number; rel: number } | undefined;
-  for (let i = 0; i < g.units.length; i++) {
-    const b = g.units[i],
+  const units = g.units;
+  for (let i = 0; i < units.length; i++) {
+    const b = units[i],
       at = blockTimeAt(b);
     if (at === undefined) continue;
     const rel = b.readInt16BE(at);
