@@ -7,8 +7,9 @@ import type { Group } from './format.js';
 const EMPTY = Buffer.alloc(0);
 
 export class KeptGroup<C> implements Group<C> {
-  /** runs of contiguous bytes, in order */
+  /** runs of contiguous bytes, in order: each run's first unit (its memory and start) and its length */
   private readonly runs: Buffer[] = [];
+  private readonly runBytes: number[] = [];
   /** each unit's end, counted in bytes from the group's start */
   private readonly ends: number[] = [];
   bytes = 0;
@@ -38,19 +39,23 @@ export class KeptGroup<C> implements Group<C> {
         out.push(EMPTY);
         continue;
       }
-      while (from >= runStart + this.runs[r].length) runStart += this.runs[r++].length;
-      out.push(this.runs[r].subarray(from - runStart, end - runStart));
+      while (from >= runStart + this.runBytes[r]) runStart += this.runBytes[r++];
+      const run = this.runs[r];
+      out.push(Buffer.from(run.buffer, run.byteOffset + from - runStart, end - from));
       from = end;
     }
     return out;
   }
 
-  /** The last run grown over `b` when `b` follows it in memory, else a new run. */
+  /** The last run grown over `b` when `b` follows it in memory (a count, no new view), else a new run. */
   private extend(b: Buffer): void {
     const last = this.runs.length - 1,
       run = this.runs[last];
-    if (run !== undefined && run.buffer === b.buffer && run.byteOffset + run.length === b.byteOffset)
-      this.runs[last] = Buffer.from(run.buffer, run.byteOffset, run.length + b.length);
-    else this.runs.push(b);
+    if (run !== undefined && run.buffer === b.buffer && run.byteOffset + this.runBytes[last] === b.byteOffset)
+      this.runBytes[last] += b.length;
+    else {
+      this.runs.push(b);
+      this.runBytes.push(b.length);
+    }
   }
 }
