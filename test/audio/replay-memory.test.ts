@@ -2,25 +2,12 @@
 // session keeps about 100 packets (two seconds no final covers yet), and an object per packet,
 // promoted by V8 and freed only by a major GC, had cost more heap than the packets' own bytes.
 import assert from 'node:assert/strict';
-import { setTimeout as delay } from 'node:timers/promises';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { describe, it } from 'vitest';
 import { createReplayBuffer, type ReplayBuffer } from '../../src/audio/replay.js';
 import { KeptGroup } from '../../src/audio/replay/index.js';
 import { createParser } from '../../src/audio/source.js';
 import { evenChunks, fixture } from '../support/fixtures.js';
-
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
-
-async function heapUsed(): Promise<number> {
-  for (let i = 0; i < 3; i++) {
-    gc();
-    await delay(10);
-  }
-  return process.memoryUsage().heapUsed;
-}
+import { memoryAfterGc } from '../support/gc.js';
 
 /** ffmpeg's WebM (20 ms Opus packets) in ~1 KB pieces, each in an ArrayBuffer of its own as the inbox makes them. */
 const pieces = evenChunks(fixture('dictation.webm'), 1000)
@@ -31,7 +18,7 @@ describe('replay memory', () => {
   it('300 sessions keeping 20 ms packets hold little heap per packet', async () => {
     const kept: ReplayBuffer[] = [];
     let units = 0;
-    const before = await heapUsed();
+    const before = (await memoryAfterGc()).heapUsed;
     for (let s = 0; s < 300; s++) {
       const parser = createParser('webm');
       const replay = createReplayBuffer('webm', { maxBytes: 1 << 20 });
@@ -42,7 +29,7 @@ describe('replay memory', () => {
         }
       kept.push(replay);
     }
-    const perUnit = ((await heapUsed()) - before) / units;
+    const perUnit = ((await memoryAfterGc()).heapUsed - before) / units;
     assert.equal(kept.length, 300);
     // A Buffer view per packet measured 146 bytes a packet here; runs of contiguous bytes, about 52.
     assert.ok(perUnit < 90, `${perUnit.toFixed(0)} bytes of heap per kept packet (${units} packets)`);

@@ -1,27 +1,14 @@
 // The client audio inbox: one copy per piece, batching only for tiny frames, and no buffer held by a
 // session whose client is not sending tiny frames (thousands of sessions share one process).
 import assert from 'node:assert/strict';
-import { setImmediate as nextTurn, setTimeout as delay } from 'node:timers/promises';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { describe, it } from 'vitest';
 import { AudioInbox } from '../../src/session/inbox.js';
 import { chromeChunks } from '../support/fixtures.js';
+import { memoryAfterGc } from '../support/gc.js';
 
 /** What uWS hands the callback: an ArrayBuffer of the frame's bytes (reused after the callback). */
 const frame = (b: Buffer): ArrayBuffer => b.buffer.slice(b.byteOffset, b.byteOffset + b.length) as ArrayBuffer;
-
-setFlagsFromString('--expose-gc');
-const gc = runInNewContext('gc') as () => void;
-
-/** Bytes of ArrayBuffers still referenced (V8 frees their memory a moment after the collection). */
-async function heldBuffers(): Promise<number> {
-  for (let i = 0; i < 3; i++) {
-    gc();
-    await delay(20);
-  }
-  return process.memoryUsage().arrayBuffers;
-}
 
 describe('audio inbox', () => {
   it('a browser piece goes on at once, as its own exact copy', () => {
@@ -98,14 +85,14 @@ describe('audio inbox', () => {
     const inboxes: AudioInbox[] = [];
     const kept: Buffer[] = [];
     await nextTurn();
-    const before = await heldBuffers();
+    const before = (await memoryAfterGc()).arrayBuffers;
     for (let i = 0; i < 2000; i++) {
       const inbox = new AudioInbox((audio) => kept.push(audio));
       inbox.add(frame(Buffer.from('tiny frame')));
       inboxes.push(inbox);
     }
     await nextTurn();
-    const held = (await heldBuffers()) - before;
+    const held = (await memoryAfterGc()).arrayBuffers - before;
     assert.equal(kept.length, 2000);
     assert.ok(held < 4 * 1024 * 1024, `2,000 idle inboxes hold ${(held / 1e6).toFixed(1)} MB`);
     assert.equal(inboxes.length, 2000);
