@@ -134,6 +134,10 @@ function clusterOptions(s: Extract<RedisSettings, { clusterNodes: unknown }>): C
     maxRedirections: 6,
     retryDelayOnClusterDown: 200,
     slotsRefreshTimeout: 2000,
+    // ioredis learns a moved slot only when every command of a pipeline met the same MOVED; a pipeline
+    // where others succeeded leaves its map stale with no refresh (its interval is off by default).
+    // Asking every 2 s bounds how long commands go to a node that no longer serves their slot.
+    slotsRefreshInterval: 2000,
     dnsLookup: (address, callback) => callback(null, address),
     redisOptions: {
       ...perNode,

@@ -66,8 +66,10 @@ export function createRedisClient(settings: RedisSettings): ScriptedRedis {
   return redis as ScriptedRedis;
 }
 
-// Replies that mean "not now" rather than "this event is wrong".
-const TRANSIENT = /^(LOADING|BUSY|READONLY|OOM|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|NOREPLICAS|MISCONF)/;
+// Replies that mean "not now" rather than "this event is wrong". MOVED and ASK reach the caller when
+// a Cluster's slot moved and the client's pipeline to the old owner held other commands that succeeded:
+// the command did not run, and runs once the client has the new slot map.
+const TRANSIENT = /^(LOADING|BUSY|READONLY|OOM|MASTERDOWN|TRYAGAIN|CLUSTERDOWN|NOREPLICAS|MISCONF|MOVED|ASK)\b/;
 /** True when an error means Redis cannot take writes now (retry later), not a bad command. */
 export function isOutage(err: unknown): boolean {
   return !(err instanceof ReplyError) || TRANSIENT.test((err as Error).message);

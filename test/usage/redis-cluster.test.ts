@@ -167,6 +167,27 @@ describe('audit store on a Redis Cluster', () => {
   });
 });
 
+describe('a slot moved without the client being told', () => {
+  // The client sends a tick's commands to each node in one pipeline; where some of them meet MOVED and
+  // others succeed, ioredis hands the MOVED replies to the callers and does not learn the new owner.
+  test('the events that meet MOVED wait in the journal, then land exactly once the client learns the owner', async () => {
+    const prefix = uniquePrefix();
+    const moved = `moved-${prefix.replace(/\W/g, '')}`; // a tag no other test wrote: its slot holds no key
+    const tenants = [moved, ...TENANTS];
+    const u = await createUsage(usageOptions({ redis: settings, keyPrefix: prefix }));
+    const want = new Map(tenants.map((t) => [t, { hours: new Map(), sessions: new Map() } as Expected]));
+    await cluster.moveSlot(tenantKeys(prefix, moved).credits);
+    for (let i = 0; i < 60; i++) session(u, want, tenants[i % tenants.length], `m${i}`, i);
+    await u.ledger.flush();
+    await until(() => u.ledger.journalDepth === 0 && u.ledger.redisHealthy, 'the journal replayed', {
+      withinMs: 20_000,
+    });
+    await u.ledger.flush();
+    await assertExact(u, want);
+    await u.close();
+  });
+});
+
 describe('a primary killed while events flow', () => {
   test('its replica is promoted, the journal covers the gap, and the totals are exact', async () => {
     const prefix = uniquePrefix();

@@ -21,6 +21,9 @@ export interface TestCluster {
   clusterNodesEnv: string;
   /** The port of the primary serving `key`'s slot now. */
   primaryOf(key: string): Promise<number>;
+  /** Moves `key`'s slot (it must hold no key) to another primary, as a resharding does, without telling
+   * any client; resolves with the new owner's port once every live node agrees. */
+  moveSlot(key: string): Promise<number>;
   /** SIGKILL the node on `port`: no shutdown, no last write. */
   kill(port: number): void;
   /** Whether every live node agrees the cluster is ok. */
@@ -117,7 +120,7 @@ export async function startCluster(secure: ClusterSecurity = {}): Promise<TestCl
   await until(async () => (await Promise.all(ports.map(synced))).every(Boolean), 'the replicas to sync', {
     withinMs: 30_000,
   });
-  return {
+  const cluster: TestCluster = {
     ports,
     nodes: ports.map((port) => ({ host: '127.0.0.1', port })),
     clusterNodesEnv: ports
@@ -133,10 +136,35 @@ export async function startCluster(secure: ClusterSecurity = {}): Promise<TestCl
       }
       throw new Error('no live node answers');
     },
+    async moveSlot(key) {
+      const slot = await onNode(ports[0], (r) => r.cluster('KEYSLOT', key));
+      const from = await cluster.primaryOf(key);
+      const roles = await Promise.all(live().map(async (p) => [p, await onNode(p, (r) => r.role())] as const));
+      const primaries = roles.filter(([, role]) => role[0] === 'master').map(([p]) => p);
+      const to = primaries.find((p) => p !== from)!;
+      const id = (port: number) => onNode(port, (r) => r.cluster('MYID'));
+      const [fromId, toId] = [await id(from), await id(to)];
+      // The order redis-cli's resharding uses; the importing node's NODE step bumps its epoch, so every
+      // node, replicas included, takes its claim.
+      await onNode(to, (r) => r.cluster('SETSLOT', slot, 'IMPORTING', fromId));
+      await onNode(from, (r) => r.cluster('SETSLOT', slot, 'MIGRATING', toId));
+      for (const p of [to, from, ...primaries.filter((p) => p !== to && p !== from)])
+        await onNode(p, (r) => r.cluster('SETSLOT', slot, 'NODE', toId));
+      const owner = (port: number) =>
+        onNode(port, (r) => r.cluster('SLOTS')).then(
+          (slots) => slots.find(([a, b]) => slot >= a && slot <= b)?.[2][1],
+          () => undefined,
+        );
+      await until(async () => (await Promise.all(live().map(owner))).every((p) => p === to), 'the slot moved', {
+        withinMs: 10_000,
+      });
+      return to;
+    },
     kill(port) {
       children.get(port)?.kill('SIGKILL');
     },
     ok,
     stop,
   };
+  return cluster;
 }
