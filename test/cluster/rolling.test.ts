@@ -46,6 +46,8 @@ const CRASH_GAP_MAX = { sdk: 2.5, resending: 0 };
 /** How far a final may start before the end of the one before: a replay after a takeover starts at
  * the Opus packet (Chromium's: 60 ms) that holds the end of the client's last final. */
 const SEAM_OVERLAP_MAX = 0.062;
+/** The emulator's finals: one for each whole second of audio. */
+const FINAL_S = 1;
 
 /**
  * The Chromium recording played REPEATS times as one live WebM stream: the header once, then its
@@ -326,9 +328,13 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
     const problems: string[] = handedOver.some((n) => n === 0)
       ? [`a SIGTERM came when its replica held no session to hand over: ${handedOver}`]
       : [];
-    // What the replicas counted lost at the takeovers is what the killed replica's sessions lost.
+    // What the replicas counted lost at the takeovers is what the killed replica's sessions lost, counted
+    // from the end of each client's last final as the record had it. A final delivered in the moment
+    // before the kill, before the record noted it (finals are noted in batches at least 100 ms apart),
+    // is counted lost although the client has it: a whole final (the emulator's: one second) for each
+    // session the kill caught in that moment; a loaded machine widens the moment to catch two.
     const lostAtKill = underKill.reduce((n, x) => n + x.t.missing, 0);
-    if (Math.abs(counted - lostAtKill) > 0.1)
+    if (counted < lostAtKill - 0.1 || counted > lostAtKill + 2 * FINAL_S + 0.1)
       problems.push(
         `the replicas counted ${counted.toFixed(2)} s lost at the kill, the sessions lost ${lostAtKill.toFixed(2)} s`,
       );
