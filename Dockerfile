@@ -32,6 +32,4 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 CMD ["nod
 ENTRYPOINT ["/usr/bin/tini", "--"]
 # The same command as package.json's start:prod (a test keeps them equal). A 1 MB young-generation
 # semi-space: V8 grows it to 16 MB under load, memory that a gateway of mostly idle sockets keeps.
-# External memory (the audio pieces, which live a second or two) counts toward V8's GC limits, so the
-# pieces that die after promotion are freed sooner.
-CMD ["node", "--max-semi-space-size=1", "--external-memory-accounted-in-global-limit", "dist/src/main.js"]
+CMD ["node", "--max-semi-space-size=1", "dist/src/main.js"]
