@@ -136,30 +136,7 @@ export async function startCluster(secure: ClusterSecurity = {}): Promise<TestCl
       }
       throw new Error('no live node answers');
     },
-    async moveSlot(key) {
-      const slot = await onNode(ports[0], (r) => r.cluster('KEYSLOT', key));
-      const from = await cluster.primaryOf(key);
-      const roles = await Promise.all(live().map(async (p) => [p, await onNode(p, (r) => r.role())] as const));
-      const primaries = roles.filter(([, role]) => role[0] === 'master').map(([p]) => p);
-      const to = primaries.find((p) => p !== from)!;
-      const id = (port: number) => onNode(port, (r) => r.cluster('MYID'));
-      const [fromId, toId] = [await id(from), await id(to)];
-      // The order redis-cli's resharding uses; the importing node's NODE step bumps its epoch, so every
-      // node, replicas included, takes its claim.
-      await onNode(to, (r) => r.cluster('SETSLOT', slot, 'IMPORTING', fromId));
-      await onNode(from, (r) => r.cluster('SETSLOT', slot, 'MIGRATING', toId));
-      for (const p of [to, from, ...primaries.filter((p) => p !== to && p !== from)])
-        await onNode(p, (r) => r.cluster('SETSLOT', slot, 'NODE', toId));
-      const owner = (port: number) =>
-        onNode(port, (r) => r.cluster('SLOTS')).then(
-          (slots) => slots.find(([a, b]) => slot >= a && slot <= b)?.[2][1],
-          () => undefined,
-        );
-      await until(async () => (await Promise.all(live().map(owner))).every((p) => p === to), 'the slot moved', {
-        withinMs: 10_000,
-      });
-      return to;
-    },
+    moveSlot: async (key) => moveSlot(live(), await cluster.primaryOf(key), key),
     kill(port) {
       children.get(port)?.kill('SIGKILL');
     },
@@ -167,4 +144,29 @@ export async function startCluster(secure: ClusterSecurity = {}): Promise<TestCl
     stop,
   };
   return cluster;
+}
+
+/** See TestCluster.moveSlot: `key`'s slot from the primary `from` to another of the `live` nodes. */
+async function moveSlot(live: number[], from: number, key: string): Promise<number> {
+  const slot = await onNode(from, (r) => r.cluster('KEYSLOT', key));
+  const roles = await Promise.all(live.map(async (p) => [p, await onNode(p, (r) => r.role())] as const));
+  const primaries = roles.filter(([, role]) => role[0] === 'master').map(([p]) => p);
+  const to = primaries.find((p) => p !== from)!;
+  const id = (port: number) => onNode(port, (r) => r.cluster('MYID'));
+  const [fromId, toId] = [await id(from), await id(to)];
+  // The order redis-cli's resharding uses; the importing node's NODE step bumps its epoch, so every
+  // node, replicas included, takes its claim.
+  await onNode(to, (r) => r.cluster('SETSLOT', slot, 'IMPORTING', fromId));
+  await onNode(from, (r) => r.cluster('SETSLOT', slot, 'MIGRATING', toId));
+  for (const p of [to, from, ...primaries.filter((p) => p !== to && p !== from)])
+    await onNode(p, (r) => r.cluster('SETSLOT', slot, 'NODE', toId));
+  const owner = (port: number) =>
+    onNode(port, (r) => r.cluster('SLOTS')).then(
+      (slots) => slots.find(([a, b]) => slot >= a && slot <= b)?.[2][1],
+      () => undefined,
+    );
+  await until(async () => (await Promise.all(live.map(owner))).every((p) => p === to), 'the slot moved', {
+    withinMs: 10_000,
+  });
+  return to;
 }
