@@ -38,7 +38,8 @@ interface Expected {
   hours: Map<number, { micro: number; sessions: number; mediaMs: number }>;
   sessions: Map<string, number>;
 }
-const expected = () => new Map(TENANTS.map((t) => [t, { hours: new Map(), sessions: new Map() } as Expected]));
+const expected = (tenants = TENANTS) =>
+  new Map(tenants.map((t) => [t, { hours: new Map(), sessions: new Map() } as Expected]));
 
 /** One session's events through the ledger: start, deltas, maybe a final, end; adds it to `want`. */
 function session(u: Usage, want: Map<string, Expected>, tenant: string, k: string, i: number, ended = true): void {
@@ -175,7 +176,7 @@ describe('a slot moved without the client being told', () => {
     const moved = `moved-${prefix.replace(/\W/g, '')}`; // a tag no other test wrote: its slot holds no key
     const tenants = [moved, ...TENANTS];
     const u = await createUsage(usageOptions({ redis: settings, keyPrefix: prefix }));
-    const want = new Map(tenants.map((t) => [t, { hours: new Map(), sessions: new Map() } as Expected]));
+    const want = expected(tenants);
     await cluster.moveSlot(tenantKeys(prefix, moved).credits);
     for (let i = 0; i < 60; i++) session(u, want, tenants[i % tenants.length], `m${i}`, i);
     await u.ledger.flush();

@@ -129,10 +129,8 @@ export async function startCluster(secure: ClusterSecurity = {}): Promise<TestCl
       .join(','),
     async primaryOf(key) {
       for (const port of live()) {
-        const slot = await onNode(port, (r) => r.cluster('KEYSLOT', key));
-        const slots = await onNode(port, (r) => r.cluster('SLOTS'));
-        const hit = slots.find(([from, to]) => slot >= from && slot <= to);
-        if (hit) return Number(hit[2][1]);
+        const owner = await slotOwner(port, await onNode(port, (r) => r.cluster('KEYSLOT', key)));
+        if (owner !== undefined) return owner;
       }
       throw new Error('no live node answers');
     },
@@ -160,13 +158,16 @@ async function moveSlot(live: number[], from: number, key: string): Promise<numb
   await onNode(from, (r) => r.cluster('SETSLOT', slot, 'MIGRATING', toId));
   for (const p of [to, from, ...primaries.filter((p) => p !== to && p !== from)])
     await onNode(p, (r) => r.cluster('SETSLOT', slot, 'NODE', toId));
-  const owner = (port: number) =>
-    onNode(port, (r) => r.cluster('SLOTS')).then(
-      (slots) => slots.find(([a, b]) => slot >= a && slot <= b)?.[2][1],
-      () => undefined,
-    );
+  const owner = (port: number) => slotOwner(port, slot).catch(() => undefined);
   await until(async () => (await Promise.all(live.map(owner))).every((p) => p === to), 'the slot moved', {
     withinMs: 10_000,
   });
   return to;
+}
+
+/** The port of the primary that the node on `port` says serves `slot` (undefined: no range holds it). */
+async function slotOwner(port: number, slot: number): Promise<number | undefined> {
+  const slots = await onNode(port, (r) => r.cluster('SLOTS'));
+  const hit = slots.find(([from, to]) => slot >= from && slot <= to);
+  return hit ? Number(hit[2][1]) : undefined;
 }
