@@ -56,16 +56,8 @@ function failed(log: Logger, where: string, ws: Ws, err: unknown, data: SocketDa
   ws.end(CLOSE.internal, 'internal error');
 }
 
-/** A session's client socket. A send from inside the socket's own uWS callback goes straight out
- * (uWS has corked it); one from elsewhere (an upstream message, a timer) is corked here, through one
- * function made per socket rather than a closure per message. */
+/** A session's client socket. */
 class ClientSocket implements ClientSink {
-  private pending: string | Buffer = '';
-  private result = 0;
-  private readonly sendPending = () => {
-    this.result = this.ws.send(this.pending, false);
-  };
-
   /** `outbox`: the owner's end of a hop keeps what it sends until the relaying replica confirms it. */
   constructor(
     private readonly ws: Ws,
@@ -75,14 +67,7 @@ class ClientSocket implements ClientSink {
 
   sendText(text: string | Buffer): boolean {
     if (this.data.closed) return false;
-    if (inCallback === this.ws) {
-      this.result = this.ws.send(text, false);
-    } else {
-      this.pending = text;
-      this.ws.cork(this.sendPending);
-      this.pending = '';
-    }
-    if (this.result === SEND_DROPPED) return false;
+    if (this.ws.send(text, false) === SEND_DROPPED) return false;
     this.outbox?.sent(text);
     return this.ws.getBufferedAmount() <= MAX_CLIENT_BACKLOG_BYTES;
   }
