@@ -3,6 +3,23 @@
 // Taking moves a read position in the first chunk on (no view made of what is left), and parsers
 // may read headers in place (contiguous() and start): each view or copy made per unit costs.
 
+/** Bytes kept free in front of every client piece (pieceCopy). A recorder's piece often ends a byte
+ * or a few into the next element (Chromium's, after every WebM piece): the queue copies that leftover
+ * in front of the next piece instead of copying the whole piece again to join them. */
+export const HEADROOM = 16;
+/** The memory of the newest piece pieceCopy made, until a queue takes it: only its first taker may
+ * write into its headroom, and only once. */
+let fresh: ArrayBufferLike | undefined;
+
+/** A client's piece copied into memory of its own (never a pool, which a kept unit would pin), with
+ * HEADROOM free bytes in front of it that the first queue it is pushed to may use. */
+export function pieceCopy(src: Uint8Array): Buffer {
+  const b = Buffer.allocUnsafeSlow(HEADROOM + src.byteLength);
+  b.set(src, HEADROOM);
+  fresh = b.buffer;
+  return b.subarray(HEADROOM);
+}
+
 export class ByteQueue {
   private chunks: Buffer[] = [];
   private pos = 0; // where the queue starts in chunks[0]
@@ -12,7 +29,20 @@ export class ByteQueue {
 
   push(b: Buffer): void {
     if (b.length === 0) return;
+    const headroom = b.buffer === fresh && b.byteOffset === HEADROOM;
+    if (headroom) fresh = undefined;
+    if (headroom && this.length > 0 && this.length <= HEADROOM) return this.prepend(b);
     this.chunks.push(b);
+    this.length += b.length;
+  }
+
+  /** The few bytes queued are copied into the headroom in front of `b`, which becomes the one chunk. */
+  private prepend(b: Buffer): void {
+    const whole = Buffer.from(b.buffer, HEADROOM - this.length, this.length + b.length);
+    let at = 0;
+    for (let i = 0; i < this.chunks.length; i++) at += this.chunks[i].copy(whole, at, i === 0 ? this.pos : 0);
+    this.chunks = [whole];
+    this.pos = 0;
     this.length += b.length;
   }
 
