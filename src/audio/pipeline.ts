@@ -190,7 +190,8 @@ class Pipeline implements AudioPipeline {
         return;
       }
       this.container = r;
-      this.parser = createParser(r);
+      // Runs of half a frame: the re-chunker still cuts frames of about chunkMs between them.
+      this.parser = createParser(r, { runSeconds: this.o.chunkMs / 2000 });
     }
     this.sniffed.take();
     this.accept(this.parse(this.parser, bytes));

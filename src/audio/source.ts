@@ -13,10 +13,11 @@ import {
 import type { Container } from './sniff.js';
 import type { SourceKind } from './types.js';
 
-export function createParser(c: Container): ContainerParser {
+/** `runSeconds`: see WebmParserOptions (the other containers make a unit per packet or page). */
+export function createParser(c: Container, o: { runSeconds?: number } = {}): ContainerParser {
   switch (c) {
     case 'webm':
-      return new WebmParser();
+      return new WebmParser(o);
     case 'ogg':
       return new OggParser();
     case 'wav':

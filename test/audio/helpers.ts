@@ -7,6 +7,7 @@ import {
   type AudioPipeline,
   type AudioPlan,
   type Clock,
+  type Unit,
 } from '../../src/audio/index.js';
 import type { GatewayError } from '../../src/protocol/errors.js';
 
@@ -79,7 +80,15 @@ export function plan(declared: string | undefined): AudioPlan {
 
 export function open(
   declared: string | undefined,
-  o: { chunkMs?: number; pace?: number; maxBufferedBytes?: number; maxFrameBytes?: number; clock?: FakeClock } = {},
+  o: {
+    chunkMs?: number;
+    pace?: number;
+    maxBufferedBytes?: number;
+    maxFrameBytes?: number;
+    clock?: FakeClock;
+    /** sees each unit on its way to the re-chunker, as the session's replay keeper does */
+    onUnit?: (u: Unit) => void;
+  } = {},
 ): Run {
   const clock = o.clock ?? new FakeClock();
   const run: Run = { frames: [], times: [], errors: [], clock, pipeline: undefined as unknown as AudioPipeline };
@@ -94,6 +103,10 @@ export function open(
       run.times.push(clock.now());
     },
     onError: (e) => run.errors.push(e),
+    onUnit: (u) => {
+      o.onUnit?.(u);
+      return u;
+    },
     clock,
   });
   return run;

@@ -59,9 +59,28 @@ async function decodes(bytes: Buffer, ext: string): Promise<number> {
   return parseFloat(stdout.split('\n')[0]);
 }
 
+/** As the pipeline parses WebM: runs of blocks up to half of its default 250 ms frame, one unit each. */
+const RUNS = { runSeconds: 0.125 };
+
 async function check(kind: 'webm' | 'ogg', chunks: Buffer[], cuts: number[], label: string): Promise<void> {
-  const parser = createParser(kind);
+  if (kind === 'webm') await checkParsed(kind, chunks, cuts, `${label}, a unit per run of blocks`, RUNS);
+  await checkParsed(kind, chunks, cuts, label, {});
+}
+
+async function checkParsed(
+  kind: 'webm' | 'ogg',
+  chunks: Buffer[],
+  cuts: number[],
+  label: string,
+  o: { runSeconds?: number },
+): Promise<void> {
+  const parser = createParser(kind, o);
   const units: Unit[] = chunks.flatMap((c) => parser.push(c));
+  if (o.runSeconds)
+    assert.ok(
+      units.some((u) => u.end! - u.start! > 0.1),
+      `${label}: runs of blocks were made`,
+    );
   const whole = counted(Buffer.concat(units.map((u) => u.bytes)));
   for (const cut of cuts) {
     const buf = createReplayBuffer(kind, { maxBytes: 8 << 20 });

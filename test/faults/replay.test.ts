@@ -26,8 +26,9 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+/** As the pipeline parses: WebM blocks in runs of up to half of its default 250 ms frame. */
 function parse(container: 'webm' | 'ogg' | 'wav', chunks: Buffer[]): Unit[] {
-  const p = createParser(container);
+  const p = createParser(container, { runSeconds: 0.125 });
   return chunks.flatMap((c) => p.push(c));
 }
 
@@ -167,6 +168,15 @@ describe('WebM (Chrome MediaRecorder, live clusters)', () => {
 
   it('goes on after the replay with cluster timecodes on the new timeline', async () => {
     await checkContinuation('webm', units, 4.2, full);
+  });
+
+  it('goes on after a replay that starts mid-Cluster: the rest of that Cluster, a run of blocks, moves back with it', async () => {
+    // 4.3 s is in the Cluster of 4.2-4.5 s, in its second block: the replay starts there, and the
+    // blocks of that Cluster still to come (a run, one unit) must be moved back by the same 60 ms.
+    const { replay, stream } = reconnect('webm', units, 4.3, 4.31);
+    const p = await probe(stream, 'webm');
+    assert.ok(p.maxStep <= full.maxStep + 0.001, `no jump in packet times (${p.maxStep} s step)`);
+    assertRetimed(p, full, replay.offset);
   });
 
   it('keeps the initialization data but drops the oldest clusters past maxBytes, counted', async () => {

@@ -108,6 +108,17 @@ export class ByteQueue {
     return out;
   }
 
+  /** Consumes the first n bytes (n ≤ length) without a view of them: read in place before. */
+  skip(n: number): void {
+    this.length -= n;
+    this.offset += n;
+    this.pos += n;
+    while (this.chunks.length > 0 && this.pos >= this.chunks[0].length) {
+      this.pos -= this.chunks[0].length;
+      this.chunks.shift();
+    }
+  }
+
   takeAll(): Buffer {
     return this.take(this.length);
   }

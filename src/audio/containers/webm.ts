@@ -124,10 +124,27 @@ const CODECS: Record<string, string> = {
   'A_PCM/INT/LIT': 'pcm-s16',
 };
 
+/** A block's times, read by block() for a run (never held). */
+const BLOCK_TIMES: Unit = { bytes: Buffer.alloc(0), header: false, start: undefined, end: undefined };
+
+export interface WebmParserOptions {
+  /** Consecutive SimpleBlocks of the audio track that lie end to end in one client piece are one unit
+   *  of up to this much media (a run), not a unit each; 0: a unit per block. Runs are for audio
+   *  passed through (Opus, Vorbis): PCM blocks stay a unit each, for their payload. */
+  runSeconds?: number;
+}
+
 export class WebmParser implements ContainerParser {
   info: TrackInfo | undefined;
   private q = new ByteQueue();
   private need = 1;
+  private readonly runSeconds: number;
+  /** The open run: its memory (a queued chunk), its byte range in it and its media. */
+  private runIn: Buffer | undefined;
+  private runFrom = 0;
+  private runTo = 0;
+  private runStart = 0;
+  private runEnd = 0;
   private inHeader = true;
   private docTypeOk = false;
   private track = -1;
@@ -148,6 +165,10 @@ export class WebmParser implements ContainerParser {
       return e.verdict === 'yes' && e.id !== ID.Cluster ? 'no' : e.verdict;
     },
   });
+
+  constructor(o: WebmParserOptions = {}) {
+    this.runSeconds = o.runSeconds ?? 0;
+  }
 
   get bufferedBytes(): number {
     return this.q.length;
@@ -182,7 +203,12 @@ export class WebmParser implements ContainerParser {
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
     if (!this.resync.ready(this.q)) return [];
-    return collectUnits(() => (this.q.length >= this.need && this.resync.ready(this.q) ? this.step() : undefined));
+    const units = collectUnits(() =>
+      this.q.length >= this.need && this.resync.ready(this.q) ? this.step() : undefined,
+    );
+    const run = this.closeRun(); // a run never waits for the next piece: its bytes are taken
+    if (run) units.push(run);
+    return units;
   }
 
   /** Could a live stream go on from an element at `off`: a Cluster with its Timecode first, a
@@ -235,6 +261,7 @@ export class WebmParser implements ContainerParser {
       return undefined;
     }
     const headLen = id.length + size.length;
+    if (this.runIn && id.value !== ID.SimpleBlock) return this.closeRun(); // read again next
     if (!this.docTypeOk && id.value !== ID.EBML)
       throw new MalformedAudio(
         `WebM element 0x${id.value.toString(16)} at byte ${this.q.offset} comes before the EBML header`,
@@ -258,12 +285,20 @@ export class WebmParser implements ContainerParser {
       return undefined;
     }
     this.need = 1;
+    if (id.value === ID.SimpleBlock && this.runSeconds > 0) {
+      const r = this.runBlock(headLen, total);
+      if (r === 'taken') {
+        this.q.skip(total);
+        return [];
+      }
+      if (r === 'close') return this.closeRun();
+    }
     const bytes = this.q.take(total);
     // Every field block() may set, set now: one object shape, no property store added per block.
     const unit: Unit = { bytes, header: this.inHeader, start: undefined, end: undefined };
     switch (id.value) {
       case ID.SimpleBlock:
-        this.block(bytes, headLen, undefined, unit);
+        this.block(bytes, headLen, bytes.length, undefined, unit);
         break; // the hot path: no view of the body
       case ID.EBML:
         this.ebmlHeader(bytes.subarray(headLen));
@@ -284,7 +319,7 @@ export class WebmParser implements ContainerParser {
           if (cid === ID.Block) blk = d;
           else if (cid === ID.BlockDuration) dur = uint(d);
         }
-        if (blk) this.block(blk, 0, dur, unit);
+        if (blk) this.block(blk, 0, blk.length, dur, unit);
         break;
       }
     }
@@ -292,6 +327,50 @@ export class WebmParser implements ContainerParser {
     this.mistimed = false;
     this.resync.scan(bytes.length);
     return [];
+  }
+
+  /** The SimpleBlock of `total` bytes at the queue's head: taken into the open run or a new one,
+   *  or the open run ends before it ('close': it is read again), or it is a unit of its own. A run
+   *  holds blocks of the audio track, end to end in one queued chunk, timed in order. */
+  private runBlock(headLen: number, total: number): 'taken' | 'close' | 'unit' {
+    const b = this.q.contiguous(total),
+      at = this.q.start;
+    const notRun = this.runIn ? 'close' : 'unit';
+    const codec = this.info?.codec;
+    if (this.inHeader || this.expect || codec === 'pcm-f32' || codec === 'pcm-s16') return notRun;
+    const tn = readVint(b, at + headLen, false, BLOCK_TRACK);
+    if (!tn || tn.value !== this.track || total < headLen + tn.length + 3) return notRun;
+    const start = ((this.clusterTime + b.readInt16BE(at + headLen + tn.length)) * this.timecodeScale) / 1e9;
+    if (this.runIn) {
+      const last = this.lastStart ?? start;
+      const duration = start > last ? start - last : this.lastDuration;
+      const fits = start >= last && start + duration - this.runStart <= this.runSeconds + 1e-9;
+      if (b !== this.runIn || at !== this.runTo || !fits) return 'close';
+    }
+    this.block(b, at + headLen, at + total, undefined, BLOCK_TIMES);
+    if (!this.runIn) {
+      this.runIn = b;
+      this.runFrom = at;
+      this.runStart = start;
+    }
+    this.runEnd = Math.max(this.runEnd, BLOCK_TIMES.end ?? start);
+    this.runTo = at + total;
+    return 'taken';
+  }
+
+  /** The open run as one unit, if there is one. */
+  private closeRun(): Unit | undefined {
+    const b = this.runIn;
+    if (!b) return undefined;
+    this.runIn = undefined;
+    const unit: Unit = {
+      bytes: b.subarray(this.runFrom, this.runTo),
+      header: false,
+      start: this.runStart,
+      end: this.runEnd,
+    };
+    this.runEnd = 0;
+    return unit;
   }
 
   private ebmlHeader(body: Buffer): void {
@@ -334,11 +413,11 @@ export class WebmParser implements ContainerParser {
   }
 
   /** A block whose body starts at `off` in `b` (and runs to its end). */
-  private block(b: Buffer, off: number, durationTicks: number | undefined, unit: Unit): void {
+  private block(b: Buffer, off: number, end: number, durationTicks: number | undefined, unit: Unit): void {
     const tn = readVint(b, off, false, BLOCK_TRACK);
-    if (!tn || b.length < off + tn.length + 3)
+    if (!tn || end < off + tn.length + 3)
       throw new MalformedAudio(
-        `WebM block of ${b.length - off} bytes is too short for its track number, timecode and flags`,
+        `WebM block of ${end - off} bytes is too short for its track number, timecode and flags`,
       );
     if (tn.value !== this.track) return;
     const ticks = this.clusterTime + b.readInt16BE(off + tn.length);
@@ -351,7 +430,7 @@ export class WebmParser implements ContainerParser {
     if (durationTicks !== undefined) duration = (durationTicks * this.timecodeScale) / 1e9;
     else if (pcm) {
       const bytesPerFrame = (codec === 'pcm-f32' ? 4 : 2) * (this.info?.channels ?? 1);
-      duration = (b.length - from) / bytesPerFrame / (this.info?.sampleRate ?? 48000);
+      duration = (end - from) / bytesPerFrame / (this.info?.sampleRate ?? 48000);
     } else {
       // Without BlockDuration a block lasts until the next one: assume the previous spacing.
       if (this.lastStart !== undefined && start > this.lastStart) this.lastDuration = start - this.lastStart;
@@ -365,6 +444,6 @@ export class WebmParser implements ContainerParser {
     unit.start = start;
     unit.end = start + duration;
     // Only PCM is transcoded from WebM (Opus and Vorbis pass through): only it needs the payload.
-    if (pcm && (flags & 0x06) === 0) unit.payload = [b.subarray(from)]; // unlaced: the payload is one frame
+    if (pcm && (flags & 0x06) === 0) unit.payload = [b.subarray(from, end)]; // unlaced: the payload is one frame
   }
 }

@@ -5,7 +5,7 @@
 // stream's first audio is at 0 whether the upstream times it by the timestamps or by counting the
 // audio, and nothing before the packet that holds the cut is sent again.
 import { children, ID, LIVE_CLUSTER, readVint, uint, type Unit, type Vint } from '../containers/index.js';
-import { SORTED, type Group, type ReplayFormat } from './format.js';
+import { SORTED, type ReplayFormat } from './format.js';
 
 /** A Cluster's Timecode (ticks of the segment's timecode scale), once its Timecode unit came. */
 interface Cluster {
@@ -50,13 +50,37 @@ function blockTimeAt(b: Buffer): number | undefined {
   return at + 2 <= b.length ? at : undefined;
 }
 
-/** A block with its relative timecode lowered by `ticks`, in the same bytes. */
-function shiftBlock(b: Buffer, ticks: number): Buffer {
-  const at = blockTimeAt(b);
-  if (at === undefined) return b;
-  const out = Buffer.from(b);
-  out.writeInt16BE(Math.max(-32768, b.readInt16BE(at) - ticks), at);
+/** The elements of a kept unit, a view each: the parser makes one unit of a run of blocks. A unit
+ *  that is not whole elements end to end (a Cluster head of unknown size) is itself. */
+function elements(b: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  let off = 0;
+  while (off < b.length) {
+    const idLength = readVint(b, off, true, READ)?.length;
+    const size = idLength === undefined ? undefined : readVint(b, off + idLength, false, READ);
+    const end = size && !size.unknown ? off + idLength! + size.length + size.value : Infinity;
+    if (end > b.length) return off === 0 ? [b] : [...out, b.subarray(off)];
+    out.push(b.subarray(off, end));
+    off = end;
+  }
   return out;
+}
+
+/** The blocks of a unit (one, or a run) with their relative timecodes lowered by `ticks`, in the
+ *  same bytes. */
+function shiftBlocks(b: Buffer, ticks: number): Buffer {
+  const parts = elements(b);
+  let out: Buffer | undefined;
+  let off = 0;
+  for (const e of parts) {
+    const at = blockTimeAt(e);
+    if (at !== undefined) {
+      out ??= Buffer.from(b);
+      out.writeInt16BE(Math.max(-32768, e.readInt16BE(at) - ticks), off + at);
+    }
+    off += e.length;
+  }
+  return out ?? b;
 }
 
 /** The Segment head with its size rewritten as "unknown" (all ones), same length. */
@@ -84,17 +108,16 @@ function shiftTimecode(b: Buffer, shift: number): Buffer {
   return out;
 }
 
-/** The block of `g` (a Cluster whose Timecode came) that holds `cutTicks`: the last one starting at
- *  or before it, else its first; its index in g.units and its relative timecode. */
-function blockAt(g: Group<Cluster>, cutTicks: number): { index: number; rel: number } | undefined {
+/** The block of `units` (the elements of a Cluster whose Timecode, `ticks`, came) that holds
+ *  `cutTicks`: the last one starting at or before it, else its first; its index and relative timecode. */
+function blockAt(units: Buffer[], ticks: number, cutTicks: number): { index: number; rel: number } | undefined {
   let found: { index: number; rel: number } | undefined;
-  const units = g.units;
   for (let i = 0; i < units.length; i++) {
     const b = units[i],
       at = blockTimeAt(b);
     if (at === undefined) continue;
     const rel = b.readInt16BE(at);
-    if (found && g.ctx.ticks! + rel > cutTicks) break;
+    if (found && ticks + rel > cutTicks) break;
     found = { index: i, rel };
   }
   return found;
@@ -111,7 +134,7 @@ export function webmFormat(): ReplayFormat<Cluster> {
   const lowered = (b: Buffer, ctx: Cluster | undefined): Buffer => {
     const id = elementId(b);
     if (id === ID.Timecode && shift !== 0) return shiftTimecode(b, shift);
-    return (id === ID.SimpleBlock || id === ID.BlockGroup) && lead && ctx === lead.ctx ? shiftBlock(b, lead.ticks) : b;
+    return (id === ID.SimpleBlock || id === ID.BlockGroup) && lead && ctx === lead.ctx ? shiftBlocks(b, lead.ticks) : b;
   };
   const rewrite = (u: Unit): Unit => {
     const bytes = u.header ? u.bytes : lowered(u.bytes, sortedInto);
@@ -149,11 +172,12 @@ export function webmFormat(): ReplayFormat<Cluster> {
     render(groups, lastEnd, cut) {
       const g0 = groups[0],
         first = g0?.ctx;
-      const from =
-        first?.ticks !== undefined ? blockAt(g0, (cut * 1e9) / nsPerTick + (CUT_SLACK * 1e9) / nsPerTick) : undefined;
+      const firstUnits = g0 ? g0.units.flatMap(elements) : [];
+      const cutTicks = (cut * 1e9) / nsPerTick + (CUT_SLACK * 1e9) / nsPerTick;
+      const from = first?.ticks !== undefined ? blockAt(firstUnits, first.ticks, cutTicks) : undefined;
       lead = from && from.rel !== 0 ? { ctx: first!, ticks: from.rel } : undefined;
       shift = first?.ticks !== undefined ? first.ticks + (from?.rel ?? 0) : Math.round((lastEnd * 1e9) / nsPerTick);
-      const media = groups.flatMap((g) => g.units.map((b) => lowered(b, g.ctx)));
+      const media = groups.flatMap((g, i) => (i === 0 ? firstUnits : g.units).map((b) => lowered(b, g.ctx)));
       // The first Cluster from that block on, under a head made for it (its size, if known, no longer holds).
       if (from) media.splice(0, from.index, LIVE_CLUSTER, ZERO_TIMECODE);
       return { init, media, offset: (shift * nsPerTick) / 1e9 };
