@@ -1,5 +1,6 @@
 // Load benchmark: N concurrent real-time dictations through each peer in one run against one
-// upstream: direct (the floor), nginx, a naive `ws` proxy, the gateway (passthrough of Chromium's
+// upstream: direct (the floor), nginx, a naive `ws` proxy, a bare relay on the gateway's own two sockets
+// (uWS and its upstream client: what Node costs before the gateway does anything), the gateway (passthrough of Chromium's
 // WebM/Opus with 60 ms packets and of an encoder's 20 ms packets, PCM transcoding, a `wss` upstream
 // like nginx's TLS leg, and while autocannon hits /metrics and /v1/usage on the admin port). Each
 // session of the headline legs lasts from its start in the ramp to the end of the hold, minutes, with
@@ -20,6 +21,7 @@ import {
   startGateway,
   startNaive,
   startNginx,
+  startUwsRelay,
   startUpstream,
   type Peer,
 } from './lib/peers.js';
@@ -70,6 +72,7 @@ const plans: Plan[] = [
   { name: 'direct', start: async () => null },
   { name: 'nginx', start: nginx },
   { name: 'naive ws proxy', start: () => startNaive(upstream.port) },
+  { name: 'uws relay (the floor of Node)', start: () => startUwsRelay(upstream.port) },
   { name: 'gateway', start: gateway },
   { name: 'nginx, wss upstream', start: () => startNginx(dir, { port: upstream.tlsPort, tls }) },
   { name: 'gateway, wss upstream', start: () => startGateway(dir, gatewayEnv('wss')) },

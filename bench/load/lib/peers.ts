@@ -1,6 +1,6 @@
 // The processes of the load benchmark: the upstream (emulator + TLS terminator), and the proxies
 // under test, each its own process tree: nginx (Debian's, foreground, generated config), the naive
-// `ws` proxy, and the gateway as production starts it (the build, run by package.json's start:prod).
+// `ws` proxy, the bare uWS relay on the gateway's own upstream client, and the gateway as production starts it (the build, run by package.json's start:prod).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -122,6 +122,17 @@ export async function startNaive(upstreamPort: number): Promise<Peer> {
   });
   const { port } = await firstJsonLine<{ port: number }>(child, 'naive proxy');
   return { name: 'naive', pid: child.pid!, port, stop: stopper(child) };
+}
+
+/** The gateway's two sockets with nothing between them (uws-relay.mjs): run after buildGateway. */
+export async function startUwsRelay(upstreamPort: number): Promise<Peer> {
+  const child = spawn(process.execPath, [join(lib, 'uws-relay.mjs')], {
+    cwd: repo,
+    env: { ...process.env, UPSTREAM: `ws://127.0.0.1:${upstreamPort}/audio-bridge/v2` },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const { port } = await firstJsonLine<{ port: number }>(child, 'uws relay');
+  return { name: 'uws relay', pid: child.pid!, port, stop: stopper(child) };
 }
 
 /** nginx in the foreground with one worker (one core, like one gateway process), upstream over ws or wss. */

@@ -130,6 +130,20 @@ function targets(rows: ReturnType<typeof summarize>) {
   ];
 }
 
+/** What the runtime costs before the gateway does anything: the uWS relay against nginx and the gateway. */
+function floor(rows: ReturnType<typeof summarize>): string[] {
+  const relay = rows.find((r) => r.name.startsWith('uws relay'));
+  const gw = rows.find((r) => r.name === 'gateway');
+  if (!relay || !gw) return [];
+  const above = ratio(gw.cpuSecondsPerSessionHour, relay.cpuSecondsPerSessionHour);
+  return [
+    '',
+    `The floor of this stack: the uWS relay (the gateway's two sockets, frames passed as they come, nothing else) ` +
+      `costs ${fx(relay.cpuVsNginx)}× nginx's CPU per session-hour and ${fx(relay.memoryVsNginx)}× its memory per session; ` +
+      `the gateway costs ${fx(above)}× the relay's CPU.`,
+  ];
+}
+
 const isDirect = (l: { name: string }) => l.name.startsWith('direct');
 /** Over this p99 (absolute, ms) a direct or nginx leg was not keeping up itself: latency added
  *  over it is not the proxy's (quiet runs: 2-16 ms; a saturated 2-core machine: seconds). */
@@ -178,6 +192,7 @@ function markdown(
     ...t.map(
       (x) => `| ${x.target} | ${x.measured} | ${x.met === null ? 'not measured' : x.met ? 'met' : '**missed**'} |`,
     ),
+    ...floor(rows),
   ];
   return lines.join('\n') + '\n';
 }
