@@ -5,7 +5,8 @@
 // runtime's (JavaScript, V8's heap, libuv and uWS per message). Plain JavaScript run by plain node.
 // Usage: UPSTREAM=ws://host:port/audio-bridge/v2 node uws-relay.mjs  (prints the port it listens on)
 import uWS from 'uWebSockets.js';
-import { connectUpstream } from '../../../dist/src/upstream/index.js';
+// The build's, made by the benchmark (buildGateway) before this peer starts: a fresh clone has no dist/.
+const { connectUpstream } = await import(new URL('../../../dist/src/upstream/index.js', import.meta.url).href);
 
 const wsBase = process.env.UPSTREAM;
 /** Client frames that come before the upstream opens (the config, maybe audio): bounded. */
