@@ -1,10 +1,11 @@
 // Load benchmark: N concurrent real-time dictations through each peer in one run against one
-// upstream: direct (the floor), nginx, a naive `ws` proxy, a bare relay on the gateway's own two sockets
-// (uWS and its upstream client: what Node costs before the gateway does anything), the gateway (passthrough of Chromium's
-// WebM/Opus with 60 ms packets and of an encoder's 20 ms packets, PCM transcoding, a `wss` upstream
-// like nginx's TLS leg, and while autocannon hits /metrics and /v1/usage on the admin port). Each
-// session of the headline legs lasts from its start in the ramp to the end of the hold, minutes, with
-// one set-up; the churn legs keep 9 s sessions (a new one follows each) so set-up cost shows.
+// upstream: direct (the floor), nginx, a naive `ws` proxy, a bare relay on the gateway's own two
+// sockets (uWS and its upstream client: what the stack costs before the gateway does anything), the
+// gateway (passthrough of Chromium's WebM/Opus with 60 ms packets and of an encoder's 20 ms packets,
+// PCM transcoding, a `wss` upstream like nginx's TLS leg, and while autocannon hits /metrics and
+// /v1/usage on the admin port). Each session of the headline legs lasts from its start in the ramp to
+// the end of the hold, minutes, with one set-up; the churn legs keep 9 s sessions (a new one follows
+// each) so set-up cost shows.
 // Writes bench/results/load.json and load.md (load-full.* with --full).
 // Run: npm run bench -- load  (quick: 300 sessions)   npm run bench -- load --full  (1,500)
 // Overrides: BENCH_SESSIONS, BENCH_RAMP_S, BENCH_HOLD_S, BENCH_WORKERS, BENCH_ONLY (legs),

@@ -1,6 +1,7 @@
 // The processes of the load benchmark: the upstream (emulator + TLS terminator), and the proxies
 // under test, each its own process tree: nginx (Debian's, foreground, generated config), the naive
-// `ws` proxy, the bare uWS relay on the gateway's own upstream client, and the gateway as production starts it (the build, run by package.json's start:prod).
+// `ws` proxy, the bare uWS relay on the gateway's own upstream client, and the gateway as production
+// starts it (the build, run by package.json's start:prod).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
