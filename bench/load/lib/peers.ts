@@ -115,26 +115,23 @@ export async function startUpstream(tls: { cert: string; key: string }) {
   return { ...(info as { port: number; tlsPort: number; token: string }), pid: child.pid!, stop: stopper(child) };
 }
 
-export async function startNaive(upstreamPort: number): Promise<Peer> {
-  const child = spawn(process.execPath, [join(lib, 'naive-proxy.mjs')], {
+/** A plain-JavaScript peer of this folder: `UPSTREAM` is where it connects, its first stdout line its port. */
+async function startScriptPeer(script: string, name: string, upstream: string): Promise<Peer> {
+  const child = spawn(process.execPath, [join(lib, script)], {
     cwd: repo,
-    env: { ...process.env, UPSTREAM: `ws://127.0.0.1:${upstreamPort}` },
+    env: { ...process.env, UPSTREAM: upstream },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  const { port } = await firstJsonLine<{ port: number }>(child, 'naive proxy');
-  return { name: 'naive', pid: child.pid!, port, stop: stopper(child) };
+  const { port } = await firstJsonLine<{ port: number }>(child, name);
+  return { name, pid: child.pid!, port, stop: stopper(child) };
 }
 
+export const startNaive = (upstreamPort: number) =>
+  startScriptPeer('naive-proxy.mjs', 'naive proxy', `ws://127.0.0.1:${upstreamPort}`);
+
 /** The gateway's two sockets with nothing between them (uws-relay.mjs): run after buildGateway. */
-export async function startUwsRelay(upstreamPort: number): Promise<Peer> {
-  const child = spawn(process.execPath, [join(lib, 'uws-relay.mjs')], {
-    cwd: repo,
-    env: { ...process.env, UPSTREAM: `ws://127.0.0.1:${upstreamPort}/audio-bridge/v2` },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const { port } = await firstJsonLine<{ port: number }>(child, 'uws relay');
-  return { name: 'uws relay', pid: child.pid!, port, stop: stopper(child) };
-}
+export const startUwsRelay = (upstreamPort: number) =>
+  startScriptPeer('uws-relay.mjs', 'uws relay', `ws://127.0.0.1:${upstreamPort}/audio-bridge/v2`);
 
 /** nginx in the foreground with one worker (one core, like one gateway process), upstream over ws or wss. */
 export async function startNginx(dir: string, upstream: { port: number; tls?: { cert: string } }): Promise<Peer> {
