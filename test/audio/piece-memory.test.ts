@@ -13,7 +13,8 @@ import {
   type Unit,
 } from '../../src/audio/index.js';
 import { createParser } from '../../src/audio/source.js';
-import { chromeChunks, FakeClock, plan } from './helpers.js';
+import { evenChunks } from '../support/fixtures.js';
+import { chromeChunks, FakeClock, fixture, plan } from './helpers.js';
 
 const canDetach = typeof (ArrayBuffer.prototype as { transfer?: unknown }).transfer === 'function';
 /** Chromium's recording: 31 pieces of about 0.3 s, the first with the headers. */
@@ -57,6 +58,28 @@ describe.skipIf(!canDetach)('client piece memory', () => {
     assert.equal(freed.at(-1), false, 'the newest piece holds the open group');
     assert.ok(!freed.slice(freed.lastIndexOf(true) + 1).some(Boolean), 'only the oldest pieces go');
     assert.deepEqual(replay.replay(), twin.replay.replay());
+  });
+
+  it('so with Ogg/Opus (Firefox records Ogg): what the oldest pages lie in goes, the headers stay, a replay is unchanged', () => {
+    const parser = createParser('ogg');
+    let freed = 0;
+    const replay = createReplayBuffer('ogg', {
+      maxBytes: MAX,
+      unreferenced: (m) => !parser.holds!(m) && freePiece(m) && freed++,
+    });
+    const twin = createReplayBuffer('ogg', { maxBytes: MAX });
+    const copies: Buffer[] = [];
+    // Pieces cut anywhere: a page across two is read from a join of them, which is what is freed.
+    for (const p of evenChunks(fixture('dictation.ogg'), 4000))
+      for (const u of parser.push(copied(p, copies))) {
+        replay.add(u);
+        twin.add({ ...u, bytes: Buffer.from(u.bytes) });
+      }
+    replay.release(8);
+    twin.release(8);
+    assert.ok(freed >= 3, `${freed} freed of ${copies.length} pieces`);
+    assert.notEqual(copies[0].buffer.byteLength, 0, 'the headers lie in the first piece');
+    assert.deepEqual(replay.replay(), twin.replay());
   });
 
   it('a piece whose frame still waits to be paced upstream is not freed, and goes upstream whole', () => {
