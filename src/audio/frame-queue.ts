@@ -38,11 +38,6 @@ export class FrameQueue {
     return this.rechunker.bufferedBytes + this.pacer.bufferedBytes;
   }
 
-  /** Does a unit or frame waiting here lie in `memory`? */
-  holds(memory: ArrayBufferLike): boolean {
-    return this.rechunker.holds(memory) || this.pacer.holds(memory);
-  }
-
   /** The stream's first bytes arrived now (the pace counts from here). */
   start(): void {
     this.pacer.start();

@@ -15,4 +15,4 @@ export { closeDefaultEncoderPool } from './transcode/index.js';
 // Upstream reconnection: what a new upstream session is sent (init data + unreleased audio, retimed to 0).
 export { createReplayBuffer, type ReplayBuffer, type ReplayKind, type ReplayOptions } from './replay.js';
 export type { Continuation, Unit } from './containers/index.js';
-export { freePiece, pieceCopy, pieceMemory } from './containers/index.js';
+export { pieceCopy } from './containers/index.js';

@@ -34,12 +34,6 @@ export class Pacer {
     return this.queued;
   }
 
-  /** Does a queued frame lie in `memory`? */
-  holds(memory: ArrayBufferLike): boolean {
-    for (const f of this.queue) if (f.bytes.buffer === memory) return true;
-    return false;
-  }
-
   /** The stream's first bytes arrived now. */
   start(): void {
     this.t0 ??= this.o.scheduler.clock.now();

@@ -69,11 +69,6 @@ class Pipeline implements AudioPipeline {
     );
   }
 
-  holds(memory: ArrayBufferLike): boolean {
-    if (this.sniffed.bytes > 0 || this.held.bytes > 0 || !(this.route instanceof PassRoute)) return true;
-    return (this.parser?.holds?.(memory) ?? true) || this.queue.holds(memory);
-  }
-
   push(chunk: Buffer): void {
     if (this.stopped) return;
     this.meter.input(chunk.length);

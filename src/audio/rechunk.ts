@@ -70,13 +70,6 @@ export class Rechunker {
     return this.bytes + (this.ready?.bytes ?? 0);
   }
 
-  /** Does a pending part or the ready frame lie in `memory`? */
-  holds(memory: ArrayBufferLike): boolean {
-    for (const p of this.parts) if (p.buffer === memory) return true;
-    for (const p of this.ready?.parts ?? []) if (p.buffer === memory) return true;
-    return false;
-  }
-
   add(u: Unit): void {
     if (!u.header && !this.headerDone) {
       this.headerDone = true; // the pending bytes are now the complete headers

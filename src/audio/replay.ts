@@ -43,14 +43,7 @@ export interface ReplayOptions {
   maxBytes: number;
   /** Largest replay frame (default 64000, the pipeline's upstream frame bound); a bigger unit goes alone. */
   maxFrameBytes?: number;
-  /** Memory (a kept unit's ArrayBuffer) that no kept group and no header unit lies in any more, once a
-   *  group is dropped: what else still reads it is the caller's to know. */
-  unreferenced?(memory: ArrayBufferLike): void;
 }
-
-/** Header units whose memory is remembered (a stream's headers are a few units; chained Ogg streams
- *  add theirs): past it nothing is reported unreferenced. */
-const MAX_PINNED = 64;
 
 /** Units → frames of at most `max` bytes, cut between units; the init data stays whole in the first. */
 function frames(init: Buffer[], media: Buffer[], max: number): Buffer[] {
@@ -77,8 +70,6 @@ class Buffered<C> implements ReplayBuffer {
   private lastEnd = 0;
   /** the latest released time: a replay starts at the packet that holds it */
   private cut = -Infinity;
-  /** memory a header unit lies in: never reported unreferenced (the stream's headers are kept for good) */
-  private readonly pinned = new Set<ArrayBufferLike>();
   droppedBytes = 0;
 
   constructor(
@@ -92,7 +83,6 @@ class Buffered<C> implements ReplayBuffer {
 
   add(unit: Unit): Unit {
     if (unit.end !== undefined) this.lastEnd = Math.max(this.lastEnd, unit.end);
-    if (unit.header && this.pinned.size < MAX_PINNED) this.pinned.add(unit.bytes.buffer);
     const s = this.format.sort(unit, this.open);
     if (s.kind === 'init') this.format.forget(this.groups[0]); // chained Ogg: headers no group needs
     if (s.kind === 'open') {
@@ -138,21 +128,6 @@ class Buffered<C> implements ReplayBuffer {
     if (overBound) this.droppedBytes += g.bytes;
     if (g === this.open) this.open = undefined;
     this.format.forget(this.groups[0]);
-    if (this.o.unreferenced) this.report(g, this.o.unreferenced);
-  }
-
-  /** The memory of dropped `g` that nothing kept lies in: groups are kept in arrival order, so only the
-   *  oldest group left can share memory with it (a piece that holds the end of one and the start of
-   *  the next). Past MAX_PINNED header units, nothing is reported (headers may lie anywhere). */
-  private report(g: KeptGroup<C>, unreferenced: (memory: ArrayBufferLike) => void): void {
-    if (this.pinned.size >= MAX_PINNED) return;
-    const next = this.groups[0]?.memory[0];
-    let last: ArrayBufferLike | undefined;
-    for (const m of g.memory) {
-      if (m === last || m === next || this.pinned.has(m)) continue;
-      last = m;
-      unreferenced(m);
-    }
   }
 }
 

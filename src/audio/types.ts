@@ -82,9 +82,6 @@ export interface AudioPipeline {
   continuation(): Continuation | undefined;
   /** Drops the output waiting to be re-chunked or paced (a reconnection's replay carries it). */
   discardQueued(): void;
-  /** Might it still read `memory` (input not parsed yet, units or frames waiting to go upstream)? Only
-   *  passed-through audio is looked into; anything else is always held. */
-  holds(memory: ArrayBufferLike): boolean;
   close(): void;
   readonly stats: AudioStats;
   readonly bufferedBytes: number;

@@ -10,18 +10,14 @@
 // when full. A batch at least half full is given away as it is (no second copy, at most twice its
 // size held); a smaller one is copied out exactly, so a client trickling tiny frames cannot make the
 // session hold 16 KiB per byte. No batch buffer is kept past the turn its frames came in.
-import { pieceCopy, pieceMemory } from '../audio/index.js';
+import { pieceCopy } from '../audio/index.js';
 
 /** Frames at least this large skip the batch. */
 const DIRECT_BYTES = 1024;
 const BATCH_BYTES = 16 * 1024;
 
 /** The bytes of `b` in an ArrayBuffer of their own. */
-const exactCopy = (b: Uint8Array): Buffer => {
-  const out = pieceMemory(b.byteLength);
-  out.set(b);
-  return out;
-};
+const exactCopy = (b: Uint8Array): Buffer => Buffer.from(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
 
 export class AudioInbox {
   /** the turn's one small frame, while it is the only one */
@@ -84,7 +80,7 @@ export class AudioInbox {
 
   /** A small frame after others in this turn: into the batch buffer, behind them. */
   private append(bytes: Uint8Array): void {
-    this.batch ??= pieceMemory(BATCH_BYTES);
+    this.batch ??= Buffer.allocUnsafeSlow(BATCH_BYTES);
     if (this.single) this.batch.set(this.single); // it is the turn's first `length` bytes
     this.single = undefined;
     this.batch.set(bytes, this.length);

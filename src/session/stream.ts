@@ -3,14 +3,7 @@
 // timeline across replicas: the media received before this one, and which byte of the client's stream
 // the parser's input starts at. A session taken over after a crash also counts here what its dead
 // owner lost, once the restored stream shows where it goes on.
-import {
-  createAudioPipeline,
-  freePiece,
-  type AudioPipeline,
-  type AudioPlan,
-  type ReplayKind,
-  type Unit,
-} from '../audio/index.js';
+import { createAudioPipeline, type AudioPipeline, type AudioPlan, type ReplayKind, type Unit } from '../audio/index.js';
 import type { ErrorId } from '../protocol/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import { MAX_INIT_BYTES, type Restore, type SessionSnapshot } from './resume.js';
@@ -80,12 +73,6 @@ export class ClientStream {
     if (r.continuation) this.pipeline!.push(r.continuation.bytes);
     this.pipeline!.gap(r.continuation?.expect);
     if (r.crash) this.lossFrom = r.finalUntil;
-  }
-
-  /** The replay keeps nothing of `memory` any more: freed now unless the pipeline still reads it (the
-   *  upstream write of a frame never does: it copies or is done). */
-  unkept(memory: ArrayBufferLike): void {
-    if (this.pipeline && !this.pipeline.holds(memory)) freePiece(memory);
   }
 
   /** Media seconds of the client's audio received, over every replica the session was on. */

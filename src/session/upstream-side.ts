@@ -85,7 +85,7 @@ export class UpstreamSide {
       connectTimeoutMs: settings.configTimeoutMs,
       liveness: settings.upstreamLiveness,
       policy: settings.reconnect,
-      createReplay: (kind, o) => createReplayBuffer(kind, { ...o, unreferenced: (m) => this.p.stream.unkept(m) }),
+      createReplay: createReplayBuffer,
       log,
       handlers: {
         onMessage: (type, data, receivedAt) => this.onMessage(type, data, receivedAt),

@@ -5,9 +5,7 @@ import type { Socket } from 'node:net';
 
 /** Binary frames up to this size are assembled here, header then payload, and leave in one write:
  * copying a few KB costs less than Node's corked writev (an entry per part, an array, a request per
- * frame). A write the kernel does not take at once still reads it: the next frame gets a new one.
- * No write ever reads the caller's payload after sendFrame returns: a client piece's memory is freed
- * as soon as the session is done with it (a write pending on it would send freed memory). */
+ * frame). A write the kernel does not take at once still reads it: the next frame gets a new one. */
 const OUT_BYTES = 16 * 1024;
 let out = Buffer.allocUnsafeSlow(OUT_BYTES);
 
@@ -36,17 +34,24 @@ function header(opcode: number, len: number, extra: number): Buffer {
   return b;
 }
 
-/** Header and payload in one write, the payload copied: into the shared frame buffer when the socket
- * has nothing queued (the usual case), else into a frame of its own. */
+/** Header and payload in one write: copied into the shared frame buffer when the socket has nothing
+ * queued (the usual case), else as two parts of one corked writev, the payload not copied. */
 export function sendFrame(socket: Socket, opcode: number, payload: Buffer): void {
   const size = headerSize(payload.length),
     total = size + payload.length;
-  const shared = total <= OUT_BYTES && socket.writableLength === 0;
-  const frame = shared ? out : Buffer.allocUnsafeSlow(total);
-  writeHeader(frame, opcode, payload.length);
-  payload.copy(frame, size);
-  socket.write(shared ? frame.subarray(0, total) : frame);
-  if (shared && socket.writableLength > 0) out = Buffer.allocUnsafeSlow(OUT_BYTES); // that write still reads it
+  if (total <= OUT_BYTES && socket.writableLength === 0) {
+    writeHeader(out, opcode, payload.length);
+    payload.copy(out, size);
+    socket.write(out.subarray(0, total));
+    if (socket.writableLength > 0) out = Buffer.allocUnsafeSlow(OUT_BYTES); // that write still reads it
+    return;
+  }
+  const head = header(opcode, payload.length, 0);
+  if (payload.length === 0) return void socket.write(head);
+  socket.cork(); // one writev: header and payload in one segment
+  socket.write(head);
+  socket.write(payload);
+  socket.uncork();
 }
 
 /** Text (JSON, a close frame's code and reason) is small: encoded straight behind its header, one

@@ -20,7 +20,6 @@ export interface UpstreamHandlers {
 }
 
 export interface UpstreamConnection {
-  /** A Buffer is not read after send returns: the memory of a client's piece is freed once unkept. */
   send(data: Buffer | string): void;
   sendJson(message: object): void;
   close(code?: number, reason?: string): void;

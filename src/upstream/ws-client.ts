@@ -125,8 +125,7 @@ export class UpstreamSocket implements UpstreamConnection {
     return this.#state === OPEN;
   }
 
-  /** Strings go as text frames, Buffers as binary. A Buffer is not read after this call (its bytes are
-   *  copied or written): its memory may be freed. */
+  /** Strings go as text frames, Buffers as binary. A Buffer must not change after this call. */
   send(data: Buffer | string): void {
     if (this.#state !== OPEN) return;
     if (typeof data === 'string') sendText(this.#socket, OP_TEXT, data);

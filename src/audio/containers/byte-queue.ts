@@ -2,7 +2,6 @@
 // does not re-copy a large partial element on every push (parsers wait until `length` is enough).
 // Taking moves a read position in the first chunk on (no view made of what is left), and parsers
 // may read headers in place (contiguous() and start): each view or copy made per unit costs.
-import { pieceMemory } from './piece-memory.js';
 
 /** Bytes kept free in front of every client piece (pieceCopy). A recorder's piece often ends a byte
  * or a few into the next element (Chromium's, after every WebM piece): the queue copies that leftover
@@ -15,7 +14,7 @@ let fresh: ArrayBufferLike | undefined;
 /** A client's piece copied into memory of its own (never a pool, which a kept unit would pin), with
  * HEADROOM free bytes in front of it that the first queue it is pushed to may use. */
 export function pieceCopy(src: Uint8Array): Buffer {
-  const b = pieceMemory(HEADROOM + src.byteLength);
+  const b = Buffer.allocUnsafeSlow(HEADROOM + src.byteLength);
   b.set(src, HEADROOM);
   fresh = b.buffer;
   return b.subarray(HEADROOM);
@@ -45,12 +44,6 @@ export class ByteQueue {
     this.chunks = [whole];
     this.pos = 0;
     this.length += b.length;
-  }
-
-  /** Does a queued chunk lie in `memory`? */
-  holds(memory: ArrayBufferLike): boolean {
-    for (const c of this.chunks) if (c.buffer === memory) return true;
-    return false;
   }
 
   /** Where the queue's first byte sits in the buffer contiguous() returns. */
@@ -143,7 +136,7 @@ export class ByteQueue {
       parts.push(this.chunks[i]);
       have += this.chunks[i++].length;
     }
-    const joined = pieceMemory(have);
+    const joined = Buffer.allocUnsafeSlow(have);
     let at = 0;
     for (const p of parts) at += p.copy(joined, at);
     this.chunks.splice(0, i, joined);

@@ -3,7 +3,6 @@
 // the WebM and Ogg readers the replay buffer rewrites timestamps with.
 export { MalformedAudio, type ContainerParser, type Continuation, type TrackInfo, type Unit } from './unit.js';
 export { pieceCopy } from './byte-queue.js';
-export { freePiece, pieceMemory } from './piece-memory.js';
 export { FlacParser } from './flac.js';
 export { Mp3Parser } from './mp3.js';
 export { Mp4Parser } from './mp4.js';

@@ -19,11 +19,6 @@ export class OggParser implements ContainerParser {
   get bufferedBytes(): number {
     return this.q.length;
   }
-
-  /** Its queue is all it keeps of its input (a page goes as soon as it is whole). */
-  holds(memory: ArrayBufferLike): boolean {
-    return this.q.holds(memory);
-  }
   get gapBytes(): number {
     return this.resync.skipped;
   }

@@ -46,8 +46,6 @@ export interface ContainerParser {
   /** Codec and format, once the headers say. */
   readonly info: TrackInfo | undefined;
   readonly bufferedBytes: number;
-  /** Does it keep anything of `memory` (bytes to parse, an open unit)? Absent: it may, always. */
-  holds?(memory: ArrayBufferLike): boolean;
 }
 
 /** See ContainerParser.continuation. `expect`: where the next media unit starts (s, ± `within`) if

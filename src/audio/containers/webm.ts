@@ -173,11 +173,6 @@ export class WebmParser implements ContainerParser {
   get bufferedBytes(): number {
     return this.q.length;
   }
-
-  /** The queue's chunks are all it keeps of its input (a run is closed before push returns). */
-  holds(memory: ArrayBufferLike): boolean {
-    return this.runIn?.buffer === memory || this.q.holds(memory);
-  }
   get gapBytes(): number {
     return this.resync.skipped;
   }

@@ -21,11 +21,6 @@ export class KeptGroup<C> implements Group<C> {
     readonly at: number | undefined,
   ) {}
 
-  /** The memory its runs lie in, oldest first (consecutive runs may share one). */
-  get memory(): ArrayBufferLike[] {
-    return this.runs.map((r) => r.buffer);
-  }
-
   /** A unit's bytes, after the ones kept. */
   push(b: Buffer): void {
     if (b.length > 0) this.extend(b);
