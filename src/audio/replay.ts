@@ -63,8 +63,12 @@ function frames(init: Buffer[], media: Buffer[], max: number): Buffer[] {
   return out;
 }
 
+/** Dropped groups kept to be used again: one a client piece is dropped as one is opened. */
+const SPARE_GROUPS = 4;
+
 class Buffered<C> implements ReplayBuffer {
   private groups: KeptGroup<C>[] = [];
+  private spare: KeptGroup<C>[] = [];
   private open: KeptGroup<C> | undefined; // the newest group, while more of it may come
   private mediaBytes = 0;
   private lastEnd = 0;
@@ -86,7 +90,7 @@ class Buffered<C> implements ReplayBuffer {
     const s = this.format.sort(unit, this.open);
     if (s.kind === 'init') this.format.forget(this.groups[0]); // chained Ogg: headers no group needs
     if (s.kind === 'open') {
-      this.open = new KeptGroup(s.ctx, unit.at);
+      this.open = this.spare.pop()?.reuse(s.ctx, unit.at) ?? new KeptGroup(s.ctx, unit.at);
       this.groups.push(this.open);
     }
     if (s.kind === 'open' || s.kind === 'join') {
@@ -128,6 +132,7 @@ class Buffered<C> implements ReplayBuffer {
     if (overBound) this.droppedBytes += g.bytes;
     if (g === this.open) this.open = undefined;
     this.format.forget(this.groups[0]);
+    if (this.spare.length < SPARE_GROUPS) this.spare.push(g.clear());
   }
 }
 
