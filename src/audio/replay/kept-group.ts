@@ -30,7 +30,7 @@ export class KeptGroup<C> implements Group<C> {
     this.at = at;
   }
 
-  /** Empty again, as a new group of `ctx` starting at input offset `at`. */
+  /** A cleared group (clear()) as a new one of `ctx`, starting at input offset `at`. */
   reuse(ctx: C, at: number | undefined): this {
     this.ctx = ctx;
     this.at = at;
