@@ -31,7 +31,9 @@ export class OggParser implements ContainerParser {
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
     if (!this.resync.ready(this.q)) return [];
-    return collectUnits(() => this.page());
+    const units = collectUnits(() => this.page());
+    this.q.settle();
+    return units;
   }
 
   private page(): Unit | undefined {
