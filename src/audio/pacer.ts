@@ -15,16 +15,8 @@ import { Alarm, type Scheduler } from './scheduler.js';
  * far inside the upstream's tolerance (a 9 s burst still spreads over 8.5 s). */
 export const LEAD_MS = 100;
 
-/** Past this many slots an emptied queue gets a new array (a burst's room is not kept for the session). */
-const KEEP_SLOTS = 64;
-
 export class Pacer {
-  /** Frames waiting, queue[head..tail): an array kept for the session and read by index, since a
-   *  shift() to empty and a push() would make it a new backing store per frame, which lives until the
-   *  next piece and so is promoted by V8 and freed only by a major GC. */
-  private queue: Array<Frame | undefined> = [];
-  private head = 0;
-  private tail = 0;
+  private queue: Frame[] = [];
   private queued = 0;
   private t0: number | undefined;
   private origin = 0;
@@ -48,14 +40,14 @@ export class Pacer {
   }
 
   push(f: Frame): void {
-    this.queue[this.tail++] = f;
+    this.queue.push(f);
     this.queued += f.bytes.length;
     if (!this.alarm.armed) this.release();
   }
 
   /** Resolves once every queued frame has been emitted. */
   idle(): Promise<void> {
-    if (this.head === this.tail) return Promise.resolve();
+    if (this.queue.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -70,7 +62,6 @@ export class Pacer {
   close(): void {
     this.alarm.clear();
     this.queue = [];
-    this.head = this.tail = 0;
     this.queued = 0;
     this.wakeIdle();
   }
@@ -81,8 +72,8 @@ export class Pacer {
   }
 
   private release(): void {
-    while (this.head < this.tail) {
-      const f = this.queue[this.head] as Frame;
+    while (this.queue.length > 0) {
+      const f = this.queue[0];
       const now = this.o.scheduler.clock.now();
       this.t0 ??= now;
       if (!this.started) {
@@ -95,7 +86,7 @@ export class Pacer {
         this.alarm.at(now + wait);
         return;
       }
-      this.take();
+      this.queue.shift();
       this.queued -= f.bytes.length;
       this.o.emit(f);
       if (this.alarm.armed) return; // emit() re-entered us and left the rest waiting
@@ -103,17 +94,8 @@ export class Pacer {
     this.wakeIdle();
   }
 
-  /** The first frame leaves the queue. */
-  private take(): void {
-    this.queue[this.head++] = undefined;
-    if (this.head < this.tail) return;
-    this.head = this.tail = 0;
-    if (this.queue.length > KEEP_SLOTS) this.queue = [];
-  }
-
   private wakeIdle(): void {
     const w = this.idleWaiters;
-    if (w.length === 0) return; // no new array each time the queue empties: see `queue`
     this.idleWaiters = [];
     for (const r of w) r();
   }

@@ -23,78 +23,40 @@ export interface RechunkerOptions {
   emit(frame: Frame, split: boolean, coalesced: boolean): void;
 }
 
-/** The first n of `parts` (n ≥ 1) as one buffer of `bytes`: a view when they lie end to end in
- * memory (the units of one client message, the usual case: a browser piece is one WebM Cluster),
- * else a copy. Same bytes either way; units are never written to after they are made. */
-function joined(parts: Buffer[], n: number, bytes: number): Buffer {
+/** The parts as one buffer: a view when they lie end to end in memory (the units of one client
+ * message, the usual case: a browser piece is one WebM Cluster), else a copy. Same bytes either way;
+ * units are never written to after they are made. */
+function joined(parts: Buffer[], bytes: number): Buffer {
   const first = parts[0];
-  if (n === 1) return first;
   let next = first.byteOffset + first.length;
-  for (let i = 1; i < n; i++) {
-    const b = parts[i];
-    if (b.buffer !== first.buffer || b.byteOffset !== next) return Buffer.concat(parts.slice(0, n), bytes);
-    next += b.length;
+  for (let i = 1; i < parts.length; i++) {
+    if (parts[i].buffer !== first.buffer || parts[i].byteOffset !== next) return Buffer.concat(parts, bytes);
+    next += parts[i].length;
   }
   return Buffer.from(first.buffer, first.byteOffset, bytes);
 }
 
-const EMPTY = Buffer.alloc(0);
-
-/** A frame's unit bytes, in an array kept for the session with a count: a new array per frame
- * would live until the next piece and so be promoted by V8 (emptying an array with `length = 0`
- * gives its room back too). */
-class Parts {
-  private list: Buffer[] = [];
-  count = 0;
-  bytes = 0;
-
-  push(b: Buffer): void {
-    this.list[this.count++] = b;
-    this.bytes += b.length;
-  }
-
-  at(i: number): Buffer {
-    return this.list[i];
-  }
-
-  /** Appends `other`'s parts (other is left as it is). */
-  append(other: Parts): void {
-    for (let i = 0; i < other.count; i++) this.push(other.list[i]);
-  }
-
-  /** The first n parts (all of them if not given), as a list of their own. */
-  slice(n = this.count): Buffer[] {
-    return this.list.slice(0, n);
-  }
-
-  /** All the parts as one buffer. */
-  joined(): Buffer {
-    return joined(this.list, this.count, this.bytes);
-  }
-
-  /** Lets go of the parts (the array keeps its room). */
-  clear(): void {
-    for (let i = 0; i < this.count; i++) this.list[i] = EMPTY;
-    this.count = 0;
-    this.bytes = 0;
-  }
+/** A frame cut and not yet emitted: its parts are joined only when it goes (a tail may join it). */
+interface ReadyFrame {
+  parts: Buffer[];
+  bytes: number;
+  start: number;
+  end: number;
+  coalesced: boolean;
 }
 
 export class Rechunker {
-  /** the pending frame's unit bytes */
-  private parts = new Parts();
+  private parts: Buffer[] = [];
   private units = 0;
+  private bytes = 0;
   private start: number | undefined; // media start of the pending frame
   private end: number | undefined;
   private cursor = 0; // media time emitted so far
   private headerDone = false;
   private since = 0; // clock time the pending frame's first bytes came
   private alarm: Alarm;
-  /** The frame cut in this batch, if any (parts in `ready`), joined only when it goes: a tail may join it. */
-  private ready = new Parts();
-  private readyStart = 0;
-  private readyEnd = 0;
-  private readyCoalesced = false;
+  /** The frame cut in this batch, if any. */
+  private ready: ReadyFrame | undefined;
   private batchFrom: number | undefined; // media of this batch's units
   private batchTo = 0;
   /** The last batch with media held half of chunkMs or more. */
@@ -105,7 +67,7 @@ export class Rechunker {
   }
 
   get bufferedBytes(): number {
-    return this.parts.bytes + this.ready.bytes;
+    return this.bytes + (this.ready?.bytes ?? 0);
   }
 
   add(u: Unit): void {
@@ -113,8 +75,8 @@ export class Rechunker {
       this.headerDone = true; // the pending bytes are now the complete headers
       this.since = this.o.scheduler.clock.now(); // media may start long after them
     }
-    if (this.headerDone && this.parts.bytes > 0) {
-      if (this.parts.bytes + u.bytes.length > this.o.maxFrameBytes) this.cut();
+    if (this.headerDone && this.bytes > 0) {
+      if (this.bytes + u.bytes.length > this.o.maxFrameBytes) this.cut();
       else if (u.end !== undefined && u.start !== undefined && this.start !== undefined && this.end !== undefined) {
         // Stop before a unit that takes the frame further from chunkMs than it is now.
         const target = this.o.chunkMs / 1000;
@@ -123,13 +85,14 @@ export class Rechunker {
         if (Math.abs(next - target) > Math.abs(now - target) && now > 0) this.cut();
       }
     }
-    if (this.parts.bytes === 0) this.since = this.o.scheduler.clock.now();
+    if (this.bytes === 0) this.since = this.o.scheduler.clock.now();
     this.parts.push(u.bytes);
     this.units++;
+    this.bytes += u.bytes.length;
     if (u.start !== undefined && this.start === undefined) this.start = u.start;
     if (u.end !== undefined) this.end = Math.max(this.end ?? u.end, u.end);
     this.noteBatch(u);
-    while (this.parts.bytes > this.o.maxFrameBytes) this.splitHead();
+    while (this.bytes > this.o.maxFrameBytes) this.splitHead();
     if (this.headerDone && this.media() >= this.o.chunkMs / 1000) this.cut();
   }
 
@@ -138,22 +101,22 @@ export class Rechunker {
    * after its first bytes. */
   batchEnd(): void {
     const afterBig = this.endBatch();
-    const ready = this.ready.count > 0;
+    const ready = this.ready;
     if (
       ready &&
-      this.parts.bytes > 0 &&
+      this.bytes > 0 &&
       this.media() < this.o.chunkMs / 2000 &&
-      this.ready.bytes + this.parts.bytes <= this.o.maxFrameBytes
+      ready.bytes + this.bytes <= this.o.maxFrameBytes
     ) {
-      // A short tail joins the frame cut before it: the ready parts, then the tail's, are pending.
-      this.ready.append(this.parts);
-      this.parts.clear();
-      [this.parts, this.ready] = [this.ready, this.parts];
+      // A short tail joins the frame cut before it.
+      this.parts = ready.parts.concat(this.parts);
+      this.bytes += ready.bytes;
       this.units++; // the ready frame's units: the merged frame is coalesced
-      this.start = this.readyStart;
-      this.end = Math.max(this.end ?? this.readyEnd, this.readyEnd);
+      this.start = ready.start;
+      this.end = Math.max(this.end ?? ready.end, ready.end);
+      this.ready = undefined;
     }
-    if (!this.headerDone || this.parts.bytes === 0) {
+    if (!this.headerDone || this.bytes === 0) {
       this.emitReady();
       return;
     }
@@ -183,36 +146,35 @@ export class Rechunker {
   flush(): void {
     this.alarm.clear();
     this.emitReady();
-    if (this.parts.bytes === 0 || !this.headerDone) return;
+    if (this.bytes === 0 || !this.headerDone) return;
     this.cut();
     this.emitReady();
   }
 
   close(): void {
     this.alarm.clear();
-    this.ready.clear();
+    this.ready = undefined;
     this.batchFrom = undefined;
     this.reset();
   }
 
   /** Makes the pending bytes the ready frame (sending the one before it). */
   private cut(): void {
-    this.emitReady(); // the ready parts are empty now: they take the pending ones' place
+    this.emitReady();
     const start = this.start ?? this.cursor;
     const end = Math.max(this.end ?? start, start);
-    [this.ready, this.parts] = [this.parts, this.ready];
-    this.readyStart = start;
-    this.readyEnd = end;
-    this.readyCoalesced = this.units > 1;
+    this.ready = { parts: this.parts, bytes: this.bytes, start, end, coalesced: this.units > 1 };
+    this.parts = [];
     this.reset();
     this.cursor = Math.max(this.cursor, end);
   }
 
   private emitReady(): void {
-    if (this.ready.count === 0) return;
-    const bytes = this.ready.joined();
-    this.ready.clear();
-    this.o.emit({ bytes, start: this.readyStart, end: this.readyEnd }, false, this.readyCoalesced);
+    const ready = this.ready;
+    if (!ready) return;
+    const bytes = ready.parts.length === 1 ? ready.parts[0] : joined(ready.parts, ready.bytes);
+    this.ready = undefined;
+    this.o.emit({ bytes, start: ready.start, end: ready.end }, false, ready.coalesced);
   }
 
   private media(): number {
@@ -223,25 +185,21 @@ export class Rechunker {
    * Only the cut frame's own bytes are copied, and only when it spans parts: a 16 MiB unit is cut
    * in views of itself, not re-copied whole for every frame. */
   private splitHead(): void {
-    const max = this.o.maxFrameBytes,
-      parts = this.parts,
-      bytes = parts.bytes;
+    const max = this.o.maxFrameBytes;
     let n = 0,
       have = 0;
-    while (have + parts.at(n).length <= max) have += parts.at(n++).length;
-    const cut = parts.at(n),
+    while (have + this.parts[n].length <= max) have += this.parts[n++].length;
+    const cut = this.parts[n],
       inCut = max - have;
     this.emitReady();
-    const pieces = parts.slice(n);
+    const pieces = this.parts.slice(0, n);
     if (inCut > 0) pieces.push(cut.subarray(0, inCut));
-    const head = joined(pieces, pieces.length, max);
-    const rest = parts.slice();
-    parts.clear();
-    parts.push(cut.subarray(inCut));
-    for (let i = n + 1; i < rest.length; i++) parts.push(rest[i]);
+    const head = pieces.length === 1 ? pieces[0] : joined(pieces, max);
+    this.parts.splice(0, n + 1, cut.subarray(inCut));
     const start = this.start ?? this.cursor;
     const end = this.end ?? start;
-    const at = start + ((end - start) * max) / bytes;
+    const at = start + ((end - start) * max) / this.bytes;
+    this.bytes -= max;
     this.units = 1;
     this.start = this.end === undefined ? undefined : at;
     this.cursor = Math.max(this.cursor, at);
@@ -249,8 +207,9 @@ export class Rechunker {
   }
 
   private reset(): void {
-    this.parts.clear();
+    this.parts.length = 0;
     this.units = 0;
+    this.bytes = 0;
     this.start = undefined;
     this.end = undefined;
   }

@@ -132,7 +132,6 @@ class Buffered<C> implements ReplayBuffer {
     if (overBound) this.droppedBytes += g.bytes;
     if (g === this.open) this.open = undefined;
     this.format.forget(this.groups[0]);
-    this.format.recycle?.(g.ctx);
     if (this.spare.length < SPARE_GROUPS) this.spare.push(g.clear());
   }
 }

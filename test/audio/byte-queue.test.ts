@@ -1,10 +1,9 @@
 // The parsers' input queue: reads across client messages without joining more than it must.
 import { test } from 'vitest';
 import assert from 'node:assert/strict';
-import { ByteQueue, HEADROOM, pieceCopy } from '../../src/audio/containers/byte-queue.js';
+import { ByteQueue, pieceCopy } from '../../src/audio/containers/byte-queue.js';
 import { WebmParser } from '../../src/audio/containers/webm.js';
 import { chromeChunks } from '../support/fixtures.js';
-import { memoryAfterGc } from '../support/gc.js';
 
 test('an empty queue peeks and takes nothing; reads across chunks see the bytes in order', () => {
   const q = new ByteQueue();
@@ -70,56 +69,4 @@ test('the headroom is used by one queue, once, and only for a few bytes; otherwi
   q2.push(d);
   assert.equal(q2.takeAll().toString(), '2kl');
   assert.equal(q1.takeAll().toString(), '1kl');
-});
-
-test("once a piece is parsed, the parser holds none of its memory: the byte it ends into the next element is the queue's own", async () => {
-  // Held until the next piece, a piece (and the view of it) lives through several minor GCs under
-  // load, so V8 promotes it and frees it only in a major GC.
-  const parser = new WebmParser();
-  const { held, units } = parseAll(parser);
-  await memoryAfterGc();
-  const pinned = held.filter((r) => r.deref() !== undefined).length;
-  assert.equal(pinned, 0, `${pinned} of ${held.length} pieces still held by the parser`);
-  // What it kept still goes in front of the next bytes.
-  assert.ok(parser.bufferedBytes > 0, 'the parser waits for the rest of an element');
-  const input = Buffer.concat(chromeChunks('webm-opus'));
-  const out = Buffer.concat([...units, ...parser.push(Buffer.alloc(0)).map((u) => u.bytes)]);
-  assert.ok(out.equals(input.subarray(0, out.length)), 'the units are the input, in order');
-  const last = parser.push(pieceCopy(chromeChunks('webm-opus').at(-1)!));
-  assert.ok(
-    Buffer.concat([out, ...last.map((u) => u.bytes)]).equals(input.subarray(0, input.length - parser.bufferedBytes)),
-    'the bytes it kept go in front of the next piece',
-  );
-});
-
-/** Chromium's pieces, each copied as the inbox does, into `parser` (in a function of its own, so
- *  that no variable of the test's holds the last piece); the units' bytes copied. */
-function parseAll(parser: WebmParser): { held: Array<WeakRef<ArrayBufferLike>>; units: Buffer[] } {
-  const held: Array<WeakRef<ArrayBufferLike>> = [];
-  const units: Buffer[] = [];
-  // All but the last piece, which ends where the recording does: each of the others ends a byte or so
-  // into the next element, which the parser keeps.
-  for (const received of chromeChunks('webm-opus').slice(0, -1)) {
-    const piece = pieceCopy(received);
-    held.push(new WeakRef(piece.buffer));
-    for (const u of parser.push(piece)) units.push(Buffer.from(u.bytes));
-    assert.ok(parser.bufferedBytes <= HEADROOM, `${parser.bufferedBytes} bytes left`);
-  }
-  return { held, units };
-}
-
-test("the queue's own memory for a leftover is never a unit's: bytes read from it are copied out", () => {
-  const q = new ByteQueue();
-  q.push(Buffer.from('0123456789'));
-  q.take(7);
-  q.settle(); // '789' now in the queue's memory
-  q.push(Buffer.from('ab')); // not a fresh piece: no headroom, two chunks
-  const first = q.take(3);
-  assert.equal(first.toString(), '789');
-  q.take(2);
-  q.push(Buffer.from('xyz0'));
-  q.take(1);
-  q.settle(); // 'yz0' overwrite the queue's memory
-  assert.equal(first.toString(), '789', 'a taken unit is not overwritten by a later leftover');
-  assert.equal(q.takeAll().toString(), 'yz0');
 });

@@ -2,9 +2,6 @@
 // does not re-copy a large partial element on every push (parsers wait until `length` is enough).
 // Taking moves a read position in the first chunk on (no view made of what is left), and parsers
 // may read headers in place (contiguous() and start): each view or copy made per unit costs.
-// Nothing of a piece outlives its parsing here (settle()): at a thousand sessions V8 runs a minor GC
-// every few tens of milliseconds, so whatever waits for the next piece is promoted to its old
-// generation and freed only by a major GC, the piece's memory with it.
 
 /** Bytes kept free in front of every client piece (pieceCopy). A recorder's piece often ends a byte
  * or a few into the next element (Chromium's, after every WebM piece): the queue copies that leftover
@@ -25,9 +22,6 @@ export function pieceCopy(src: Uint8Array): Buffer {
 
 export class ByteQueue {
   private chunks: Buffer[] = [];
-  /** The queue's own memory for the few bytes left between pieces (settle()), filled from its end,
-   *  so that it is a chunk of exactly those bytes: no view made per piece. Never a unit's memory. */
-  private carry: Buffer | undefined;
   private pos = 0; // where the queue starts in chunks[0]
   length = 0;
   /** Bytes taken so far: where the next byte sits in the stream (for error messages). */
@@ -47,8 +41,7 @@ export class ByteQueue {
     const whole = Buffer.from(b.buffer, HEADROOM - this.length, this.length + b.length);
     let at = 0;
     for (let i = 0; i < this.chunks.length; i++) at += this.chunks[i].copy(whole, at, i === 0 ? this.pos : 0);
-    this.chunks[0] = whole;
-    this.chunks.length = 1; // trimmed in place (a new array per piece would be promoted)
+    this.chunks = [whole];
     this.pos = 0;
     this.length += b.length;
   }
@@ -62,8 +55,7 @@ export class ByteQueue {
    * nothing that is not queued: read them in place. */
   contiguous(n: number): Buffer {
     if (n > this.length) throw new RangeError('peek past the end');
-    // The carry is copied out first: it is written again, and what is read from here may be kept.
-    if (this.chunks[0].length - this.pos < n || this.chunks[0] === this.carry) this.join(n);
+    if (this.chunks[0].length - this.pos < n) this.join(n);
     return this.chunks[0];
   }
 
@@ -125,18 +117,6 @@ export class ByteQueue {
       this.pos -= this.chunks[0].length;
       this.chunks.shift();
     }
-  }
-
-  /** The parser is done with the input for now: a few bytes left (at most HEADROOM: a recorder's
-   * piece that ends a byte or so into the next element) are copied into the queue's own memory, so
-   * that the piece they came from is no longer held here until the next one. */
-  settle(): void {
-    const n = this.length;
-    if (n === 0 || n > HEADROOM || this.chunks.length !== 1 || this.chunks[0] === this.carry) return;
-    const carry = (this.carry ??= Buffer.allocUnsafeSlow(HEADROOM));
-    this.chunks[0].copy(carry, HEADROOM - n, this.pos);
-    this.chunks[0] = carry;
-    this.pos = HEADROOM - n;
   }
 
   takeAll(): Buffer {

@@ -31,9 +31,7 @@ export class OggParser implements ContainerParser {
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
     if (!this.resync.ready(this.q)) return [];
-    const units = collectUnits(() => this.page());
-    this.q.settle();
-    return units;
+    return collectUnits(() => this.page());
   }
 
   private page(): Unit | undefined {

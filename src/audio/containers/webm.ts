@@ -208,7 +208,6 @@ export class WebmParser implements ContainerParser {
     );
     const run = this.closeRun(); // a run never waits for the next piece: its bytes are taken
     if (run) units.push(run);
-    this.q.settle();
     return units;
   }
 

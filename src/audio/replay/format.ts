@@ -39,8 +39,6 @@ export interface ReplayFormat<C> {
   rewrite(u: Unit): Unit;
   /** Init data no kept group needs any more may go (an older chained Ogg stream's headers). */
   forget(oldest: Group<C> | undefined): void;
-  /** A dropped group's context, which no unit is sorted into again: the format may use it for a later group. */
-  recycle?(ctx: C): void;
   readonly initBytes: number;
 }
 

@@ -20,29 +20,14 @@ export class KeptGroup<C> implements Group<C> {
   private readonly ends: number[] = [];
   private count = 0;
   bytes = 0;
-  /** The media times as numbers (NaN: none yet): a field that once held undefined stores every new
-   *  fraction as a new heap number, one per unit here, kept (so promoted) as long as the group. */
-  private from = NaN;
-  private to = NaN;
+  start?: number;
+  end?: number;
   ctx: C;
   at: number | undefined;
 
   constructor(ctx: C, at: number | undefined) {
     this.ctx = ctx;
     this.at = at;
-  }
-
-  get start(): number | undefined {
-    return Number.isNaN(this.from) ? undefined : this.from;
-  }
-  set start(s: number | undefined) {
-    this.from = s ?? NaN;
-  }
-  get end(): number | undefined {
-    return Number.isNaN(this.to) ? undefined : this.to;
-  }
-  set end(e: number | undefined) {
-    this.to = e ?? NaN;
   }
 
   /** A cleared group (clear()) as a new one of `ctx`, starting at input offset `at`. */
@@ -59,7 +44,8 @@ export class KeptGroup<C> implements Group<C> {
     this.runs = 0;
     this.count = 0;
     this.bytes = 0;
-    this.from = this.to = NaN;
+    this.start = undefined;
+    this.end = undefined;
     return this;
   }
 

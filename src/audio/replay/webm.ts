@@ -12,9 +12,6 @@ interface Cluster {
   ticks?: number;
 }
 
-/** Contexts of dropped Clusters kept to be used again (a client piece is one Cluster). */
-const SPARE_CLUSTERS = 4;
-
 /** The made Cluster's Timecode: 0, one byte. */
 const ZERO_TIMECODE = Buffer.from([ID.Timecode, 0x81, 0x00]);
 /** A block that starts this little after the cut (timestamps are rounded to ticks) still holds it. */
@@ -133,10 +130,6 @@ export function webmFormat(): ReplayFormat<Cluster> {
   let shift = 0; // ticks subtracted from Timecodes since the last render
   let lead: { ctx: Cluster; ticks: number } | undefined; // the first Cluster's blocks, moved back since the last render
   let sortedInto: Cluster | undefined; // the Cluster of the unit sorted last
-  // Kept for the stream, not made per Cluster: what a replay keeps lives for seconds, so V8 promotes
-  // it and frees it only in a major GC. `opened` is read at once by the caller.
-  const spare: Cluster[] = [];
-  const opened = { kind: 'open' as const, ctx: {} as Cluster };
 
   const lowered = (b: Buffer, ctx: Cluster | undefined): Buffer => {
     const id = elementId(b);
@@ -164,10 +157,8 @@ export function webmFormat(): ReplayFormat<Cluster> {
         return SORTED.init;
       }
       if (id === ID.Cluster) {
-        sortedInto = spare.pop() ?? {};
-        sortedInto.ticks = undefined;
-        opened.ctx = sortedInto;
-        return opened;
+        sortedInto = {};
+        return { kind: 'open', ctx: sortedInto };
       }
       sortedInto = open?.ctx;
       // Level-1 ids have 4 bytes: Cues, Tags... after the clusters.
@@ -193,10 +184,6 @@ export function webmFormat(): ReplayFormat<Cluster> {
     },
     rewrite,
     forget() {},
-    recycle(ctx) {
-      // Not the Cluster a render moved back, nor the one being sorted: units may still be rewritten by them.
-      if (spare.length < SPARE_CLUSTERS && ctx !== lead?.ctx && ctx !== sortedInto) spare.push(ctx);
-    },
     get initBytes() {
       return initBytes;
     },
