@@ -77,10 +77,14 @@ export class Positions {
     if (this.timer && this.timerAt <= at) return;
     clearTimeout(this.timer);
     this.timerAt = at;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      void this.flush();
-    }, at - Date.now());
+    // `at` may be now, and a millisecond gone since: a negative delay would make Node warn.
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        void this.flush();
+      },
+      Math.max(0, at - Date.now()),
+    );
     this.timer.unref();
   }
 
