@@ -186,7 +186,7 @@ async function handWritten(url: string, pieces: Buffer[], name: string): Promise
     }
     if (endSent) c.sendJson({ type: 'end' });
     for (; next < pieces.length; next++) {
-      await delay(Math.max(0, t0 + next * PIECE_MS - Date.now())); // behind: at once, without a warning
+      await delay(t0 + next * PIECE_MS - Date.now());
       if (c.ws.readyState !== c.ws.OPEN) return 'lost';
       c.send(pieces[next]);
       sent += pieces[next].length;

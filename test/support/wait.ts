@@ -1,7 +1,8 @@
 // Test support: waiting in real time, for a fixed while or until something holds.
 import type { ChildProcess } from 'node:child_process';
 
-export const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** Waits `ms`; none when it is negative (a caller already behind its schedule), without Node's warning. */
+export const delay = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
 /** Polls `check` every `everyMs` until it is truthy; fails naming `what` after `withinMs`. The default
  *  deadline is generous: it only stops a broken test hanging. A shorter one is part of what a test checks. */
