@@ -58,21 +58,6 @@ function failed(log: Logger, where: string, ws: Ws, err: unknown, data: SocketDa
 
 /** A session's client socket. */
 class ClientSocket implements ClientSink {
-  private batched: () => void = () => undefined;
-  private batchError: unknown;
-  /** Runs the batch as if in the socket's own callback: its sends go straight into the cork. */
-  private readonly runBatch = () => {
-    const outer = inCallback;
-    inCallback = this.ws;
-    try {
-      this.batched();
-    } catch (err) {
-      this.batchError = err; // thrown again outside uWS's cork, to the caller
-    } finally {
-      inCallback = outer;
-    }
-  };
-
   /** `outbox`: the owner's end of a hop keeps what it sends until the relaying replica confirms it. */
   constructor(
     private readonly ws: Ws,
@@ -85,18 +70,6 @@ class ClientSocket implements ClientSink {
     if (this.ws.send(text, false) === SEND_DROPPED) return false;
     this.outbox?.sent(text);
     return this.ws.getBufferedAmount() <= MAX_CLIENT_BACKLOG_BYTES;
-  }
-
-  /** The sends of `send` leave in one write: the socket corked around them. */
-  batch(send: () => void): void {
-    if (this.data.closed || inCallback === this.ws) return send();
-    this.batched = send;
-    this.batchError = undefined;
-    this.ws.cork(this.runBatch);
-    this.batched = () => undefined;
-    const err = this.batchError;
-    this.batchError = undefined;
-    if (err !== undefined) throw err;
   }
 
   undelivered(): Array<string | Buffer> {

@@ -15,8 +15,6 @@ export interface ClientSink {
   close(code: number, reason: string): void;
   /** Once closed: what it took and its client is known not to have got (through the internal hop). */
   undelivered(): Array<string | Buffer>;
-  /** Runs `send`, whose sendText calls then leave in one write. Absent: each leaves alone. */
-  batch?(send: () => void): void;
 }
 
 /** Past this much unread output, interim transcripts are dropped (finals, facts, usage never are). */
@@ -77,12 +75,6 @@ export class ClientOutput {
     this.relay(data, receivedAt);
     return true;
   }
-
-  /** Runs `send` (the handling of one upstream read) with what it sends the client written at once. */
-  readonly batch = (send: () => void): void => {
-    if (this.open && this.sink.batch) this.sink.batch(send);
-    else send();
-  };
 
   /** To the socket now, past the output a resuming client has not been given yet. */
   sendNow(text: string | Buffer): void {

@@ -43,8 +43,6 @@ export type LifecycleListener = (e: LifecycleEvent) => void;
 
 export class Lifecycle {
   private readonly listeners: LifecycleListener[] = [];
-  /** events of a `told after` run, in order (as many as one upstream read's messages cause) */
-  private held: LifecycleEvent[] | undefined;
 
   /** `failed`: a listener threw (told, never thrown on: the session's own work goes on). */
   constructor(private readonly failed: (err: unknown, e: LifecycleEvent) => void) {}
@@ -53,26 +51,8 @@ export class Lifecycle {
     this.listeners.push(listener);
   }
 
-  /** Runs `write(a)`, and tells its events once it has returned: what a batched write to the client caused
-   *  (a final noted delivered in the session record, the record removed at the end) is never told
-   *  while the bytes are still corked, where a crash would lose them behind a record that says more. */
-  toldAfter<A>(write: (a: A) => void, a: A): void {
-    if (this.held) return write(a);
-    const held = (this.held = []);
-    try {
-      write(a);
-    } finally {
-      this.held = undefined;
-      for (const e of held) this.emit(e);
-    }
-  }
-
   /** Every listener hears every event; one that throws does not keep it from the others. */
   emit(e: LifecycleEvent): void {
-    if (this.held) {
-      this.held.push(e);
-      return;
-    }
     for (const l of this.listeners) {
       try {
         l(e);

@@ -44,8 +44,6 @@ export interface LinkHandlers {
   onLost(errorId: ErrorId, details: string): void;
   /** No upstream session could be had (first connection, or every reconnection attempt). */
   onFailed(errorId: ErrorId, details: string): void;
-  /** See UpstreamHandlers.batch: the messages of one upstream read reach the client in one write. */
-  batch?(handle: () => void): void;
 }
 
 export interface LinkOptions {
@@ -184,7 +182,6 @@ export class UpstreamLink {
               this.gone(conn, 'UPSTREAM_CLOSED', `the speech service closed the connection (code ${code})`),
             onError: (err) =>
               this.gone(conn, 'UPSTREAM_UNAVAILABLE', err instanceof UpstreamError ? err.told : FAILED, err.message),
-            batch: this.o.handlers.batch,
           },
           { connectTimeoutMs: this.o.connectTimeoutMs, liveness: this.o.liveness },
         );

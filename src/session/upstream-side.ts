@@ -95,7 +95,6 @@ export class UpstreamSide {
           driver.guard(() => driver.dispatch({ type: 'upstream_dropped', errorId, details })),
         onFailed: (errorId, details) =>
           driver.guard(() => driver.dispatch({ type: 'upstream_failed', errorId, details })),
-        batch: (handle) => this.p.lifecycle.toldAfter(this.p.output.batch, handle),
       },
     };
   }

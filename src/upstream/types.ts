@@ -17,9 +17,6 @@ export interface UpstreamHandlers {
   onMessage(data: Buffer, isBinary: boolean): void;
   onClose(code: number, reason: string): void;
   onError(err: Error): void;
-  /** Runs `handle`, which delivers the messages of one read, so that what they cause is sent
-   *  together (the client's socket corked: one write instead of one per message). */
-  batch?(handle: () => void): void;
 }
 
 export interface UpstreamConnection {

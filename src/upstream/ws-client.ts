@@ -24,7 +24,6 @@ const CONNECTING = 0,
   OPEN = 1,
   CLOSING = 2,
   CLOSED = 3;
-const EMPTY = Buffer.alloc(0);
 /** Every upstream socket reads into this one buffer (net's `onread`), and the bytes are handled at
  * once: no Buffer per read and no Readable-stream machinery per chunk (that machinery was a fifth of
  * the gateway's busy main thread under load). What outlives the read is copied out of it. */
@@ -59,9 +58,6 @@ export class UpstreamSocket implements UpstreamConnection {
   #closeReason = '';
   /** the opening handshake's deadline, then the closing one's */
   #timer?: NodeJS.Timeout;
-  /** The read being handled, and its handling as one function per socket (not a closure per read). */
-  #chunk: Buffer = EMPTY;
-  readonly #readChunk = () => this.#reader.push(this.#chunk);
 
   constructor(
     url: string,
@@ -163,18 +159,7 @@ export class UpstreamSocket implements UpstreamConnection {
   #onData(chunk: Buffer): void {
     this.#liveness?.heard();
     if (this.#state === CONNECTING) this.#onHead(chunk);
-    else if (this.#state !== CLOSED) this.#read(chunk);
-  }
-
-  /** The frames of one read, delivered inside the handlers' batch when they have one. */
-  #read(chunk: Buffer): void {
-    if (!this.h.batch) return this.#reader.push(chunk);
-    this.#chunk = chunk;
-    try {
-      this.h.batch(this.#readChunk);
-    } finally {
-      this.#chunk = EMPTY;
-    }
+    else if (this.#state !== CLOSED) this.#reader.push(chunk);
   }
 
   /** The upgrade answer, then the frames that came with it. */
