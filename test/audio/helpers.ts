@@ -12,6 +12,7 @@ import {
 import type { GatewayError } from '../../src/protocol/errors.js';
 
 import { FIXTURES } from '../support/fixtures.js';
+import { delay } from '../support/wait.js';
 export { FIXTURES, chromeChunks, fixture, prng, randomChunks } from '../support/fixtures.js';
 
 export class FakeClock implements Clock {
@@ -126,7 +127,7 @@ export async function sendHeld(run: Run): Promise<void> {
   while (!done) {
     await new Promise((r) => setImmediate(r));
     if (done) break;
-    if (!run.clock.step()) await new Promise((r) => setTimeout(r, 2));
+    if (!run.clock.step()) await delay(2);
   }
 }
 

@@ -4,6 +4,7 @@ import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { evenChunks, fixture } from '../support/fixtures.js';
 import { finals, type Final } from '../support/transcripts.js';
 import { connect, transcribeUrl } from './ws-client.js';
+import { delay } from '../support/wait.js';
 
 const ogg = fixture('dictation.ogg');
 
@@ -215,8 +216,8 @@ describe('emulator /transcribe', () => {
     for (const f of evenChunks(ogg, 4096).slice(0, 4)) c.ws.send(f);
     c.sendJson({ type: 'flush' });
     // The emulator has received everything (its log shows the flush) yet sent nothing.
-    while (!em.sessions.at(-1)!.received.some((r) => r.kind === 'flush')) await new Promise((r) => setTimeout(r, 10));
-    await new Promise((r) => setTimeout(r, 100));
+    while (!em.sessions.at(-1)!.received.some((r) => r.kind === 'flush')) await delay(10);
+    await delay(100);
     assert.equal(c.messages.length, 0);
     em.faults.stall = false;
     await c.next((m) => m.type === 'delta_usage');

@@ -13,6 +13,7 @@ import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { fixture } from '../support/fixtures.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
 import { ledgerSessions } from '../support/usage-api.js';
+import { delay } from '../support/wait.js';
 
 const API = 'test-usage-token';
 const ogg = fixture('dictation.ogg'); // ~26 s, ~70 KB
@@ -82,7 +83,7 @@ describe('an upstream that accepts each config and drops it soon after', () => {
     for (let i = 0; i < 100; i++) {
       const rows = await ledgerSessions(s, API);
       if (rows.length > 0 && rows.every((r) => r.end !== null)) return rows;
-      await new Promise((r) => setTimeout(r, 50));
+      await delay(50);
     }
     return ledgerSessions(s, API);
   }
@@ -148,7 +149,7 @@ describe('an upstream that accepts each config and drops it soon after', () => {
     { timeout: 60_000 },
     async () => {
       const { c } = await dictation({ PACE: '1', UPSTREAM_RECONNECT_ATTEMPTS: '1', END_TIMEOUT_MS: '500' }, 10_300);
-      while (flapper.accepted < 3 && c.ws.readyState === c.ws.OPEN) await new Promise((r) => setTimeout(r, 100));
+      while (flapper.accepted < 3 && c.ws.readyState === c.ws.OPEN) await delay(100);
       assert.deepEqual(
         c.messages.filter((m) => m.type === 'error'),
         [],

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { fixture } from '../support/fixtures.js';
 import { startHarness, type Harness } from '../support/session-harness.js';
+import { delay } from '../support/wait.js';
 
 const ogg = fixture('dictation.ogg');
 
@@ -24,7 +25,7 @@ describe('a client falling behind', () => {
       undelivered: () => [],
     });
     text({ type: 'config', configuration: { primaryLanguage: 'en', interimResults: true, audioFormat: 'audio/ogg' } });
-    while (!got.some((m) => m.type === 'CONFIG_ACCEPTED')) await new Promise((r) => setTimeout(r, 10));
+    while (!got.some((m) => m.type === 'CONFIG_ACCEPTED')) await delay(10);
     for (let off = 0; off < ogg.length; off += 8000) {
       const chunk = ogg.subarray(off, off + 8000);
       session.onClientBinary(chunk.buffer.slice(chunk.byteOffset, chunk.byteOffset + chunk.length) as ArrayBuffer);

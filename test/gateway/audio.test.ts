@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { protocolViolations } from '../support/emulator.js';
 import { chromeChunks, fixture, randomChunks } from '../support/fixtures.js';
 import { startStack, type Stack, type TestClient } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'sgw-audio-'));
 
@@ -164,7 +165,7 @@ describe('audio through the gateway', () => {
     assert.equal((await client.closed).code, 4422);
     const up = stack.emulator.sessions.at(-1)!;
     assert.equal(up.audio.length, 0);
-    for (let i = 0; i < 50 && !up.closed; i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 50 && !up.closed; i++) await delay(100);
     assert.ok(
       up.received.some((r) => r.kind === 'end'),
       'the upstream session was ended gracefully (its usage is final)',

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, it } from 'vitest';
 import { freePort } from '../support/ports.js';
+import { delay } from '../support/wait.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'sgw-footprint-'));
 const hooks = join(dir, 'hooks.mjs');
@@ -66,7 +67,7 @@ async function modulesLoaded(name: string, env: Record<string, string>): Promise
       );
       if (ok) break;
       assert.ok(i < 300 && child.exitCode === null, 'the gateway did not become ready');
-      await new Promise((r) => setTimeout(r, 100));
+      await delay(100);
     }
   } finally {
     const exited = new Promise((r) => child.once('exit', r));

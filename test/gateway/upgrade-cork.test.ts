@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { openClient } from '../support/stack.js';
 import { emulatorToken } from '../support/gateway-process.js';
+import { delay } from '../support/wait.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const WARNING = 'Warning: uWS.HttpResponse writes must be made from within a corked callback';
@@ -42,7 +43,7 @@ describe('upgrades of a token verified a moment ago', () => {
     child.stdout!.on('data', (b: Buffer) => (out += b));
     child.stderr!.on('data', (b: Buffer) => (out += b));
     for (let i = 0; i < 300 && !(port && authBase); i++) {
-      await new Promise((r) => setTimeout(r, 100));
+      await delay(100);
       port = Number(/listening on http:\/\/localhost:(\d+)/.exec(out)?.[1] ?? 0);
       authBase = /EMULATOR on (http:\/\/[\d.:]+)/.exec(out)?.[1] ?? '';
     }

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { forgedJwt } from '../support/jwt.js';
 import { refusal, startStack, type Stack, type TestClient } from '../support/stack.js';
+import { delay } from '../support/wait.js';
 
 /** What a forger can make without any key: a well-formed JWT whose issuer names the tenant. */
 function forgedToken(authBase: string, tenant: string): string {
@@ -47,7 +48,7 @@ describe('forged tokens for random tenants', () => {
       }
     };
     const meanwhile = async () => {
-      while (refusals.length < 500) await new Promise((r) => setTimeout(r, 20));
+      while (refusals.length < 500) await delay(20);
       const t0 = Date.now();
       await dictation(await stack.connect('transcribe'));
       return Date.now() - t0;

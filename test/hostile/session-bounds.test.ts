@@ -9,6 +9,7 @@ import { fixture } from '../support/fixtures.js';
 import { configured, startStack, type Stack } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
 import { endedLedgerSessions } from '../support/usage-api.js';
+import { delay } from '../support/wait.js';
 
 const ogg = fixture('dictation.ogg'); // ~26 s, ~70 KB
 const API = 'test-usage-token';
@@ -133,8 +134,8 @@ describe('every buffer of a session is bounded, counted in input bytes', () => {
     const before = heapAfterGc();
     const byte = Buffer.from([0x4f]);
     for (let i = 0; i < 200_000; i++) c.send(byte);
-    while (c.ws.bufferedAmount > 0) await new Promise((r) => setTimeout(r, 20));
-    await new Promise((r) => setTimeout(r, 500)); // the gateway has read them all
+    while (c.ws.bufferedAmount > 0) await delay(20);
+    await delay(500); // the gateway has read them all
     const grown = heapAfterGc() - before;
     assert.ok(c.ws.readyState === c.ws.OPEN, 'the session goes on');
     assert.ok(grown < 4 * 1024 * 1024, `200,000 held one-byte frames grew the heap by ${(grown / 1e6).toFixed(1)} MB`);

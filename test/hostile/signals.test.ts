@@ -13,7 +13,7 @@ import { chromeChunks } from '../support/fixtures.js';
 import { openClient, type TestClient } from '../support/stack.js';
 import { finals } from '../support/transcripts.js';
 import { get, tempDir } from '../support/usage.js';
-import { until } from '../support/wait.js';
+import { delay, until } from '../support/wait.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -103,7 +103,7 @@ async function streamingSession(g: Started, endpoint: Streaming['endpoint'], tok
     for (const chunk of CHUNKS) {
       if (client.ws.readyState !== client.ws.OPEN) return;
       client.send(chunk);
-      await new Promise((r) => setTimeout(r, 250));
+      await delay(250);
     }
   })();
   return { endpoint, client, done };
@@ -156,7 +156,7 @@ describe('stop signals to the process group of npm start', () => {
     try {
       await signalMidStream(g, signals);
     } catch (err) {
-      await new Promise((r) => setTimeout(r, 1000)); // what the gateway says next
+      await delay(1000); // what the gateway says next
       throw new Error(
         `${(err as Error).message}\ngateway exit ${g.child.exitCode ?? g.child.signalCode}, output:\n${g.output().slice(-4000)}`,
         { cause: err },
@@ -181,10 +181,10 @@ describe('stop signals to the process group of npm start', () => {
 
   async function signalMidStream(g: Started, signals: NodeJS.Signals[]): Promise<void> {
     const sessions = await openSessions(g);
-    await new Promise((r) => setTimeout(r, 1000)); // all of them mid-stream
+    await delay(1000); // all of them mid-stream
     for (const s of signals) {
       process.kill(-g.child.pid!, s);
-      await new Promise((r) => setTimeout(r, 100));
+      await delay(100);
     }
 
     for (const { endpoint, client } of sessions) {

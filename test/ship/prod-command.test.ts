@@ -17,6 +17,7 @@ import { freePort } from '../support/ports.js';
 import { endpointPath, openClient } from '../support/stack.js';
 import { startRedis } from '../usage/redis.js';
 import { execForm, parseDockerfile } from './dockerfile.js';
+import { delay } from '../support/wait.js';
 
 const root = new URL('../../', import.meta.url);
 const LEVELS = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);
@@ -91,7 +92,7 @@ describe('the production command', () => {
     stderr.reader.on('data', (b: Buffer) => (out.stderr += b));
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     try {
-      for (let i = 0; i < 200 && !out.stdout.includes('listening on'); i++) await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 200 && !out.stdout.includes('listening on'); i++) await delay(50);
       assert.match(out.stdout, /listening on/, `the gateway did not start:\n${out.stdout}${out.stderr}`);
       // Two sessions, each accepted after the tenant cap asked Redis: uWS's warning case.
       for (let i = 0; i < 2; i++) {
@@ -105,7 +106,7 @@ describe('the production command', () => {
       }
       child.kill('SIGTERM');
       assert.equal(await exited, 0, out.stdout + out.stderr);
-      await new Promise((r) => setTimeout(r, 200)); // the FIFO's last bytes
+      await delay(200); // the FIFO's last bytes
     } finally {
       child.kill('SIGKILL');
       stderr.reader.destroy();

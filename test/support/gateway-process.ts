@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { openClient } from './stack.js';
 import { ledgerSessionsAt, type LedgerSession } from './usage-api.js';
+import { delay } from './wait.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -42,13 +43,13 @@ export async function startGatewayProcess(dir: string, env: Record<string, strin
     if (child.exitCode !== null) return;
     const exited = new Promise((r) => child.once('exit', r));
     child.kill('SIGTERM');
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+    await Promise.race([exited, delay(10_000)]);
     if (child.exitCode === null) child.kill('SIGKILL');
   };
   const g = { port: 0, adminPort: 0, authBase: '', output: () => out, stop };
   for (let i = 0; i < 400 && !(g.port && g.authBase); i++) {
     if (child.exitCode !== null) throw new Error(`the gateway exited (${child.exitCode}):\n${out}`);
-    await new Promise((r) => setTimeout(r, 100));
+    await delay(100);
     const ports = /listening on :(\d+) \(admin: [^)]* on :(\d+)\)/.exec(out);
     g.port = Number(ports?.[1] ?? 0);
     g.adminPort = Number(ports?.[2] ?? 0);
@@ -97,7 +98,7 @@ export async function endedSessions(g: GatewayProcess, apiToken: string): Promis
     } catch (err) {
       last = err;
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await delay(100);
   }
   throw new Error(`the usage API shows no ended session: ${String(last)}\n${g.output()}`);
 }

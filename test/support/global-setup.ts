@@ -5,6 +5,7 @@
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { delay } from './wait.js';
 
 function read(path: string, f: (p: string) => string): string {
   try {
@@ -67,7 +68,7 @@ export function setup(): (() => Promise<void>) | undefined {
         `test teardown: killed ${left.length} process(es) the run left alive:\n${left.map((p) => `  ${p.pid} ${p.cmd.slice(0, 120)}`).join('\n')}\n`,
       );
     }
-    for (let i = 0; i < 40 && left.some((p) => alive(p.pid)); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 40 && left.some((p) => alive(p.pid)); i++) await delay(50);
     rmSync(runDir, { recursive: true, force: true });
   };
 }

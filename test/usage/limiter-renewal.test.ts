@@ -7,7 +7,7 @@ import { tenantKeys } from '../../src/usage/keys.js';
 import { RENEW_BATCH, RedisLimiter } from '../../src/usage/limiter.js';
 import { createRedisClient, type ScriptedRedis } from '../../src/usage/redis-store.js';
 import { uniquePrefix } from '../support/usage.js';
-import { until } from '../support/wait.js';
+import { delay, until } from '../support/wait.js';
 import { startRedis, type TestRedis } from './redis.js';
 
 let redis: TestRedis;
@@ -39,10 +39,10 @@ test('one renewal call per tenant, not per session; a tenant with more than a ba
   const leases = tenantKeys(prefix, 'acme').leases;
   const before = Number(await client.zscore(leases, 's1'));
   await client.config('RESETSTAT');
-  await new Promise((r) => setTimeout(r, 5)); // the server clock moves on: renewed leases score higher
+  await delay(5); // the server clock moves on: renewed leases score higher
   renew();
   await until(async () => (await calls('evalsha')) >= 2, 'the renewal');
-  await new Promise((r) => setTimeout(r, 100)); // any further call would have landed by now
+  await delay(100); // any further call would have landed by now
   assert.equal(await calls('evalsha'), 2, 'one script call per tenant');
   assert.equal(await calls('zadd'), 2, 'one ZADD per tenant');
   assert.ok(Number(await client.zscore(leases, 's1')) > before, 'the lease was renewed');
@@ -52,7 +52,7 @@ test('one renewal call per tenant, not per session; a tenant with more than a ba
   await client.config('RESETSTAT');
   renew();
   await until(async () => (await calls('evalsha')) >= 5, 'the renewal');
-  await new Promise((r) => setTimeout(r, 100));
+  await delay(100);
   assert.equal(await calls('evalsha'), 2 + 3, 'acme, beta, and three batches of big');
   await limiter.close();
   assert.equal(await client.exists(leases), 0, 'closing released the leases');

@@ -11,7 +11,7 @@ import { createUsage, type Usage } from '../../src/usage/index.js';
 import { tenantKeys } from '../../src/usage/keys.js';
 import { RedisUsageStore, createRedisClient } from '../../src/usage/redis-store.js';
 import { get, uniquePrefix, usageOptions } from '../support/usage.js';
-import { until } from '../support/wait.js';
+import { delay, until } from '../support/wait.js';
 import { startCluster, type TestCluster } from './redis-cluster.js';
 
 const DAY = 86_400_000;
@@ -201,12 +201,12 @@ describe('a primary killed while events flow', () => {
     };
     for (let n = 0; n < 10; n++) {
       burst();
-      await new Promise((r) => setTimeout(r, 20));
+      await delay(20);
     }
     await u.ledger.flush();
     // Replication is asynchronous: a write the primary acknowledged a moment before dying may never
     // reach its replica (Redis Cluster's own limit, which no journal can see). Let it catch up first.
-    await new Promise((r) => setTimeout(r, 200));
+    await delay(200);
     cluster.kill(victim);
     const killedAt = Date.now();
     let promotedAfter = 0;
@@ -214,7 +214,7 @@ describe('a primary killed while events flow', () => {
     // Events go on flowing through the failover, 8 sessions every 50 ms.
     while (Date.now() - killedAt < 15_000) {
       burst();
-      await new Promise((r) => setTimeout(r, 50));
+      await delay(50);
       journaled = Math.max(journaled, u.ledger.journalDepth);
       if (
         !promotedAfter &&

@@ -19,6 +19,7 @@ import { endedSessions, oneSession, startGatewayProcess, type GatewayProcess } f
 import { makeCertificates } from '../support/tls-certs.js';
 import { ledgerSessionsAt } from '../support/usage-api.js';
 import { launchRedisServer } from './redis.js';
+import { delay } from '../support/wait.js';
 
 const API_TOKEN = 'redis-tls-usage-token';
 // Distinct, random passwords: any of them in the gateway's output is a leak.
@@ -167,7 +168,7 @@ describe('Redis over TLS with AUTH', () => {
       (await ledgerSessionsAt(g.adminPort, API_TOKEN, 'base')).filter((r) => r.end !== null).length;
     const before = await ended();
     await oneSession(g);
-    for (let i = 0; i < 100 && (await ended()) === before; i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 100 && (await ended()) === before; i++) await delay(100);
     assert.equal(await ended(), before + 1);
     assertNoSecret(g);
   }, 60_000);
@@ -184,7 +185,7 @@ describe('Redis over TLS with AUTH', () => {
       said.every((l) => /WRONGPASS/.test(l)),
       `the reason is named:\n${said.join('\n')}`,
     );
-    await new Promise((r) => setTimeout(r, 1000));
+    await delay(1000);
     assert.equal(await metric(g.adminPort, 'speech_gateway_redis_up'), 0);
     assertNoSecret(g);
   }, 60_000);
@@ -201,7 +202,7 @@ describe('Redis over TLS with AUTH', () => {
       said.every((l) => /ECONNRESET|EPIPE|Connection is closed/.test(l)),
       `the reason is named:\n${said.join('\n')}`,
     );
-    await new Promise((r) => setTimeout(r, 1000));
+    await delay(1000);
     assert.equal(await metric(g.adminPort, 'speech_gateway_redis_up'), 0);
     assertNoSecret(g);
   }, 60_000);
@@ -218,7 +219,7 @@ describe('Redis over TLS with AUTH', () => {
         said.every((l) => /certificate|issuer/i.test(l)),
         `the reason is named:\n${said.join('\n')}`,
       );
-      await new Promise((r) => setTimeout(r, 1000));
+      await delay(1000);
       assert.equal(await metric(g.adminPort, 'speech_gateway_redis_up'), 0);
       assertNoSecret(g);
     }, 60_000);
