@@ -97,6 +97,11 @@ export class ClientOutput {
     return out;
   }
 
+  /** What was held goes to the socket now, in order, and output is sent from now on. */
+  sendHeld(): void {
+    for (const m of this.release()) this.send(m);
+  }
+
   close(code: number, reason: string): void {
     if (!this.open) return;
     this.open = false;

@@ -28,6 +28,8 @@ export function performEffect(e: Effect, t: EffectTargets): void {
       return t.log.info({ event: 'client_detached' }, 'client dropped; waiting for it to resume');
     case 'keep_output':
       return t.output.hold();
+    case 'send_kept_output':
+      return t.output.sendHeld();
     case 'open_upstream':
       return t.upstream.openWithSlot(e.config);
     case 'forward_audio':
@@ -41,6 +43,8 @@ export function performEffect(e: Effect, t: EffectTargets): void {
       return t.upstream.close();
     case 'reconnect_upstream':
       return t.upstream.reconnect();
+    case 'open_restored_upstream':
+      return t.upstream.openRestored();
     default:
       return performMoveOrTimer(e, t);
   }

@@ -93,10 +93,12 @@ export type Effect =
   | { type: 'end_upstream' } // drain the pipeline, then send {"type":"end"}
   | { type: 'close_upstream' }
   | { type: 'reconnect_upstream' } // open a new upstream session: same config, then the replay
+  | { type: 'open_restored_upstream' } // a restored session's upstream session opens now, not at its next media
   | { type: 'clear_timer'; timer: 'config_deadline' | 'resume_grace' }
   | { type: 'start_resume_grace' }
   | { type: 'hold_output' } // the client dropped and may come back: what it misses is kept for it
   | { type: 'keep_output' } // from now on output is kept for the client's next socket (on another replica)
+  | { type: 'send_kept_output' } // a move given up: what was kept goes to the client, and output flows again
   | { type: 'start_handover_wait' } // the client is closed after its next audio, or after a short wait
   | { type: 'hurry_audio' } // audio batched or held for pacing goes upstream now
   | { type: 'tell_client_now'; message: object } // past any output kept for a resume
@@ -146,9 +148,14 @@ function finish(s: SessionState, outcome: Outcome, close?: { code: number; reaso
   return { state: { ...s, phase: 'closed', outcome: s.outcome ?? outcome }, effects };
 }
 
-/** The graceful end, once the new upstream session is there (upstream_reconnected sends `end`). */
+/** The graceful end, once the new upstream session is there (upstream_reconnected sends `end`). A
+ * session taken over from another replica opens that session with media past its last final, which
+ * may never come now: it opens it at once. */
 function endAfterReconnect(s: SessionState, outcome: Outcome): Result {
-  return { state: { ...s, afterReconnect: 'ending', outcome: s.outcome ?? outcome }, effects: [] };
+  return {
+    state: { ...s, afterReconnect: 'ending', outcome: s.outcome ?? outcome },
+    effects: [{ type: 'open_restored_upstream' }],
+  };
 }
 
 /** Starts the graceful end: pending audio, then `end` upstream; the session finishes on `ended`. */
@@ -466,6 +473,7 @@ function onClientMessage(s: SessionState, m: ClientMessage, verdict?: ConfigVerd
         ],
       };
     case 'end':
+      if (s.migration === 'handing_over' && clientThere(s)) return endInsteadOfMove(s);
       if (s.phase === 'configured') return beginEnding(s, 'ended');
       if (s.phase === 'reconnecting') return endAfterReconnect(s, 'ended');
       // Nothing was sent upstream: end is answered locally, as the upstream would, and the socket closes.
@@ -506,6 +514,15 @@ function migration(
       if (!e.sameSession) return keyLost(s);
       return disowned(s);
   }
+}
+
+/** The client ended its session while the drain was handing it over, before its 1012: nothing is
+ * left to move, and a successor would never hear the end (the client sends it once). It ends here
+ * instead, and what its client was not sent for the successor goes to it now. */
+function endInsteadOfMove(s: SessionState): Result {
+  const here: SessionState = { ...s, migration: 'leaving' };
+  const end = s.phase === 'configured' ? beginEnding(here, 'ended') : endAfterReconnect(here, 'ended');
+  return { state: end.state, effects: [{ type: 'fail_handover' }, { type: 'send_kept_output' }, ...end.effects] };
 }
 
 /** The client is closed (no more audio comes here), then the upstream session ends (its usage final). */

@@ -61,6 +61,7 @@ export type Link = Pick<
   | 'sendAudio'
   | 'sendControl'
   | 'reconnect'
+  | 'openRestored'
   | 'close'
 >;
 

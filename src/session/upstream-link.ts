@@ -135,6 +135,11 @@ export class UpstreamLink {
     if (this.controls.hold(message) && this.deferred) this.openDeferred();
   }
 
+  /** A restored session's upstream session opens now, without waiting for media (none may come). */
+  openRestored(): void {
+    if (this.deferred) this.openDeferred();
+  }
+
   /** After a loss mid-session: new upstream sessions, with backoff, until one takes or time is up. */
   reconnect(): void {
     this.reconnects.begin();

@@ -199,6 +199,11 @@ export class UpstreamSide {
     }
   }
 
+  /** A restored session's upstream session, deferred until media past its last final, opens now. */
+  openRestored(): void {
+    this.link?.openRestored();
+  }
+
   /** The link bounds its own attempts. */
   reconnect(): void {
     this.p.timers.clear('upstream_answer');

@@ -175,8 +175,9 @@ describe('handover at drain between two gateway processes', () => {
     next.ws.close();
   });
 
-  it('the unmodified SDK through a balancer: reconnects by itself to the other replica and gets every final once', async () => {
-    const tenant = 'handover-sdk';
+  /** The unmodified SDK streams the recording through a balancer; the replica holding its session
+   *  gets SIGTERM (and leaves the balancer) once piece `drainAfter` is sent. */
+  const sdkThroughDrain = async (tenant: string, drainAfter: number) => {
     const balancer = await startTcpBalancer(cluster.replicas.map((r) => r.port));
     try {
       let exit: Promise<number | null> | undefined;
@@ -191,7 +192,7 @@ describe('handover at drain between two gateway processes', () => {
         pieceMs: 300,
         resumeKey: newResumeKey(),
         onPiece: (i) => {
-          if (i !== 12) return;
+          if (i !== drainAfter) return;
           owner = cluster.replicas.findIndex(
             (r) => r.output().includes('"session_start"') && r.output().includes(tenant),
           );
@@ -202,18 +203,48 @@ describe('handover at drain between two gateway processes', () => {
       assert.ok(owner >= 0);
       assert.equal(await exit, 0, cluster.replicas[owner].output().slice(-3000));
       assert.deepEqual(run.errors, []);
-      assert.ok(run.closeCodes.includes(1012), `closed 1012 once (${run.closeCodes})`);
       assert.deepEqual(
         run.messages.filter((m) => m.type === 'error'),
         [],
       );
-      assertOnce(finals(run.messages), 8.5, 'SDK');
-      const rows = await endedSessions(cluster.replicas[1 - owner].adminPort, tenant);
-      assert.equal(rows.length, 1, 'one ledger session');
-      assert.equal(rows[0].segments.length, 2, 'two upstream segments');
+      return { run, owner };
     } finally {
       await balancer.close();
     }
+  };
+
+  it('the unmodified SDK through a balancer: reconnects by itself to the other replica and gets every final once', async () => {
+    const tenant = 'handover-sdk';
+    const { run, owner } = await sdkThroughDrain(tenant, 12);
+    assert.ok(run.closeCodes.includes(1012), `closed 1012 once (${run.closeCodes})`);
+    assertOnce(finals(run.messages), 8.5, 'SDK');
+    const rows = await endedSessions(cluster.replicas[1 - owner].adminPort, tenant);
+    assert.equal(rows.length, 1, 'one ledger session');
+    assert.equal(rows[0].segments.length, 2, 'two upstream segments');
+  });
+
+  it('the SDK handed over after its last piece: it resumes with its config and end and no more audio, and the other replica ends the session', async () => {
+    // The drain starts before the last piece, which closes it 1012; the SDK's reconnection (1-5 s
+    // later) sends only the config and `end`: no media comes to open the next upstream session.
+    const { run, owner } = await sdkThroughDrain('handover-sdk-last', pieces.length - 2);
+    assert.deepEqual(run.closeCodes.slice(0, 1), [1012]);
+    const said = logEvents(cluster.replicas[1 - owner].output());
+    assertOnce(finals(run.messages), 8.5, `SDK resumed with nothing more to send (the other replica said ${said})`);
+    assert.deepEqual(run.messages.map((m) => m.type).slice(-2), ['usage', 'ended']);
+  });
+
+  it('the SDK ends its session while the drain hands it over: the session ends on its replica, nothing moves', async () => {
+    // The drain starts after the last piece: the SDK's `end` reaches the owner before its 1012 (which
+    // waits for the next audio), and a successor would never hear it.
+    const tenant = 'handover-sdk-ended';
+    const { run, owner } = await sdkThroughDrain(tenant, pieces.length - 1);
+    assert.ok(!run.closeCodes.includes(1012), `never closed 1012 (${run.closeCodes})`);
+    assert.equal(run.reopens, 0);
+    assertOnce(finals(run.messages), 8.5, 'SDK ended during the handover');
+    assert.deepEqual(run.messages.map((m) => m.type).slice(-2), ['usage', 'ended']);
+    const rows = await endedSessions(cluster.replicas[1 - owner].adminPort, tenant);
+    assert.equal(rows.length, 1, 'one ledger session');
+    assert.equal(rows[0].segments.length, 1, 'one upstream segment');
   });
 
   it("the SDK's piece on the wire when the drain starts is not lost: the 1012 close waits for it", async () => {

@@ -155,7 +155,11 @@ describe('session machine', () => {
       'flush_upstream',
     ]);
     r = run(r.state, { type: 'client_message', message: { type: 'end' } });
-    assert.deepEqual(r.effects, [], 'end waits for the new upstream session');
+    assert.deepEqual(
+      types(r.effects),
+      ['open_restored_upstream'],
+      'end waits for the new upstream session (the link opens one now only for a restored session)',
+    );
     r = run(r.state, { type: 'upstream_reconnected' });
     assert.equal(r.state.phase, 'ending');
     assert.deepEqual(types(r.effects), ['end_upstream']);
@@ -251,6 +255,11 @@ describe('session machine', () => {
       types(ended.effects),
       ['end_upstream'],
       'an end asked for while reconnecting is sent once the new upstream session is there',
+    );
+    assert.deepEqual(
+      types(run(s, { type: 'client_message', message: { type: 'end' } }).effects),
+      ['open_restored_upstream'],
+      'that session opens now: no media may come to open it',
     );
   });
 
@@ -420,6 +429,24 @@ describe('session machine', () => {
       const moving = run(reconnecting, { type: 'handover_started' }, { type: 'handover_close' });
       assert.equal(moving.state.afterReconnect, 'ending');
       assert.deepEqual(types(run(moving.state, { type: 'upstream_reconnected' }).effects), ['end_upstream']);
+    });
+
+    it('`end` from the client before its 1012: the handover fails and the session ends here, its kept output sent', () => {
+      const moving = run(configured(), { type: 'handover_started' }).state;
+      const ended = run(moving, { type: 'client_message', message: { type: 'end' } });
+      assert.deepEqual(types(ended.effects), ['fail_handover', 'send_kept_output', 'end_upstream']);
+      assert.equal(ended.state.phase, 'ending');
+      assert.deepEqual(types(run(ended.state, { type: 'handover_close' }).effects), [], 'no 1012 after it');
+      const done = run(ended.state, { type: 'upstream_ended', data: UPSTREAM });
+      assert.equal(done.state.outcome, 'ended');
+      assert.deepEqual(types(done.effects), [
+        'relay_client',
+        'clear_timer',
+        'close_upstream',
+        'close_client',
+        'finish',
+      ]);
+      assert.equal(done.effects.find((e) => e.type === 'close_client')?.code, CLOSE.normal);
     });
 
     it('a session that is not flowing is not handed over (it drains here)', () => {

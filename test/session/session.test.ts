@@ -70,6 +70,7 @@ class FakeLink implements Link {
     this.controls.push(m.type);
   }
   reconnect(): void {}
+  openRestored(): void {}
   close(): void {
     this.closed = true;
   }

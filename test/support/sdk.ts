@@ -153,7 +153,7 @@ async function play(socket: SdkSocket, o: SdkStreamOptions, run: SdkRun): Promis
   await within(
     ended,
     o.endTimeoutMs ?? 30_000,
-    () => `no "${endType}" from the SDK; saw ${JSON.stringify(run).slice(0, 2000)}`,
+    () => `no "${endType}" from the SDK; saw ${JSON.stringify(run).slice(-2000)}`,
   );
 }
 
