@@ -324,7 +324,7 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
     );
     const stretches = (g: Array<[number, number]>) => g.map(([a, b]) => `${a}-${b}`).join(', ');
     for (const { r, t } of affected)
-      console.log(`  ${r.name}: no final for ${stretches(t.gaps)} s; closes ${[...new Set(r.closeCodes)]}`);
+      console.log(`  ${r.name}: no final for ${stretches(t.gaps)} s; closes ${r.closeCodes}`);
     const problems: string[] = handedOver.some((n) => n === 0)
       ? [`a SIGTERM came when its replica held no session to hand over: ${handedOver}`]
       : [];
@@ -344,7 +344,7 @@ describe('three replicas, a crash and a rolling update under 30 resumable sessio
       if (t.overlaps.length) problems.push(`${r.name}: finals repeated or out of order: ${t.overlaps.join(', ')}`);
       const unexpected = unexpectedGaps(r, t.gaps);
       if (unexpected.length) {
-        problems.push(`${r.name} has no final for ${stretches(unexpected)} s; closes ${[...new Set(r.closeCodes)]}`);
+        problems.push(`${r.name} has no final for ${stretches(unexpected)} s; closes ${r.closeCodes}`);
         console.log(`  ${r.name}, what it was told: ${trace(r.messages)}`);
       }
     }
