@@ -58,11 +58,16 @@ export class Pacer {
     this.release();
   }
 
-  /** Drops the queued frames (a session ends, or a replay carries them); pacing goes on for what comes next. */
+  /** Drops the queued frames (a session ends, or a replay carries them); pacing goes on for what comes
+   *  next, counted from the next frame: frames a replay carried may have come late (what a client
+   *  queued while it reconnected, sent at once), and a pace set by them would hold every later frame
+   *  of the session by as much. */
   close(): void {
     this.alarm.clear();
     this.queue = [];
     this.queued = 0;
+    this.started = false;
+    this.t0 = undefined;
     this.wakeIdle();
   }
 

@@ -159,3 +159,21 @@ test('sending what is held mid-stream (client flush) sends the partial frame at 
   assert.equal(run.errors.length, 0);
   run.pipeline.close();
 });
+
+test("after a replay carried a client's backlog, its live pieces go upstream as they arrive", async () => {
+  // A client back from a reconnection sends what it queued meanwhile at once (3 s here), then its live
+  // pieces at real time. The replay of the new upstream session carries the backlog (discardQueued); the
+  // live pieces must not then wait the backlog's length behind a pace set by its late first bytes.
+  const chunks = chromeChunks('webm-opus');
+  const backlog = 12; // about 3.5 s of media
+  const run = open('audio/webm;codecs=opus');
+  for (const c of chunks.slice(0, backlog)) run.pipeline.push(c);
+  run.pipeline.discardQueued();
+  for (const c of chunks.slice(backlog, backlog + 12)) {
+    run.clock.advance(300); // a piece of this recording holds about 290 ms
+    const sent = run.pipeline.stats.bytesOut;
+    run.pipeline.push(c);
+    assert.ok(run.pipeline.stats.bytesOut > sent, `a live piece went out when it came (${run.clock.now()} ms)`);
+  }
+  run.pipeline.close();
+});
