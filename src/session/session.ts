@@ -162,7 +162,9 @@ export class Session {
         return this.driver.dispatch({ type: 'audio_failed', errorId: 'AUDIO_BUFFER_OVERRUN', details: overrun });
       }
       intake.add(frame);
-      if (timers.has('handover_wait')) this.driver.dispatch({ type: 'handover_close' });
+      // The 1012 leaves once the other frames of this read are taken too: a client back from a
+      // reconnection sends what it queued at once, and frames behind a close are lost.
+      if (timers.has('handover_wait')) this.driver.timer('handover_wait', 0, { type: 'handover_close' });
     } catch (err) {
       this.driver.crash(err);
     }

@@ -217,6 +217,28 @@ describe('handover at drain between two gateway processes', () => {
     }
   };
 
+  it('audio frames that reach the owner in one read as its handover begins are all taken before its 1012', async () => {
+    const tenant = 'handover-burst';
+    const key = newResumeKey();
+    const { first, token } = await streamingOnOwner(tenant, key);
+    const exit = cluster.stop(0);
+    await delay(150); // the handover has begun: its 1012 waits for the next audio message
+    // Three pieces in one write, as a client back from a reconnection sends what it queued.
+    const socket = (first.ws as unknown as { _socket: import('node:net').Socket })._socket;
+    socket.cork();
+    for (const piece of pieces.slice(12, 15)) first.send(piece);
+    process.nextTick(() => socket.uncork());
+    assert.match((await first.closed).reason, /handed over/);
+    const second = await openClient(url(1, await token(), tenant, key));
+    second.sendJson({ type: 'config', configuration });
+    const accepted = await second.next('CONFIG_ACCEPTED', 35_000);
+    const sent = pieces.slice(0, 15).reduce((n, p) => n + p.length, 0);
+    assert.equal(accepted.audioBytes, sent, 'the owner took every frame of the write before it closed');
+    second.sendJson({ type: 'end' });
+    await second.next('ended', 30_000);
+    assert.equal(await exit, 0);
+  });
+
   it('the unmodified SDK through a balancer: reconnects by itself to the other replica and gets every final once', async () => {
     const tenant = 'handover-sdk';
     const { run, owner } = await sdkThroughDrain(tenant, 12);
