@@ -60,13 +60,20 @@ async function drain(deps: ServerDeps, state: ServerState, seconds: number): Pro
 /** Every resumable session at once; how many left this process for another replica. */
 async function handOverAll(deps: ServerDeps, state: ServerState): Promise<number> {
   if (!deps.cluster.records.shared) return 0;
+  const resumable = [...state.sessions].filter((s) => s.info.resumeKey !== undefined);
+  const results = await Promise.all(resumable.map((s) => handOverFromDrain(deps, s)));
+  return results.filter(Boolean).length;
+}
+
+/** The session goes to whichever replica its client reconnects to; false: it drains here. Also for a
+ * session taken over here after the drain began (its claim was made before): sent away instead, its
+ * client's queued audio would be lost and its record left naming this replica as a live owner. */
+export function handOverFromDrain(deps: ServerDeps, session: Session): Promise<boolean> {
   const d = {
     ...deps.cluster,
     logger: deps.logger,
     limiter: deps.limiter,
     graceSeconds: deps.settings.resumeGraceSeconds,
   };
-  const resumable = [...state.sessions].filter((s) => s.info.resumeKey !== undefined);
-  const results = await Promise.all(resumable.map((s) => handOver(d, s).catch(() => false)));
-  return results.filter(Boolean).length;
+  return handOver(d, session).catch(() => false);
 }

@@ -9,6 +9,7 @@ import { SEND_DROPPED } from '../http/index.js';
 import { Inflow, MAX_QUEUED_BYTES } from './inflow.js';
 import { claimTaken, dropClaim } from './resume-claim.js';
 import { upgradeGate } from './upgrade.js';
+import { handOverFromDrain } from './drain.js';
 import { sessionDeps } from './environments.js';
 import type {
   AwaitingSocket,
@@ -135,6 +136,8 @@ function restored(deps: ServerDeps, state: ServerState, ws: Ws, data: RestoreSoc
   void deps.limiter.adopt(record.tenant, record.sessionKey);
   countTakeover({ ...deps.cluster, logger: deps.logger }, record, from);
   track(deps, state, session);
+  // Claimed before the drain began: it moves on at once, after the audio its client sends on opening.
+  if (state.draining) void handOverFromDrain(deps, session);
   return session;
 }
 
@@ -255,7 +258,8 @@ function opened(deps: ServerDeps, state: ServerState, ws: Ws): void {
     if (state.draining) dropClaim(deps, state, data.claim);
     else claimTaken(state, data.claim); // the session holds its key from here (track)
   }
-  if (state.draining) return sendAway(state, ws, data);
+  // A restore's claim is made: the session is taken over and handed on (restored), not left claimed.
+  if (state.draining && data.kind !== 'restore') return sendAway(state, ws, data);
   switch (data.kind) {
     case 'new':
       return started(deps, state, ws, data);
