@@ -143,6 +143,8 @@ export class HopOutbox {
   private first = 0;
   /** B's last count, when it came */
   private last?: number;
+  /** called once B has confirmed everything sent so far */
+  private waiters: Array<() => void> = [];
 
   sent(message: string | Buffer): void {
     this.unconfirmed.push(message);
@@ -158,6 +160,12 @@ export class HopOutbox {
     this.drop(Number(m[2]));
   }
 
+  /** `done` once B has confirmed every message sent so far (at once if it has). */
+  whenConfirmed(done: () => void): void {
+    if (this.unconfirmed.length === 0) return queueMicrotask(done);
+    this.waiters.push(done);
+  }
+
   /** What B did not pass to the client, once it said so last. */
   undelivered(): Array<string | Buffer> {
     return this.last === undefined ? [] : this.unconfirmed.splice(0);
@@ -168,6 +176,7 @@ export class HopOutbox {
       this.bytes -= this.unconfirmed.shift()!.length;
       this.first++;
     }
+    if (this.unconfirmed.length === 0) for (const done of this.waiters.splice(0)) done();
   }
 }
 
@@ -316,6 +325,8 @@ export class HopRelay {
     });
     hop.on('error', (err) => log.warn({ event: 'hop_error', err: err.message }, 'hop socket error'));
     hop.on('pong', () => (this.awaitingPong = false));
+    // The owner asks what its client has had (its session is ending): the count goes back at once.
+    hop.on('ping', () => this.confirm(false));
   }
 
   /** The client's socket opened (sockets.ts): what the owner already sent goes first, then its close if it came. */

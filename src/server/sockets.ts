@@ -57,14 +57,36 @@ function failed(log: Logger, where: string, ws: Ws, err: unknown, data: SocketDa
   ws.end(CLOSE.internal, 'internal error');
 }
 
+/** How long the owner's end of a hop waits for the relaying replica to confirm the last output. */
+const DELIVERY_WAIT_MS = 5000;
+
 /** A session's client socket. */
 class ClientSocket implements ClientSink {
+  readonly whenDelivered?: (done: () => void) => void;
+
   /** `outbox`: the owner's end of a hop keeps what it sends until the relaying replica confirms it. */
   constructor(
     private readonly ws: Ws,
     private readonly data: SocketData,
     private readonly outbox?: HopOutbox,
-  ) {}
+  ) {
+    if (outbox) this.whenDelivered = (done) => this.confirmation(outbox, done);
+  }
+
+  /** The relaying replica answers a ping with its count of messages passed on (an older one at its
+   * next 10 s ping); a hop that closes first has said its last count, or is gone: done either way. */
+  private confirmation(outbox: HopOutbox, done: () => void): void {
+    let called = false;
+    const once = () => {
+      if (called) return;
+      called = true;
+      clearTimeout(timer);
+      done();
+    };
+    const timer = setTimeout(once, DELIVERY_WAIT_MS);
+    outbox.whenConfirmed(once);
+    if (!this.data.closed) this.ws.cork(() => this.ws.ping());
+  }
 
   sendText(text: string | Buffer): boolean {
     if (this.data.closed) return false;

@@ -15,6 +15,9 @@ export interface ClientSink {
   close(code: number, reason: string): void;
   /** Once closed: what it took and its client is known not to have got (through the internal hop). */
   undelivered(): Array<string | Buffer>;
+  /** Behind the internal hop only: calls `done` once the relaying replica passed everything sent so
+   * far to the client (or after a bounded wait for it to say so). */
+  whenDelivered?(done: () => void): void;
 }
 
 /** Past this much unread output, interim transcripts are dropped (finals, facts, usage never are). */
@@ -122,6 +125,14 @@ export class ClientOutput {
     if (this.open) older.close(why.code, why.reason);
     this.open = true;
     this.slow = false;
+  }
+
+  /** `done` once the client has what was sent so far (see ClientSink.whenDelivered), unless another
+   * socket has taken the output over meanwhile. */
+  whenDelivered(done: () => void): void {
+    const sink = this.sink;
+    if (!sink.whenDelivered) return queueMicrotask(done);
+    sink.whenDelivered(() => this.sink === sink && this.open && done());
   }
 
   /** What the closed socket took and its client is known not to have got. */

@@ -13,7 +13,7 @@ export function attachClient(p: Parts, driver: Driver, sink: ClientSink): void {
   p.output.hold();
   p.stream.pipeline?.gap(); // bytes sent just before the drop may never have arrived
   metrics.resumes.inc({ result: 'attached' });
-  driver.dispatch({ type: 'client_resumed' });
+  driver.dispatch({ type: 'client_resumed', viaHop: sink.whenDelivered !== undefined });
 }
 
 export function answerResumeConfig(p: Parts, config: SessionConfig, driver: Driver, configuration: unknown): void {

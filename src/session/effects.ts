@@ -23,6 +23,8 @@ export function performEffect(e: Effect, t: EffectTargets): void {
       return t.output.close(e.code, e.reason);
     case 'tell_client_now':
       return t.output.sendNow(JSON.stringify(e.message));
+    case 'await_delivery':
+      return t.output.whenDelivered(() => t.driver.guard(() => t.driver.dispatch({ type: 'client_delivered' })));
     case 'hold_output':
       t.output.hold(t.output.undelivered());
       return t.log.info({ event: 'client_detached' }, 'client dropped; waiting for it to resume');

@@ -46,6 +46,8 @@ export interface SessionState {
   afterReconnect?: 'configured' | 'ending';
   /** the upstream session ended while the client was away: done once the client has its output */
   upstreamEnded?: boolean;
+  /** the client is behind the internal hop: it has its output once the relaying replica says so */
+  hopClient?: boolean;
 }
 
 /** What the gateway's local config check decided (protocol validation + audio plan). */
@@ -58,7 +60,8 @@ export type SessionEvent =
   | { type: 'client_audio'; audio: Buffer }
   /** `resumable`: it came with a resume key its session still holds (it may come back) */
   | { type: 'client_closed'; resumable?: boolean }
-  | { type: 'client_resumed' } // a new socket with the same key took the session over
+  | { type: 'client_resumed'; viaHop?: boolean } // a new socket with the same key took the session over
+  | { type: 'client_delivered' } // the relaying replica passed everything sent so far to the client
   | { type: 'resume_grace' } // the detached client did not come back in time
   | { type: 'client_caught_up' } // the resumed client was sent everything it missed
   | { type: 'config_deadline' }
@@ -96,6 +99,7 @@ export type Effect =
   | { type: 'open_restored_upstream' } // a restored session's upstream session opens now, not at its next media
   | { type: 'clear_timer'; timer: 'config_deadline' | 'resume_grace' }
   | { type: 'start_resume_grace' }
+  | { type: 'await_delivery' } // client_delivered once the relaying replica passed on what was sent
   | { type: 'hold_output' } // the client dropped and may come back: what it misses is kept for it
   | { type: 'keep_output' } // from now on output is kept for the client's next socket (on another replica)
   | { type: 'send_kept_output' } // a move given up: what was kept goes to the client, and output flows again
@@ -148,6 +152,16 @@ function finish(s: SessionState, outcome: Outcome, close?: { code: number; reaso
   return { state: { ...s, phase: 'closed', outcome: s.outcome ?? outcome }, effects };
 }
 
+/** The upstream session ended and the client has what it said: 1012 when the drain ended it (the
+ * client reconnects elsewhere and goes on), else a normal close. */
+function finishEnded(s: SessionState): Result {
+  const close =
+    s.outcome === 'shutdown'
+      ? { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' }
+      : { code: CLOSE.normal, reason: 'session ended' };
+  return finish(s, 'ended', close);
+}
+
 /** The graceful end, once the new upstream session is there (upstream_reconnected sends `end`). A
  * session taken over from another replica opens that session with media past its last final, which
  * may never come now: it opens it at once. */
@@ -174,6 +188,7 @@ export function transition(s: SessionState, e: SessionEvent): Result {
     case 'client_resumed':
     case 'resume_grace':
     case 'client_caught_up':
+    case 'client_delivered':
     case 'client_closed':
       return presence(s, e);
     case 'upstream_config_status':
@@ -294,11 +309,17 @@ function deadlines(
 /** The client's comings and goings: a drop (waited for when it may resume), a return, the grace. */
 function presence(
   s: SessionState,
-  e: Extract<SessionEvent, { type: 'client_resumed' | 'resume_grace' | 'client_caught_up' | 'client_closed' }>,
+  e: Extract<
+    SessionEvent,
+    { type: 'client_resumed' | 'resume_grace' | 'client_caught_up' | 'client_delivered' | 'client_closed' }
+  >,
 ): Result {
   switch (e.type) {
     case 'client_resumed':
-      return { state: { ...s, client: 'resuming' }, effects: [{ type: 'clear_timer', timer: 'resume_grace' }] };
+      return {
+        state: { ...s, client: 'resuming', hopClient: e.viaHop === true },
+        effects: [{ type: 'clear_timer', timer: 'resume_grace' }],
+      };
 
     case 'resume_grace':
       if (s.client !== 'detached') return { state: s, effects: [] };
@@ -309,10 +330,12 @@ function presence(
     case 'client_caught_up': {
       // The resumed client has had everything, the end message included: the session is over.
       const open: SessionState = { ...s, client: 'open' };
-      return s.upstreamEnded
-        ? finish(open, 'ended', { code: CLOSE.normal, reason: 'session ended' })
-        : { state: open, effects: [] };
+      if (!s.upstreamEnded) return { state: open, effects: [] };
+      return open.hopClient ? { state: open, effects: [{ type: 'await_delivery' }] } : finishEnded(open);
     }
+
+    case 'client_delivered':
+      return s.upstreamEnded && s.client === 'open' ? finishEnded(s) : { state: s, effects: [] };
 
     case 'client_closed': {
       // A client that may come back: the session goes on (ending too: the upstream's last output,
@@ -361,16 +384,16 @@ function upstream(
     case 'upstream_ended': {
       // Its upstream session ended for the move: the session goes on on another replica.
       if (migrating(s)) return { state: { ...s, phase: 'closed', migration: 'left' }, effects: [{ type: 'leave' }] };
-      // The client is away: its last output waits for it (or for the grace to end).
-      if (s.client === 'detached')
-        return { state: { ...s, upstreamEnded: true }, effects: [{ type: 'relay_client', data: e.data }] };
-      // Ended by the drain, not by the client: 1012 tells it to reconnect elsewhere and go on.
-      const close =
-        s.outcome === 'shutdown'
-          ? { code: CLOSE.serviceRestart, reason: 'gateway restarting; reconnect' }
-          : { code: CLOSE.normal, reason: 'session ended' };
-      const done = finish(s, 'ended', close);
-      return clientThere(s) ? withFirst(done, { type: 'relay_client', data: e.data }) : done;
+      // The client is away or resuming (its output waits for its config): its last output waits for
+      // it (or for the grace to end). A client behind the hop may have left with the last of it on its
+      // way: the session ends once the relaying replica says its client had it, or keeps it if not.
+      const relay: Effect = { type: 'relay_client', data: e.data };
+      if (s.client === 'detached' || s.client === 'resuming')
+        return { state: { ...s, upstreamEnded: true }, effects: [relay] };
+      if (s.client === 'open' && s.hopClient)
+        return { state: { ...s, upstreamEnded: true }, effects: [relay, { type: 'await_delivery' }] };
+      const done = finishEnded(s);
+      return clientThere(s) ? withFirst(done, relay) : done;
     }
 
     case 'upstream_dropped':

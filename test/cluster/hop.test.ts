@@ -203,6 +203,33 @@ describe('the internal hop between two replicas', () => {
     assertOneTimeline(finals([...first.messages, ...second.messages, ...third.messages]), 7);
   });
 
+  it('a client that leaves through the hop as its session ends gets the last finals and the end on its next socket', async () => {
+    const key = newKey();
+    const tenant = 'hop-ended-left';
+    const { first } = await dropped(cluster, key, tenant, 8);
+    const { client: second, accepted } = await openConfigured(await replicaUrl(cluster, 1, tenant, key), configuration);
+    await delay(1000);
+    for (let off = accepted.audioBytes; off < whole.length; off += 16_000)
+      second.send(whole.subarray(off, off + 16_000));
+    await delay(3000); // the upstream has had it all (PACE 4): its answer to `end` comes at once
+    toReplica0.delayReplies(800); // what the session sends from here is 800 ms on its way to the relay
+    try {
+      second.sendJson({ type: 'end' });
+      await delay(300); // the session has ended on its replica; its last output is still on its way
+      second.ws.close(1000);
+      await delay(2000);
+    } finally {
+      toReplica0.delayReplies(0);
+    }
+    const { client: third, accepted: resumed } = await openConfigured(
+      await replicaUrl(cluster, 0, tenant, key),
+      configuration,
+    );
+    assert.equal(resumed.resumed, true, `the session waited for the client: ${JSON.stringify(resumed)}`);
+    await third.next('ended', 20_000);
+    assertOneTimeline(finals([...first.messages, ...second.messages, ...third.messages]), 7);
+  });
+
   it('carries a /streams resume too (the interaction in the internal path and in the signed identity)', async () => {
     const key = newKey();
     const tenant = 'hop-streams';

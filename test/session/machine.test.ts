@@ -218,6 +218,53 @@ describe('session machine', () => {
     assert.equal(back.state.phase, 'closed', 'the returning client gets the end it missed, then the session is over');
   });
 
+  it('the upstream ending while a resumed socket has not sent its config: the end waits for that config', () => {
+    const resuming = run(
+      initialState('transcribe'),
+      okConfig,
+      accepted,
+      { type: 'client_message', message: { type: 'end' } },
+      { type: 'client_closed', resumable: true },
+      { type: 'client_resumed' },
+    ).state;
+    const ended = run(resuming, { type: 'upstream_ended', data: UPSTREAM });
+    assert.notEqual(ended.state.phase, 'closed', 'not closed before the new socket had its output');
+    assert.deepEqual(ended.effects, [{ type: 'relay_client', data: UPSTREAM }], 'kept with what it missed');
+    const done = run(ended.state, { type: 'client_caught_up' });
+    assert.equal(done.state.phase, 'closed');
+    assert.deepEqual(types(done.effects).slice(-2), ['close_client', 'finish']);
+  });
+
+  it('a client behind the internal hop: the session ends once the relaying replica confirms it had the end; one that left first gets it on its next socket', () => {
+    const viaHop = run(
+      initialState('transcribe'),
+      okConfig,
+      accepted,
+      { type: 'client_closed', resumable: true },
+      { type: 'client_resumed', viaHop: true },
+      { type: 'client_caught_up' },
+      { type: 'client_message', message: { type: 'end' } },
+    ).state;
+    const ended = run(viaHop, { type: 'upstream_ended', data: UPSTREAM });
+    assert.deepEqual(types(ended.effects), ['relay_client', 'await_delivery']);
+    assert.notEqual(ended.state.phase, 'closed');
+    const delivered = run(ended.state, { type: 'client_delivered' });
+    assert.equal(delivered.state.phase, 'closed');
+    assert.deepEqual(
+      delivered.effects.find((e) => e.type === 'close_client'),
+      {
+        type: 'close_client',
+        code: 1000,
+        reason: 'session ended',
+      },
+    );
+    const left = run(ended.state, { type: 'client_closed', resumable: true });
+    assert.equal(left.state.client, 'detached');
+    assert.deepEqual(types(left.effects), ['hold_output', 'start_resume_grace']);
+    const back = run(left.state, { type: 'client_resumed' }, { type: 'client_caught_up' });
+    assert.equal(back.state.phase, 'closed', 'a direct socket: over once it was sent the kept output');
+  });
+
   it('a client that cannot come back is not waited for: no resume key, too slow, or before its session is configured', () => {
     const configured = run(initialState('transcribe'), okConfig, accepted).state;
     const noKey = run(configured, { type: 'client_closed' });
