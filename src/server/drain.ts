@@ -17,9 +17,10 @@ import type { ServerDeps, ServerState } from './types.js';
 const BACKSTOP_MARGIN_MS = 500;
 const POLL_MS = 50;
 
-async function untilNoSessions(sessions: ReadonlySet<Session>, ms: number): Promise<void> {
+/** No session left, nor a socket waiting to take one over (it becomes a session, handed on at once). */
+async function untilNoSessions(state: ServerState, ms: number): Promise<void> {
   const deadline = Date.now() + ms;
-  while (sessions.size > 0 && Date.now() < deadline) await sleep(POLL_MS);
+  while ((state.sessions.size > 0 || state.awaiting.size > 0) && Date.now() < deadline) await sleep(POLL_MS);
 }
 
 /** Runs the drain once, however often it is called; resolves when no session is left. */
@@ -36,12 +37,12 @@ async function drain(deps: ServerDeps, state: ServerState, seconds: number): Pro
   log.info({ event: 'drain_start', sessions: seen.size, drainSeconds: seconds }, 'drain started');
   const handedOver = await handOverAll(deps, state);
   for (const s of seen) if (s.handedOver) seen.delete(s);
-  await untilNoSessions(state.sessions, seconds * 1000);
+  await untilNoSessions(state, seconds * 1000);
   for (const s of [...state.sessions]) {
     seen.add(s);
     s.shutdown(); // may finish it at once (no config yet), which takes it out of the set
   }
-  await untilNoSessions(state.sessions, deps.settings.endTimeoutMs + BACKSTOP_MARGIN_MS);
+  await untilNoSessions(state, deps.settings.endTimeoutMs + BACKSTOP_MARGIN_MS);
   for (const s of [...state.sessions]) {
     seen.add(s);
     s.abort();

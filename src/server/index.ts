@@ -39,6 +39,7 @@ export async function startServer(deps: ServerDeps): Promise<GatewayServer> {
     draining: false,
     resumable: new Map(),
     claiming: new Set(),
+    awaiting: new Set(),
     unconfigured: new UnconfiguredSockets(deps.maxUnconfiguredPerSubject),
   };
   measureReplayHeld(() => {

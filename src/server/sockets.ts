@@ -179,17 +179,15 @@ function restoreWaiting(data: AwaitingSocket, restore: RestoreSocket['restore'])
  * reconnect (its next attempt finds where the session went). */
 async function awaitRestore(deps: ServerDeps, state: ServerState, ws: Ws, data: AwaitingSocket): Promise<void> {
   const cluster = { ...deps.cluster, logger: deps.logger };
-  const found = await awaitHandover(
-    cluster,
-    data.info.resumeKey!,
-    deps.settings.endTimeoutMs,
-    () => !data.closed,
-  ).catch(
-    (err: Error) => (
-      deps.logger.warn({ event: 'resume_lookup_failed', err: err.message }, 'session record lookup failed'),
-      undefined
-    ),
-  );
+  state.awaiting.add(data); // a drain waits for it
+  const found = await awaitHandover(cluster, data.info.resumeKey!, deps.settings.endTimeoutMs, () => !data.closed)
+    .catch(
+      (err: Error) => (
+        deps.logger.warn({ event: 'resume_lookup_failed', err: err.message }, 'session record lookup failed'),
+        undefined
+      ),
+    )
+    .finally(() => state.awaiting.delete(data));
   if (data.closed) return; // a claimed record stays this replica's: the client's next resume takes it over here
   const held = data.held!;
   data.held = undefined; // the client's frames from here: to the restored session, or nowhere
@@ -280,8 +278,9 @@ function opened(deps: ServerDeps, state: ServerState, ws: Ws): void {
     if (state.draining) dropClaim(deps, state, data.claim);
     else claimTaken(state, data.claim); // the session holds its key from here (track)
   }
-  // A restore's claim is made: the session is taken over and handed on (restored), not left claimed.
-  if (state.draining && data.kind !== 'restore') return sendAway(state, ws, data);
+  // A resume that was to be taken over here is, and handed on at once (restored): closed now, its
+  // client's audio sent with the open would be lost, and a claim made would be left behind.
+  if (state.draining && data.kind !== 'restore' && data.kind !== 'awaiting') return sendAway(state, ws, data);
   switch (data.kind) {
     case 'new':
       return started(deps, state, ws, data);

@@ -57,6 +57,8 @@ export interface ServerState {
   readonly resumable: Map<string, Session>;
   /** resume keys of new sessions whose sockets are being accepted here (resume-claim.ts) */
   readonly claiming: Set<string>;
+  /** sockets accepted while another replica hands their session over, waiting to take it over here */
+  readonly awaiting: Set<AwaitingSocket>;
   /** sockets that have not sent a valid config, per token subject */
   readonly unconfigured: UnconfiguredSockets;
 }

@@ -7,7 +7,7 @@
 // that delays its replies, which holds its lookup open while the test sends it SIGTERM.
 import assert from 'node:assert/strict';
 import type net from 'node:net';
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, it } from 'vitest';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { newResumeKey } from '../support/sdk.js';
@@ -37,6 +37,10 @@ describe('a resume that opens as its replica starts draining', () => {
     await cluster.stop(1);
     await cluster.start(1);
   });
+  afterEach(() => {
+    cluster.emulator.faults.stall = false;
+    redisProxy.delayReplies(0);
+  });
   afterAll(async () => {
     await cluster?.close();
     await redisProxy?.close();
@@ -64,8 +68,12 @@ describe('a resume that opens as its replica starts draining', () => {
     return c;
   };
 
-  it('takes the audio the client sends as it opens and hands the session on: every final once, none lost', async () => {
-    const tenant = 'resume-into-drain';
+  /** A session handed over by replica 0 resumes on replica 1 as replica 1 starts draining (its lookup
+   *  held open by the Redis proxy), sending three pieces as it opens; then on replica 2 with the rest.
+   *  `slowHandover`: replica 0's handover waits for the upstream, so replica 1's lookup finds it under
+   *  way and its socket waits for it. */
+  const throughDrainingReplica = async (tenant: string, slowHandover: boolean) => {
+    await cluster.allUp();
     const key = newResumeKey();
     const token = () => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
 
@@ -83,6 +91,7 @@ describe('a resume that opens as its replica starts draining', () => {
       await delay(100);
     }
     await first.next('transcript', 10_000);
+    cluster.emulator.faults.stall = slowHandover; // the upstream's answer to the handover's `end` waits
     const exit0 = cluster.stop(0);
     assert.match((await first.closed).reason, /handed over/);
 
@@ -91,6 +100,7 @@ describe('a resume that opens as its replica starts draining', () => {
     const resumeToken = await token();
     setTimeout(() => void cluster.stop(1), REDIS_DELAY_MS / 2);
     const second = await reconnect(async () => url(1, resumeToken, tenant, key), pieces.slice(12, 15));
+    if (slowHandover) await delay(1500).then(() => (cluster.emulator.faults.stall = false));
     const closed = await second.closed;
     assert.equal(closed.code, 1012);
     const events = logEvents(cluster.replicas[1].output()).split(' ');
@@ -117,5 +127,13 @@ describe('a resume that opens as its replica starts draining', () => {
       assert.ok(Math.abs(f[i].start - f[i - 1].end) < 0.01, `final ${i} (${f[i].start}) follows ${f[i - 1].end}`);
     assert.ok(f.at(-1)!.end > 8.5, `the finals cover the audio (last ends at ${f.at(-1)!.end})`);
     assert.equal(await exit0, 0);
+  };
+
+  it('its record claimed before the drain: it takes the audio the client sends as it opens and hands the session on', async () => {
+    await throughDrainingReplica('resume-into-drain', false);
+  });
+
+  it('its record still being handed over: the socket waits for it through the drain, then takes the audio and hands the session on', async () => {
+    await throughDrainingReplica('resume-into-drain-wait', true);
   });
 });
