@@ -67,8 +67,7 @@ async function handOverAll(deps: ServerDeps, state: ServerState): Promise<number
 }
 
 /** The session goes to whichever replica its client reconnects to; false: it drains here. Also for a
- * session taken over here after the drain began (its claim was made before): sent away instead, its
- * client's queued audio would be lost and its record left naming this replica as a live owner. */
+ * session taken over here once the drain had begun (its resume's upgrade was under way before). */
 export function handOverFromDrain(deps: ServerDeps, session: Session): Promise<boolean> {
   const d = {
     ...deps.cluster,
