@@ -50,7 +50,7 @@ describe('a resume that opens as its replica starts draining', () => {
     `ws://127.0.0.1:${cluster.replicas[i].port}${endpointPath('transcribe')}?tenant-name=${tenant}` +
     `${key ? `&resume=${key}` : ''}&token=${encodeURIComponent(`Bearer ${token}`)}`;
 
-  /** As the SDK does on a reconnection: its config, then the pieces it queued, in one write as the
+  /** As the SDK does on a reconnection: the pieces it queued, then its config, in one write as the
    *  socket opens; a refused upgrade is tried again a second later, for up to 30 s. */
   const reconnect = async (at: () => Promise<string>, queued: Buffer[]): Promise<TestClient> => {
     let c: TestClient | undefined;
@@ -62,8 +62,8 @@ describe('a resume that opens as its replica starts draining', () => {
     }
     const socket = (c.ws as unknown as { _socket: net.Socket })._socket;
     socket.cork();
-    c.sendJson({ type: 'config', configuration });
     for (const piece of queued) c.send(piece);
+    c.sendJson({ type: 'config', configuration });
     process.nextTick(() => socket.uncork());
     return c;
   };
