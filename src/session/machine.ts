@@ -322,6 +322,8 @@ function presence(
       };
 
     case 'resume_grace':
+      if (s.client === 'resuming' && s.upstreamEnded)
+        return finish(s, 'ended', { code: CLOSE.normal, reason: 'session ended; no config came to resume it' });
       if (s.client !== 'detached') return { state: s, effects: [] };
       if (s.upstreamEnded) return finish({ ...s, client: 'gone' }, 'ended');
       // Ended upstream gracefully, as for any client gone, so its usage is final.
@@ -388,8 +390,10 @@ function upstream(
       // it (or for the grace to end). A client behind the hop may have left with the last of it on its
       // way: the session ends once the relaying replica says its client had it, or keeps it if not.
       const relay: Effect = { type: 'relay_client', data: e.data };
-      if (s.client === 'detached' || s.client === 'resuming')
-        return { state: { ...s, upstreamEnded: true }, effects: [relay] };
+      if (s.client === 'detached') return { state: { ...s, upstreamEnded: true }, effects: [relay] };
+      // A socket that never sends its config is waited for no longer than a dropped client.
+      if (s.client === 'resuming')
+        return { state: { ...s, upstreamEnded: true }, effects: [relay, { type: 'start_resume_grace' }] };
       if (s.client === 'open' && s.hopClient)
         return { state: { ...s, upstreamEnded: true }, effects: [relay, { type: 'await_delivery' }] };
       const done = finishEnded(s);

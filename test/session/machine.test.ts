@@ -229,10 +229,15 @@ describe('session machine', () => {
     ).state;
     const ended = run(resuming, { type: 'upstream_ended', data: UPSTREAM });
     assert.notEqual(ended.state.phase, 'closed', 'not closed before the new socket had its output');
-    assert.deepEqual(ended.effects, [{ type: 'relay_client', data: UPSTREAM }], 'kept with what it missed');
+    assert.deepEqual(types(ended.effects), ['relay_client', 'start_resume_grace'], 'kept with what it missed');
     const done = run(ended.state, { type: 'client_caught_up' });
     assert.equal(done.state.phase, 'closed');
     assert.deepEqual(types(done.effects).slice(-2), ['close_client', 'finish']);
+    const late = run(done.state, { type: 'resume_grace' });
+    assert.deepEqual(late.effects, [], 'the grace after the config changes nothing');
+    const never = run(ended.state, { type: 'resume_grace' });
+    assert.equal(never.state.phase, 'closed', 'a socket that never sends its config is not waited for past the grace');
+    assert.deepEqual(types(never.effects).slice(-2), ['close_client', 'finish']);
   });
 
   it('a client behind the internal hop: the session ends once the relaying replica confirms it had the end; one that left first gets it on its next socket', () => {
