@@ -19,7 +19,7 @@ import { delay } from '../support/wait.js';
 const pieces = chromeChunks('webm-opus'); // ~9 s of live Chromium WebM/Opus, 0.3 s a piece
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
 /** Each Redis reply to replica 1 comes this late: its resume lookup (a read, then the claim) takes twice that. */
-const REDIS_DELAY_MS = 700;
+const REDIS_DELAY_MS = 1000;
 
 /** The `event` names in a replica's JSON log, in order. */
 const logEvents = (output: string) => [...output.matchAll(/"event":"([a-z_]+)"/g)].map((m) => m[1]).join(' ');
