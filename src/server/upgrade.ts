@@ -122,12 +122,15 @@ async function carryOver(
 /** A resume of a key this replica does not hold: a session record says whether it lives on another
  * replica (the hop), was handed over or lost its replica (taken over here), or is unknown (a new
  * session: the gate goes on as for any new socket, and claims the key, replacing `replaceOwner`'s
- * bare claim if so). */
+ * bare claim if so). While this replica drains, a session handed over is still taken over here (and
+ * handed on at once, with the audio its client sends as it opens: sockets.ts), but no hop is opened:
+ * that client goes on as a new socket would, sent to reconnect elsewhere. */
 async function resumeElsewhere(
   deps: ServerDeps,
   up: ClientUpgrade,
   info: SessionInfo,
   notOwner?: string,
+  draining = false,
 ): Promise<true | { replaceOwner?: string }> {
   let found;
   try {
@@ -166,6 +169,7 @@ async function resumeElsewhere(
       );
       return true;
     case 'hop':
+      if (draining) return {}; // no hop from a process about to go
       // The process at the owner's address is not the owner (or lost the session): taken over here at once.
       return carryOver(deps, up, info, found.owner);
     case 'wait':
@@ -304,9 +308,9 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       const up: ClientUpgrade = { res, context, secKey, protocol, secExtensions, aborted };
       const held = resumeKey === undefined ? undefined : state.resumable.get(resumeKey);
       let fresh: { replaceOwner?: string } = {};
-      if (resumeKey !== undefined && !held && !state.draining) {
+      if (resumeKey !== undefined && !held) {
         const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey, environment, address);
-        const found = await resumeElsewhere(deps, up, info);
+        const found = await resumeElsewhere(deps, up, info, undefined, state.draining);
         if (found === true) return;
         fresh = found;
       }

@@ -51,8 +51,9 @@ describe('a resume that opens as its replica starts draining', () => {
     `${key ? `&resume=${key}` : ''}&token=${encodeURIComponent(`Bearer ${token}`)}`;
 
   /** As the SDK does on a reconnection: the pieces it queued, then its config, in one write as the
-   *  socket opens; a refused upgrade is tried again a second later, for up to 30 s. */
-  const reconnect = async (at: () => Promise<string>, queued: Buffer[]): Promise<TestClient> => {
+   *  socket opens (`lateMs` later: a far client's first bytes); a refused upgrade is tried again a
+   *  second later, for up to 30 s. */
+  const reconnect = async (at: () => Promise<string>, queued: Buffer[], lateMs = 0): Promise<TestClient> => {
     let c: TestClient | undefined;
     for (let tries = 0; !c; tries++) {
       c = await openClient(await at()).catch((err: Error) => {
@@ -60,6 +61,7 @@ describe('a resume that opens as its replica starts draining', () => {
         return delay(1000).then(() => undefined);
       });
     }
+    if (lateMs) await delay(lateMs);
     const socket = (c.ws as unknown as { _socket: net.Socket })._socket;
     socket.cork();
     for (const piece of queued) c.send(piece);
@@ -68,17 +70,19 @@ describe('a resume that opens as its replica starts draining', () => {
     return c;
   };
 
-  /** A session handed over by replica 0 resumes on replica 1 as replica 1 starts draining (its lookup
-   *  held open by the Redis proxy), sending three pieces as it opens; then on replica 2 with the rest.
-   *  `slowHandover`: replica 0's handover waits for the upstream, so replica 1's lookup finds it under
-   *  way and its socket waits for it. */
-  const throughDrainingReplica = async (tenant: string, slowHandover: boolean) => {
+  /** A session handed over by replica 0 resumes, sending three pieces as it opens, on a replica that
+   *  drains: `racing`, replica 1 as it starts draining (its lookup held open by the Redis proxy);
+   *  `slow`, the same while replica 0's handover waits for the upstream, so replica 1's lookup finds it
+   *  under way and its socket waits for it; `same`, replica 0 itself, still draining (a balancer that
+   *  has not taken it out yet). Then on replica 2 with the rest. */
+  const throughDrainingReplica = async (tenant: string, mode: 'racing' | 'slow' | 'same') => {
     await cluster.allUp();
     const key = newResumeKey();
     const token = () => cluster.emulator.issueToken({ tenant, scope: 'openid transcribe' });
+    const resumedOn = mode === 'same' ? 0 : 1;
 
-    // Replica 1 has a session of its own, which keeps its drain going while the resume arrives.
-    const holder = await openClient(url(1, await token(), tenant));
+    // That replica has a session of its own, which keeps its drain going while the resume arrives.
+    const holder = await openClient(url(resumedOn, await token(), tenant));
     holder.sendJson({ type: 'config', configuration });
     await holder.next('CONFIG_ACCEPTED');
 
@@ -91,31 +95,36 @@ describe('a resume that opens as its replica starts draining', () => {
       await delay(100);
     }
     await first.next('transcript', 10_000);
-    cluster.emulator.faults.stall = slowHandover; // the upstream's answer to the handover's `end` waits
+    cluster.emulator.faults.stall = mode === 'slow'; // the upstream's answer to the handover's `end` waits
     const exit0 = cluster.stop(0);
     assert.match((await first.closed).reason, /handed over/);
 
-    // The resume goes to replica 1; while its lookup waits for Redis, replica 1 gets SIGTERM.
-    redisProxy.delayReplies(REDIS_DELAY_MS);
+    // The resume goes to replica 1, which gets SIGTERM while its lookup waits for Redis (or to replica 0).
     const resumeToken = await token();
-    setTimeout(() => void cluster.stop(1), REDIS_DELAY_MS / 2);
-    const second = await reconnect(async () => url(1, resumeToken, tenant, key), pieces.slice(12, 15));
-    if (slowHandover) await delay(1500).then(() => (cluster.emulator.faults.stall = false));
+    if (mode !== 'same') {
+      redisProxy.delayReplies(REDIS_DELAY_MS);
+      setTimeout(() => void cluster.stop(1), REDIS_DELAY_MS / 2);
+    }
+    // On replica 0 its frames come once the handover there has begun: the config is answered, and what
+    // the session kept for the client stays kept for the replica it goes to next.
+    const lateMs = mode === 'same' ? 300 : 0;
+    const second = await reconnect(async () => url(resumedOn, resumeToken, tenant, key), pieces.slice(12, 15), lateMs);
+    if (mode === 'slow') await delay(1500).then(() => (cluster.emulator.faults.stall = false));
     const closed = await second.closed;
     assert.equal(closed.code, 1012);
-    const events = logEvents(cluster.replicas[1].output()).split(' ');
+    const events = logEvents(cluster.replicas[resumedOn].output()).split(' ');
     assert.ok(
       events.indexOf('drain_start') < events.lastIndexOf('upgrade_accepted'), // the resume's
-      `the drain began before the socket opened (replica 1: ${events.join(' ')})`,
+      `the drain began before the socket opened (replica ${resumedOn}: ${events.join(' ')})`,
     );
-    holder.sendJson({ type: 'end' }); // replica 1's drain may finish now
+    holder.sendJson({ type: 'end' }); // that replica's drain may finish now
 
     // The SDK reconnects again, elsewhere, and goes on with the pieces after those it sent.
     const third = await reconnect(async () => url(2, await token(), tenant, key), []);
     const accepted = await third.next('CONFIG_ACCEPTED', 35_000);
     const sent = pieces.slice(0, 15).reduce((n, p) => n + p.length, 0);
-    const said = `replica 1 closed it "${closed.reason}"; replica 1 said ${events.join(' ')}`;
-    assert.equal(accepted.audioBytes, sent, `the audio sent as it opened on replica 1 was taken (${said})`);
+    const said = `replica ${resumedOn} closed it "${closed.reason}" and said ${events.join(' ')}`;
+    assert.equal(accepted.audioBytes, sent, `the audio sent as it opened was taken (${said})`);
     for (const piece of pieces.slice(15)) {
       third.send(piece);
       await delay(100);
@@ -130,10 +139,14 @@ describe('a resume that opens as its replica starts draining', () => {
   };
 
   it('its record claimed before the drain: it takes the audio the client sends as it opens and hands the session on', async () => {
-    await throughDrainingReplica('resume-into-drain', false);
+    await throughDrainingReplica('resume-into-drain', 'racing');
   });
 
   it('its record still being handed over: the socket waits for it through the drain, then takes the audio and hands the session on', async () => {
-    await throughDrainingReplica('resume-into-drain-wait', true);
+    await throughDrainingReplica('resume-into-drain-wait', 'slow');
+  });
+
+  it('to the draining replica that handed it over: it takes the session back with that audio and hands it on again', async () => {
+    await throughDrainingReplica('resume-into-drain-same', 'same');
   });
 });
