@@ -5,6 +5,7 @@ import { CLOSE, serverMessages } from '../protocol/index.js';
 import { metrics } from '../telemetry/index.js';
 import type { ClientSink } from './client-output.js';
 import type { SessionConfig } from './config.js';
+import { migrating } from './machine.js';
 import type { Driver, Parts } from './types.js';
 
 /** Audio the new socket sends before its config continues the stream, after what was lost in flight. */
@@ -24,6 +25,12 @@ export function answerResumeConfig(p: Parts, config: SessionConfig, driver: Driv
     // This socket's own answer: not kept with the output the session keeps for its client.
     output.sendNow(JSON.stringify(serverMessages.configStatus('CONFIG_DENIED', { reason })));
     return output.close(CLOSE.configDenied, 'config differs from the resumed session');
+  }
+  if (migrating(driver.state)) {
+    // A move under way keeps the output for the socket that takes the session over next: this one
+    // gets its answer only, and what it missed goes there, once.
+    output.sendNow(config.resumedAnswer(intake.bytesIn));
+    return lifecycle.emit({ type: 'resumed', missed: 0, audioBytes: intake.bytesIn });
   }
   const missed = output.release();
   output.send(config.resumedAnswer(intake.bytesIn));
