@@ -74,6 +74,7 @@ const plans: Plan[] = [
   { name: 'nginx', start: nginx },
   { name: 'naive ws proxy', start: () => startNaive(upstream.port) },
   { name: 'uws relay (the floor of Node)', start: () => startUwsRelay(upstream.port) },
+  { name: 'uws relay keeping audio until finals', start: () => startUwsRelay(upstream.port, true) },
   { name: 'gateway', start: gateway },
   { name: 'nginx, wss upstream', start: () => startNginx(dir, { port: upstream.tlsPort, tls }) },
   { name: 'gateway, wss upstream', start: () => startGateway(dir, gatewayEnv('wss')) },

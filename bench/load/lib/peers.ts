@@ -116,10 +116,10 @@ export async function startUpstream(tls: { cert: string; key: string }) {
 }
 
 /** A plain-JavaScript peer of this folder: `UPSTREAM` is where it connects, its first stdout line its port. */
-async function startScriptPeer(script: string, name: string, upstream: string): Promise<Peer> {
+async function startScriptPeer(script: string, name: string, upstream: string, env = {}): Promise<Peer> {
   const child = spawn(process.execPath, [join(lib, script)], {
     cwd: repo,
-    env: { ...process.env, UPSTREAM: upstream },
+    env: { ...process.env, ...env, UPSTREAM: upstream },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const { port } = await firstJsonLine<{ port: number }>(child, name);
@@ -129,9 +129,15 @@ async function startScriptPeer(script: string, name: string, upstream: string): 
 export const startNaive = (upstreamPort: number) =>
   startScriptPeer('naive-proxy.mjs', 'naive proxy', `ws://127.0.0.1:${upstreamPort}`);
 
-/** The gateway's two sockets with nothing between them (uws-relay.mjs): run after buildGateway. */
-export const startUwsRelay = (upstreamPort: number) =>
-  startScriptPeer('uws-relay.mjs', 'uws relay', `ws://127.0.0.1:${upstreamPort}/audio-bridge/v2`);
+/** The gateway's two sockets with nothing between them (uws-relay.mjs): run after buildGateway.
+ *  `keep`: it also keeps each audio frame until the second final after it, as the replay does. */
+export const startUwsRelay = (upstreamPort: number, keep = false) =>
+  startScriptPeer(
+    'uws-relay.mjs',
+    'uws relay',
+    `ws://127.0.0.1:${upstreamPort}/audio-bridge/v2`,
+    keep ? { KEEP: 'finals' } : {},
+  );
 
 /** nginx in the foreground with one worker (one core, like one gateway process), upstream over ws or wss. */
 export async function startNginx(dir: string, upstream: { port: number; tls?: { cert: string } }): Promise<Peer> {

@@ -134,15 +134,21 @@ function targets(rows: ReturnType<typeof summarize>) {
 
 /** What the runtime costs before the gateway does anything: the uWS relay against nginx and the gateway. */
 function floor(rows: ReturnType<typeof summarize>): string[] {
-  const relay = rows.find((r) => r.name.startsWith('uws relay'));
+  const relay = rows.find((r) => r.name === 'uws relay (the floor of Node)');
+  const keeping = rows.find((r) => r.name === 'uws relay keeping audio until finals');
   const gw = rows.find((r) => r.name === 'gateway');
   if (!relay || !gw) return [];
   const above = ratio(gw.cpuSecondsPerSessionHour, relay.cpuSecondsPerSessionHour);
+  const kept = keeping
+    ? ` Keeping each audio frame until the second final after it, as the replay keeps a piece, the relay costs ` +
+      `${fx(keeping.cpuVsNginx)}× nginx's CPU and ${fx(keeping.memoryVsNginx)}× its memory per session, the audio it keeps included.`
+    : '';
   return [
     '',
     `The floor of this stack: the uWS relay (the gateway's two sockets, frames passed as they come, nothing else) ` +
       `costs ${fx(relay.cpuVsNginx)}× nginx's CPU per session-hour and ${fx(relay.memoryVsNginx)}× its memory per session; ` +
-      `the gateway costs ${fx(above)}× the relay's CPU.`,
+      `the gateway costs ${fx(above)}× the relay's CPU.` +
+      kept,
   ];
 }
 
