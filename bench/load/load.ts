@@ -1,6 +1,7 @@
 // Load benchmark: N concurrent real-time dictations through each peer in one run against one
 // upstream: direct (the floor), nginx, a naive `ws` proxy, a bare relay on the gateway's own two
-// sockets (uWS and its upstream client: what the stack costs before the gateway does anything), the
+// sockets (uWS and its upstream client: what the stack costs before the gateway does anything) and
+// the same relay keeping each audio frame as long as the replay keeps a piece, the
 // gateway (passthrough of Chromium's WebM/Opus with 60 ms packets and of an encoder's 20 ms packets,
 // PCM transcoding, a `wss` upstream like nginx's TLS leg, and while autocannon hits /metrics and
 // /v1/usage on the admin port). Each session of the headline legs lasts from its start in the ramp to
