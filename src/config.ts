@@ -119,8 +119,10 @@ const schema = z
     /** Below real time a live client's audio only piles up; far above it is for tests. */
     PACE: number(false, 1, 1000, 1.0),
     MAX_SESSIONS_PER_TENANT: int(0, 1_000_000, 0), // 0 = no cap
-    /** Open sockets that have not sent a valid config, per token subject and replica (0 = no bound). */
-    MAX_UNCONFIGURED_PER_SUBJECT: int(0, 1_000_000, 10),
+    /** Open sockets that have not sent a valid config, per token and replica (0 = no bound)... */
+    MAX_UNCONFIGURED_PER_TOKEN: int(0, 1_000_000, 10),
+    /** ...and per token subject: all tokens of one client-credentials client share it (a backstop). */
+    MAX_UNCONFIGURED_PER_SUBJECT: int(0, 1_000_000, 100),
     RESUME_GRACE_SECONDS: int(0, 3600, 30),
     DRAIN_SECONDS: int(0, 3600, 30),
     /** How long the upstream has to answer `end` (remaining output, usage, end message). */

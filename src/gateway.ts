@@ -166,6 +166,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     audit,
     observe: (info, on) => audit.attach(info, on),
     maxSessionsPerTenant: config.MAX_SESSIONS_PER_TENANT,
+    maxUnconfiguredPerToken: config.MAX_UNCONFIGURED_PER_TOKEN,
     maxUnconfiguredPerSubject: config.MAX_UNCONFIGURED_PER_SUBJECT,
     clientIdleSeconds: config.CLIENT_IDLE_SECONDS,
     demo: emulator ? { tokenUrl: `${emulator.authBase}/realms/base/protocol/openid-connect/token` } : undefined,

@@ -33,7 +33,11 @@ export async function issueToken(
     scope,
     typ: 'Bearer',
     // Keycloak's service-account subject is a stable uuid-like id per client.
-    sub: `service-account-${createHash('sha256').update(`${o.tenant}/${clientId}`).digest('hex').slice(0, 16)}`,
+    ...(o.withoutSubject
+      ? {}
+      : {
+          sub: `service-account-${createHash('sha256').update(`${o.tenant}/${clientId}`).digest('hex').slice(0, 16)}`,
+        }),
   };
   const iss = o.issuer ?? issuerFor(authBase, o.tenant);
   const exp = iat + (o.expiresInSeconds ?? 300);

@@ -35,6 +35,7 @@ export interface IssueTokenOptions {
   alg?: 'RS256' | 'ES256' | 'HS256' | 'none'; // default RS256
   signWithUnknownKey?: boolean; // signed by a key NOT in the JWKS
   clientId?: string; // azp / client_id claim, default 'dev'
+  withoutSubject?: boolean; // no `sub` claim (some auth servers leave it out of client-credentials tokens)
 }
 
 /** Faults a test switches on and off while the emulator runs (`emulator.faults.stall = true`). */

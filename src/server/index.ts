@@ -40,7 +40,10 @@ export async function startServer(deps: ServerDeps): Promise<GatewayServer> {
     resumable: new Map(),
     claiming: new Set(),
     awaiting: new Set(),
-    unconfigured: new UnconfiguredSockets(deps.maxUnconfiguredPerSubject),
+    unconfigured: new UnconfiguredSockets({
+      perToken: deps.maxUnconfiguredPerToken,
+      perSubject: deps.maxUnconfiguredPerSubject,
+    }),
   };
   measureReplayHeld(() => {
     let bytes = 0;

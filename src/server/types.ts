@@ -9,7 +9,7 @@ import type { ClientSink, Session, SessionDeps, SessionInfo, SessionSettings } f
 import type { Logger } from '../telemetry/index.js';
 import type { UsageApi } from '../usage/index.js';
 import type { Inflow } from './inflow.js';
-import type { UnconfiguredSockets } from './unconfigured.js';
+import type { UnconfiguredKey, UnconfiguredSockets } from './unconfigured.js';
 
 /** One environment this gateway serves: its own auth server, upstream and upstream credentials. */
 export interface ServedEnvironment {
@@ -40,7 +40,9 @@ export interface ServerDeps extends Omit<SessionDeps, 'credentials' | 'settings'
   /** every refusal, accepted socket and session step is recorded here */
   audit: AuditTrail;
   maxSessionsPerTenant: number;
-  /** sockets open that have not sent a valid config, per token subject (0: no bound) */
+  /** sockets open that have not sent a valid config, per token (0: no bound) */
+  maxUnconfiguredPerToken: number;
+  /** the same per token subject, a backstop above the per-token bound (0: no bound) */
   maxUnconfiguredPerSubject: number;
   /** uWS idleTimeout: a client silent this long (a ping went unanswered) is closed */
   clientIdleSeconds: number;
@@ -59,7 +61,7 @@ export interface ServerState {
   readonly claiming: Set<string>;
   /** sockets accepted while another replica hands their session over, waiting to take it over here */
   readonly awaiting: Set<AwaitingSocket>;
-  /** sockets that have not sent a valid config, per token subject */
+  /** sockets that have not sent a valid config, per token and per token subject */
   readonly unconfigured: UnconfiguredSockets;
 }
 
@@ -81,7 +83,7 @@ interface SessionSocket extends SocketBase {
 export interface NewSocket extends SessionSocket {
   kind: 'new';
   /** counted in the server's unconfigured sockets under this key until a valid config arrives */
-  unconfigured?: string;
+  unconfigured?: UnconfiguredKey;
   /** the new session's resume key, claimed for it at the upgrade (resume-claim.ts) */
   claim?: string;
 }

@@ -1,6 +1,7 @@
 // The WebSocket upgrade is the gate: route → auth → limits. Every refusal is an HTTP status
 // with a short JSON body, before any socket is accepted. A new socket takes no tenant slot (its
-// session takes one when its config arrives); it counts among its token's unconfigured sockets.
+// session takes one when its config arrives); it counts among its token's unconfigured sockets
+// (unconfigured.ts).
 // During the drain a request that passes auth is still accepted (sockets.ts closes it with 1012):
 // the vendor SDK stops retrying for good after one failed handshake, so a refusal here would lose
 // the client instead of moving it.
@@ -17,7 +18,7 @@ import { asyncHttp, refuse, sendJson } from '../http/index.js';
 import { accept, type ClientUpgrade } from './accept.js';
 import { resolveEnvironment } from './environments.js';
 import { claimResumeKey, dropClaim } from './resume-claim.js';
-import { UnconfiguredSockets } from './unconfigured.js';
+import { UnconfiguredSockets, type UnconfiguredKey } from './unconfigured.js';
 import type { ServerDeps, ServerState, SocketData } from './types.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -190,13 +191,14 @@ async function resumeElsewhere(
 }
 
 /** A new session's socket: refused while the tenant's configured sessions fill its cap (the binding
- * check is at config time), or while its token has its bound of sockets without a config. Else it is
- * counted among those (undefined returned); the caller gives the count back if it does not upgrade. */
+ * check is at config time), or while its token (or, past the backstop, its subject) has its bound of
+ * sockets without a config after a short wait for a place. Else it is counted among those (undefined
+ * returned); the caller gives the count back if it does not upgrade. */
 async function newSocketRefusal(
   deps: ServerDeps,
   state: ServerState,
   tenant: string,
-  unconfigured: string,
+  unconfigured: UnconfiguredKey,
 ): Promise<{ error: GatewayError; reason: string } | undefined> {
   if (!state.draining && (await deps.limiter.atCap(tenant))) {
     return {
@@ -208,12 +210,13 @@ async function newSocketRefusal(
     };
   }
   // Counted after the await: the check and the count are one step, however many upgrades are in flight.
-  if (state.unconfigured.take(unconfigured)) return undefined;
-  const error = gatewayError(
-    'UNCONFIGURED_LIMIT',
-    `this token already has ${deps.maxUnconfiguredPerSubject} sockets open that have not sent a config; send their configs or close them`,
-  );
-  return { error, reason: 'unconfigured_limit' };
+  const full = await state.unconfigured.take(unconfigured);
+  if (full === undefined) return undefined;
+  const details =
+    full === 'token'
+      ? `this token already has ${deps.maxUnconfiguredPerToken} sockets open that have not sent a config; send their configs or close them`
+      : `the tokens of this subject (tokens without one: of this tenant) already have ${deps.maxUnconfiguredPerSubject} sockets open that have not sent a config; send their configs or close them`;
+  return { error: gatewayError('UNCONFIGURED_LIMIT', details), reason: 'unconfigured_limit' };
 }
 
 /** A path or query the gate refuses before anything else: an interaction id that is no UUID, a resume key
@@ -319,7 +322,7 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
         if (refusal) return refused(deps, who, res, refusal, 'resume_refused');
         return accepted(deps, who, up, { kind: 'resume', info: held!.info, resumeOf: held!, closed: false });
       }
-      const unconfigured = UnconfiguredSockets.keyOf(decision.tenant, decision.subject);
+      const unconfigured = UnconfiguredSockets.keyOf(decision.tenant, decision.subject, decision.clientToken);
       const refusal = await newSocketRefusal(deps, state, decision.tenant, unconfigured);
       if (aborted()) return void (!refusal && state.unconfigured.release(unconfigured));
       if (refusal) return refused(deps, who, res, refusal.error, refusal.reason);

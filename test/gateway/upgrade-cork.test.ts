@@ -37,6 +37,7 @@ describe('upgrades of a token verified a moment ago', () => {
         // uWS's warning is logged (as a JSON line) at debug: telemetry/stderr.ts.
         LOG_LEVEL: 'debug',
         USAGE_JOURNAL_DIR: mkdtempSync(join(tmpdir(), 'sgw-cork-')),
+        MAX_UNCONFIGURED_PER_TOKEN: '0',
         MAX_UNCONFIGURED_PER_SUBJECT: '0',
       },
     });

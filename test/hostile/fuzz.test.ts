@@ -168,6 +168,7 @@ describe(`fuzz: ${CLIENTS * MESSAGES_PER_CLIENT} hostile messages and frames at 
       AUTH_URL: upstream.authBase,
       // The attackers and the normal sessions share one token subject: the bound on sockets without a
       // config would refuse the normal sessions (test/hostile/unconfigured-sockets.test.ts covers it).
+      MAX_UNCONFIGURED_PER_TOKEN: '64',
       MAX_UNCONFIGURED_PER_SUBJECT: '64',
     });
   });

@@ -46,7 +46,9 @@ async function npmStart(redisUrl: string): Promise<Started> {
       DRAIN_SECONDS: '3',
       LOG_LEVEL: 'info',
       MAX_SESSIONS_PER_TENANT: String(SESSIONS),
-      MAX_UNCONFIGURED_PER_SUBJECT: String(SESSIONS), // one token opens them all at once, then configures them
+      // one token opens them all at once, then configures them
+      MAX_UNCONFIGURED_PER_TOKEN: String(SESSIONS),
+      MAX_UNCONFIGURED_PER_SUBJECT: String(SESSIONS),
     },
   });
   let out = '';

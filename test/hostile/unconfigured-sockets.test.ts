@@ -1,7 +1,9 @@
 // Sockets that never send a config: one valid token opening thousands of them must not bill the
 // tenant (no ledger session), count as active sessions, or hold the tenant's session slots. They
-// are bounded per token subject (MAX_UNCONFIGURED_PER_SUBJECT) with a refusal before the upgrade;
-// the tenant cap is taken when a config arrives, and a config over it is refused on the socket.
+// are bounded per token (MAX_UNCONFIGURED_PER_TOKEN) and, much higher, per token subject
+// (MAX_UNCONFIGURED_PER_SUBJECT), with a refusal before the upgrade; one token's idle sockets leave
+// other tokens of the same client alone, and a burst that sends its configs as it opens passes. The
+// tenant cap is taken when a config arrives, and a config over it is refused on the socket.
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import WebSocket from 'ws';
@@ -14,12 +16,16 @@ const API_TOKEN = 'unconfigured-ops-token';
 const SOCKETS = 5000;
 const BATCH = 250;
 const BOUND = 10;
+/** Three times the bound, opened at once by one token (a server client's start). */
+const BURST = 3 * BOUND;
+/** The capped stack's per-subject backstop (MAX_UNCONFIGURED_PER_SUBJECT): two tokens' bounds and a half. */
+const BACKSTOP = 25;
 const ogg = fixture('dictation.ogg');
 const CONFIG = { primaryLanguage: 'en', audioFormat: 'audio/ogg;codecs=opus' };
 
 /** A token of `tenant` whose subject is per `clientId` (the emulator derives `sub` from both). */
-const tokenOf = (stack: Stack, tenant: string, clientId: string) =>
-  stack.emulator.issueToken({ tenant, clientId, scope: 'openid transcribe' });
+const tokenOf = (stack: Stack, tenant: string, clientId: string, withoutSubject = false) =>
+  stack.emulator.issueToken({ tenant, clientId, scope: 'openid transcribe', withoutSubject });
 const urlOf = (stack: Stack, tenant: string, token: string) =>
   `${stack.base}${endpointPath('transcribe')}?${new URLSearchParams({ 'tenant-name': tenant, token: `Bearer ${token}` })}`;
 
@@ -44,18 +50,45 @@ function open(url: string): Promise<Opened> {
   });
 }
 
-/** `n` sockets in batches; what was accepted stays open. */
+/** `n` sockets, at most BATCH opening at a time; what was accepted stays open. */
 async function openMany(url: string, n: number) {
   const accepted: WebSocket[] = [];
   const refused = new Map<string, number>();
-  for (let i = 0; i < n; i += BATCH) {
-    for (const r of await Promise.all(Array.from({ length: Math.min(BATCH, n - i) }, () => open(url)))) {
+  let started = 0;
+  const worker = async () => {
+    while (started < n) {
+      started++;
+      const r = await open(url);
       if ('ws' in r) accepted.push(r.ws);
       else refused.set(`${r.status} ${r.id}`, (refused.get(`${r.status} ${r.id}`) ?? 0) + 1);
     }
-  }
+  };
+  await Promise.all(Array.from({ length: Math.min(BATCH, n) }, worker));
   return { accepted, refused };
 }
+
+/** A session that sends its config as soon as it opens: what answered it (CONFIG_ACCEPTED, or the upgrade's refusal), then ends. */
+async function configuredSession(url: string): Promise<string> {
+  const r = await open(url);
+  if (!('ws' in r)) return `${r.status} ${r.id}`;
+  const ws = r.ws;
+  ws.send(JSON.stringify({ type: 'config', configuration: CONFIG }));
+  const closed = new Promise((resolve) => ws.once('close', resolve));
+  const answer = await new Promise<string>((resolve) => {
+    ws.on('message', (d: Buffer) => {
+      const m = JSON.parse(d.toString()) as { type: string; error?: { id: string } };
+      if (m.type === 'CONFIG_ACCEPTED' || m.type === 'error') resolve(m.error?.id ?? m.type);
+    });
+    ws.once('close', (code: number) => resolve(`closed ${code}`));
+  });
+  ws.send(JSON.stringify({ type: 'end' }));
+  await closed;
+  return answer;
+}
+
+const terminate = (...groups: { accepted: WebSocket[] }[]) => {
+  for (const g of groups) for (const ws of g.accepted) ws.terminate();
+};
 
 async function ledgerSessionCount(stack: Stack, tenant: string): Promise<number> {
   const from = new Date(Date.now() - 86_400_000).toISOString();
@@ -83,7 +116,10 @@ describe('sockets that never send a config', () => {
   let capped: Stack;
   beforeAll(async () => {
     const env = { USAGE_API_TOKEN: API_TOKEN, PACE: '50', CONFIG_TIMEOUT_MS: '60000' };
-    [stack, capped] = await Promise.all([startStack(env), startStack({ ...env, MAX_SESSIONS_PER_TENANT: '2' })]);
+    [stack, capped] = await Promise.all([
+      startStack(env),
+      startStack({ ...env, MAX_SESSIONS_PER_TENANT: '2', MAX_UNCONFIGURED_PER_SUBJECT: String(BACKSTOP) }),
+    ]);
   });
   afterAll(async () => {
     await stack?.close();
@@ -184,5 +220,48 @@ describe('sockets that never send a config', () => {
     } finally {
       for (const ws of held) ws.terminate();
     }
+  });
+  it('a token at its bound refuses no other token of the same client (one subject), nor another token without a subject', async () => {
+    for (const [tenant, withoutSubject] of [
+      ['one-client', false],
+      ['no-subject', true],
+    ] as const) {
+      const holder = urlOf(stack, tenant, await tokenOf(stack, tenant, 'service', withoutSubject));
+      const other = urlOf(stack, tenant, await tokenOf(stack, tenant, 'service', withoutSubject));
+      const held = await openMany(holder, BOUND + 5);
+      const theirs = await openMany(other, BOUND);
+      try {
+        assert.equal(held.accepted.length, BOUND, `${tenant}: the holder keeps its bound`);
+        assert.deepEqual([...held.refused], [['429 UNCONFIGURED_LIMIT', 5]], `${tenant}: the holder's extra sockets`);
+        assert.deepEqual([...theirs.refused], [], `${tenant}: the other token's sockets are not refused`);
+        assert.equal(theirs.accepted.length, BOUND);
+      } finally {
+        terminate(held, theirs);
+      }
+    }
+  });
+
+  it('past MAX_UNCONFIGURED_PER_SUBJECT the tokens of one subject are refused, each below its own bound', async () => {
+    const tenant = 'backstop';
+    const opened = [];
+    try {
+      for (let i = 0; i < 3; i++)
+        opened.push(await openMany(urlOf(capped, tenant, await tokenOf(capped, tenant, 'service')), BOUND));
+      assert.deepEqual(
+        opened.map((o) => o.accepted.length),
+        [BOUND, BOUND, BACKSTOP - 2 * BOUND],
+      );
+      assert.deepEqual([...opened[2].refused], [['429 UNCONFIGURED_LIMIT', 3 * BOUND - BACKSTOP]]);
+    } finally {
+      terminate(...opened);
+    }
+  });
+
+  it(`${BURST} sessions of one token opened at once, each sending its config as it opens: none refused`, async () => {
+    const url = urlOf(stack, 'burst', await tokenOf(stack, 'burst', 'server-client'));
+    const answers = await Promise.all(Array.from({ length: BURST }, () => configuredSession(url)));
+    const tally = new Map<string, number>();
+    for (const a of answers) tally.set(a, (tally.get(a) ?? 0) + 1);
+    assert.deepEqual([...tally], [['CONFIG_ACCEPTED', BURST]]);
   });
 });
