@@ -2,6 +2,7 @@
 // errors (a bad value stops the process with the variable's name and what it accepts), then
 // passed down explicitly. Messages never repeat a value: some of these variables hold secrets.
 import { z } from 'zod';
+import { trustedProxyList } from './audit/index.js';
 import { parseEnvironments, type EnvironmentsConfig } from './environments.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -36,6 +37,21 @@ function originList(v: string): boolean {
     .map((s) => s.trim().replace(/\/+$/, ''))
     .filter(Boolean)
     .every((o) => URL.canParse(o) && ['http:', 'https:'].includes(new URL(o).protocol) && new URL(o).host !== '');
+}
+
+/** Comma-separated IP addresses or CIDR ranges, as a list (empty entries dropped). */
+const cidrEntries = (v: string) =>
+  v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+function cidrList(v: string): boolean {
+  try {
+    trustedProxyList(cidrEntries(v));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** host:port, the host a name or an IPv4 address or an IPv6 one in brackets; a port from 1 to 65535. */
@@ -111,6 +127,12 @@ const schema = z
     AUDIT_RETENTION_DAYS: int(1, 3650, 2190),
     /** Proxies in front of the gateway that append to X-Forwarded-For: the client is the Nth address from its right. */
     TRUSTED_PROXIES: int(0, 20, 0),
+    /** The proxies' address ranges: X-Forwarded-For is read only from a peer in one of them (unset: from none). */
+    TRUSTED_PROXY_CIDRS: z
+      .string()
+      .refine(cidrList, 'must be comma-separated IP addresses or CIDR ranges (10.0.0.0/8,fd00::/8)')
+      .transform(cidrEntries)
+      .default(''),
     LOG_LEVEL: oneOf(LOG_LEVELS).default('info'),
     CONFIG_TIMEOUT_MS: int(100, 600_000, 10_000),
     /** The upstream ends /streams connections at 2 hours whatever we set. */

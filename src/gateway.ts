@@ -119,6 +119,7 @@ async function accounting(config: GatewayConfig): Promise<{ audit: AuditTrail; u
     redis: redisSettings(config),
     retentionDays: config.AUDIT_RETENTION_DAYS,
     trustedProxies: config.TRUSTED_PROXIES,
+    trustedProxyCidrs: config.TRUSTED_PROXY_CIDRS,
     logger,
   });
   const usage = await createUsage({

@@ -2,7 +2,6 @@
 // outcome), and how an event is built: only the fields named here are copied, each string cut to a
 // bound, so nothing else (audio, transcripts, configs, tokens) can ride along by accident.
 import { createHash } from 'node:crypto';
-import { isIP } from 'node:net';
 
 export type AuditEventName =
   | 'upgrade_refused'
@@ -32,7 +31,10 @@ export interface AuditEvent {
   subject?: string;
   /** the verified token's client (azp / client_id) */
   clientId?: string;
+  /** the client's address (address.ts: X-Forwarded-For only from a trusted proxy) */
   address?: string;
+  /** the socket's peer the address was taken from */
+  peer?: string;
   endpoint?: string;
   interactionId?: string;
   /** the gateway's session key */
@@ -63,6 +65,7 @@ const STRING_FIELDS = [
   'subject',
   'clientId',
   'address',
+  'peer',
   'endpoint',
   'interactionId',
   'sessionId',
@@ -93,18 +96,4 @@ export function auditEvent(input: AuditInput, now: number): AuditEvent {
 /** 16 hex digits of the key's SHA-256: enough to link a session's connections, useless to resume one. */
 export function resumeKeyHash(key: string | undefined): string | undefined {
   return key === undefined ? undefined : createHash('sha256').update(key).digest('hex').slice(0, 16);
-}
-
-/** The client's address: the socket's peer, or behind `trustedProxies` proxies the address the
- * outermost trusted one saw (the Nth from the right of X-Forwarded-For; the leftmost if fewer).
- * An entry that is no IP address is the client's own text (a miscounted proxy chain): `unknown`. */
-export function clientAddress(peer: string, forwardedFor: string | undefined, trustedProxies: number): string {
-  if (trustedProxies <= 0 || !forwardedFor) return peer;
-  const hops = forwardedFor
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-  if (hops.length === 0) return peer;
-  const chosen = hops[Math.max(0, hops.length - trustedProxies)];
-  return isIP(chosen) ? chosen : 'unknown';
 }

@@ -4,13 +4,18 @@
 import type { LifecycleEvent, SessionInfo } from '../session/index.js';
 import { resumeKeyHash, type AuditInput } from './event.js';
 
+/** A session's info as the upgrade gate builds it: with the socket's peer beside the client's address
+ * (the session keeps the object, so the peer reaches every event of the session). */
+export type AuditedInfo = SessionInfo & { peer?: string };
+
 /** Who and what of every event of the session `info` describes. */
-export function sessionWho(info: SessionInfo): Omit<AuditInput, 'event' | 'outcome'> {
+export function sessionWho(info: AuditedInfo): Omit<AuditInput, 'event' | 'outcome'> {
   return {
     tenant: info.tenant,
     subject: info.subject,
     clientId: info.clientId,
     address: info.address,
+    peer: info.peer,
     endpoint: info.endpoint,
     interactionId: info.interactionId,
     sessionId: info.sessionKey,

@@ -3,7 +3,9 @@
 // it never reaches the session or request that caused the event.
 import { metrics, type Logger } from '../telemetry/index.js';
 import type { LifecycleEvent, SessionInfo } from '../session/index.js';
-import { auditEvent, clientAddress, type AuditEvent, type AuditInput } from './event.js';
+import type { BlockList } from 'node:net';
+import { clientAddress, type Origin } from './address.js';
+import { auditEvent, type AuditEvent, type AuditInput } from './event.js';
 import { sessionEvent } from './session.js';
 import type { AuditSink } from './sink.js';
 import type { AuditCursor, AuditStore } from './store.js';
@@ -23,14 +25,14 @@ export class AuditTrail {
   constructor(
     private readonly sink: AuditSink,
     private readonly store: AuditStore,
-    private readonly trustedProxies: number,
+    private readonly proxies: { hops: number; list: BlockList | undefined },
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** The client's address from the socket's peer and X-Forwarded-For (TRUSTED_PROXIES). */
-  address(peer: string, forwardedFor: string | undefined): string {
-    return clientAddress(peer, forwardedFor, this.trustedProxies);
+  /** Where a client socket came from: the socket's peer and, from a trusted proxy, X-Forwarded-For. */
+  origin(peer: string, forwardedFor: string | undefined): Origin {
+    return { address: clientAddress(peer, forwardedFor, this.proxies.hops, this.proxies.list), peer };
   }
 
   record(input: AuditInput): void {

@@ -44,7 +44,8 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
     const secKey = req.getHeader('sec-websocket-key');
     const secExtensions = req.getHeader('sec-websocket-extensions');
     // Audited as the owner sees it: the peer is the relaying replica (its own audit has the client).
-    let who: Who = { endpoint, address: Buffer.from(res.getRemoteAddressAsText()).toString(), kind: 'hop' };
+    const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
+    let who: Who = { endpoint, address: peer, peer, kind: 'hop' };
     asyncHttp(deps.logger, res, async (aborted) => {
       const identity = await acceptHop(deps.cluster.hop, key, identityHeader, hopHeader);
       if (aborted()) return;

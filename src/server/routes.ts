@@ -38,11 +38,11 @@ export function addAdminRoutes(app: uWS.TemplatedApp, deps: ServerDeps): uWS.Tem
       const path = req.getUrl();
       const query = new URLSearchParams(req.getQuery() ?? '');
       const authorization = req.getHeader('authorization') || undefined;
-      // Read now: `req` is gone after the first await. The address is for the API's audit events.
+      // Read now: `req` is gone after the first await. The address is for the API's audit events: the
+      // socket's peer, never X-Forwarded-For (no proxy fronts the admin port, so the header is the caller's).
       const peer = Buffer.from(res.getRemoteAddressAsText()).toString();
-      const address = deps.audit.address(peer, req.getHeader('x-forwarded-for') || undefined);
       asyncHttp(log, res, async (aborted) => {
-        const answer = await deps.usageApi.handle({ method, path, query, authorization, address });
+        const answer = await deps.usageApi.handle({ method, path, query, authorization, address: peer, peer });
         if (aborted()) return;
         if (!answer) return sendJson(res, 404, notFound(method, path));
         sendJson(res, answer.status, answer.body);

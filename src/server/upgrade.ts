@@ -7,7 +7,7 @@
 // the client instead of moving it.
 import { randomUUID } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
-import { resumeKeyHash, sessionWho, type AuditInput } from '../audit/index.js';
+import { resumeKeyHash, sessionWho, type AuditedInfo, type AuditInput, type Origin } from '../audit/index.js';
 import { isResumeKey, type AuthDecision, type UpgradeRequest } from '../auth/index.js';
 import { findResume, hopUpgrade } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
@@ -249,8 +249,8 @@ function sessionInfo(
   interactionId: string | undefined,
   resumeKey: string | undefined,
   environment: string,
-  address: string,
-): SessionInfo {
+  origin: Origin,
+): AuditedInfo {
   return {
     sessionKey: randomUUID(),
     endpoint,
@@ -260,7 +260,7 @@ function sessionInfo(
     clientToken: decision.clientToken,
     subject: decision.subject,
     clientId: decision.clientId,
-    address,
+    ...origin,
     resumeKey,
     notices: query.get('notices') === 'true',
   };
@@ -278,17 +278,14 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
     const secKey = req.getHeader('sec-websocket-key');
     const secExtensions = req.getHeader('sec-websocket-extensions');
     const secProtocol = req.getHeader('sec-websocket-protocol');
-    const address = deps.audit.address(
-      Buffer.from(res.getRemoteAddressAsText()).toString(),
-      headers['x-forwarded-for'],
-    );
+    const origin = deps.audit.origin(Buffer.from(res.getRemoteAddressAsText()).toString(), headers['x-forwarded-for']);
 
     asyncHttp(deps.logger, res, async (aborted) => {
       const resumeKey = query.get('resume') ?? undefined;
       // The key's hash and the interaction id only once well-formed: else they may be anything the client sent.
       const keyHash = isResumeKey(resumeKey ?? '') ? resumeKeyHash(resumeKey) : undefined;
       const interaction = UUID.test(interactionId ?? '') ? interactionId : undefined;
-      let who: Who = { endpoint, interactionId: interaction, address, resumeKeyHash: keyHash };
+      let who: Who = { endpoint, interactionId: interaction, ...origin, resumeKeyHash: keyHash };
       const malformed = malformedRequest(endpoint, interactionId, resumeKey);
       if (malformed) return refused(deps, who, res, malformed.error, malformed.reason);
       // The environment first: its auth server alone verifies the token (residency fails closed).
@@ -312,7 +309,7 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       const held = resumeKey === undefined ? undefined : state.resumable.get(resumeKey);
       let fresh: { replaceOwner?: string } = {};
       if (resumeKey !== undefined && !held) {
-        const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey, environment, address);
+        const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey, environment, origin);
         const found = await resumeElsewhere(deps, up, info, undefined, state.draining);
         if (found === true) return;
         fresh = found;
@@ -326,7 +323,7 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       const refusal = await newSocketRefusal(deps, state, decision.tenant, unconfigured);
       if (aborted()) return void (!refusal && state.unconfigured.release(unconfigured));
       if (refusal) return refused(deps, who, res, refusal.error, refusal.reason);
-      const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey, environment, address);
+      const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey, environment, origin);
       let claim: string | undefined;
       if (resumeKey !== undefined && !state.draining) {
         // Claimed last, right before the socket is accepted: a refusal above leaves no claim behind.

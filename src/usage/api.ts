@@ -24,6 +24,8 @@ export interface UsageRequest {
   authorization?: string;
   /** the caller's address, for the audit trail */
   address?: string;
+  /** the socket's peer, for the audit trail */
+  peer?: string;
 }
 
 export interface UsageApi {
@@ -41,6 +43,7 @@ export interface AuditLog {
     caller?: string;
     tenant?: string;
     address?: string;
+    peer?: string;
     error?: string;
   }): void;
   query(q: {
@@ -140,6 +143,7 @@ export class UsageHttpApi implements UsageApi {
       caller: caller?.name,
       tenant: caller && asked && validTenant(asked) ? asked : undefined,
       address: req.address,
+      peer: req.peer,
       error,
     });
   }

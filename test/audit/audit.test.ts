@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { clientAddress, createAudit } from '../../src/audit/index.js';
+import { clientAddress, createAudit, trustedProxyList } from '../../src/audit/index.js';
 import { logger, registry } from '../../src/telemetry/index.js';
 import { chromeChunks } from '../support/fixtures.js';
 import {
@@ -68,6 +68,7 @@ describe('the audit stream of a run of sessions', () => {
       USAGE_API_TOKEN: API,
       USAGE_API_TOKENS: JSON.stringify({ dash: { token: SCOPED, tenants: ['other'] } }),
       TRUSTED_PROXIES: '2',
+      TRUSTED_PROXY_CIDRS: '127.0.0.0/8,::1',
       RESUME_GRACE_SECONDS: '5',
     });
     // A normal session, behind two proxies.
@@ -255,12 +256,28 @@ describe('the audit stream of a run of sessions', () => {
 });
 
 describe('the client address behind proxies', () => {
-  it('is the Nth entry from the right when that is an IP address, else unknown (never the text a client put there)', () => {
-    assert.equal(clientAddress('10.0.0.9', '203.0.113.7, 10.0.0.1', 2), '203.0.113.7');
-    assert.equal(clientAddress('10.0.0.9', '2001:db8::1', 1), '2001:db8::1');
-    assert.equal(clientAddress('10.0.0.9', 'patient Jane Doe, 10.0.0.1', 2), 'unknown');
-    assert.equal(clientAddress('10.0.0.9', '203.0.113.7', 0), '10.0.0.9');
-    assert.equal(clientAddress('10.0.0.9', ' , ', 1), '10.0.0.9');
+  const proxies = trustedProxyList(['10.0.0.0/8', '2001:db8::/32']);
+  it('is the Nth entry from the right from a trusted peer when that is an IP address, else unknown (never the text a client put there)', () => {
+    assert.equal(clientAddress('10.0.0.9', '203.0.113.7, 10.0.0.1', 2, proxies), '203.0.113.7');
+    assert.equal(clientAddress('10.0.0.9', '2001:db8::1', 1, proxies), '2001:db8::1');
+    assert.equal(clientAddress('::ffff:10.0.0.9', '203.0.113.7', 1, proxies), '203.0.113.7');
+    assert.equal(clientAddress('2001:db8::5', '2001:db8:1::1', 1, proxies), '2001:db8:1::1');
+    assert.equal(clientAddress('10.0.0.9', 'patient Jane Doe, 10.0.0.1', 2, proxies), 'unknown');
+    assert.equal(clientAddress('10.0.0.9', '203.0.113.7', 0, proxies), '10.0.0.9');
+    assert.equal(clientAddress('10.0.0.9', ' , ', 1, proxies), '10.0.0.9');
+  });
+
+  it('is the socket peer when the peer is no trusted proxy, or none is configured', () => {
+    assert.equal(clientAddress('192.0.2.1', '203.0.113.7', 1, proxies), '192.0.2.1');
+    assert.equal(clientAddress('10.0.0.9', '203.0.113.7', 1, undefined), '10.0.0.9');
+  });
+
+  it('takes addresses and CIDR ranges, and refuses anything else', () => {
+    assert.equal(trustedProxyList([]), undefined);
+    assert.ok(trustedProxyList(['192.0.2.7'])!.check('192.0.2.7'));
+    assert.ok(!trustedProxyList(['192.0.2.7'])!.check('192.0.2.8'));
+    for (const bad of ['10.0.0.0/', '10.0.0.0/33', 'fd00::/129', 'proxy.example', '10.0.0.0/8/1', '10.0.0.0/-1'])
+      assert.throws(() => trustedProxyList([bad]), RangeError, bad);
   });
 });
 
