@@ -120,6 +120,7 @@ async function accounting(config: GatewayConfig): Promise<{ audit: AuditTrail; u
     retentionDays: config.AUDIT_RETENTION_DAYS,
     trustedProxies: config.TRUSTED_PROXIES,
     trustedProxyCidrs: config.TRUSTED_PROXY_CIDRS,
+    clusterSecret: config.CLUSTER_SECRET,
     logger,
   });
   const usage = await createUsage({

@@ -1,7 +1,7 @@
 // What one audit event holds (HIPAA 45 CFR 164.312(b): who did what, when, from where, with what
 // outcome), and how an event is built: only the fields named here are copied, each string cut to a
 // bound, so nothing else (audio, transcripts, configs, tokens) can ride along by accident.
-import { createHash } from 'node:crypto';
+import { createHmac, hkdfSync, randomBytes } from 'node:crypto';
 
 export type AuditEventName =
   | 'upgrade_refused'
@@ -39,7 +39,7 @@ export interface AuditEvent {
   interactionId?: string;
   /** the gateway's session key */
   sessionId?: string;
-  /** a prefix of the resume key's SHA-256: links a session's connections, never the key itself */
+  /** a keyed hash of the resume key (resumeLink): links a session's connections, never the key itself */
   resumeKeyHash?: string;
   environment?: string;
   /** what kind of socket an accepted upgrade became (new, resume, restore, awaiting, relay, hop) */
@@ -54,7 +54,8 @@ export interface AuditEvent {
   status?: number;
 }
 
-export type AuditInput = Omit<AuditEvent, 'time'>;
+/** `resumeKey` is never written: the trail turns it into `resumeKeyHash` with its link key. */
+export type AuditInput = Omit<AuditEvent, 'time'> & { resumeKey?: string };
 
 const STRING_FIELDS = [
   'event',
@@ -93,7 +94,16 @@ export function auditEvent(input: AuditInput, now: number): AuditEvent {
   return out as unknown as AuditEvent;
 }
 
-/** 16 hex digits of the key's SHA-256: enough to link a session's connections, useless to resume one. */
-export function resumeKeyHash(key: string | undefined): string | undefined {
-  return key === undefined ? undefined : createHash('sha256').update(key).digest('hex').slice(0, 16);
+/** The key resume links are made with: derived from CLUSTER_SECRET, so every replica of a deployment
+ * links alike; without one a random key of this process's own. Either way not the plain SHA-256 that
+ * names session records, so the audit set does not tie a record to the subject it seals. */
+export function linkKeyOf(clusterSecret: string | undefined): Buffer {
+  if (!clusterSecret) return randomBytes(32);
+  return Buffer.from(hkdfSync('sha256', clusterSecret, 'speech-gateway audit', 'resume key link', 32));
+}
+
+/** 16 hex digits of the key's HMAC-SHA-256 under `linkKey`: enough to link a session's connections,
+ * useless to resume one or to find its record. */
+export function resumeLink(linkKey: Buffer, key: string): string {
+  return createHmac('sha256', linkKey).update(key).digest('hex').slice(0, 16);
 }

@@ -5,13 +5,13 @@
 import type { RedisSettings } from '../redis/index.js';
 import type { Logger } from '../telemetry/index.js';
 import { trustedProxyList } from './address.js';
+import { linkKeyOf } from './event.js';
 import { fileSink, stdoutSink } from './sink.js';
 import { MemoryAuditStore } from './store.js';
 import { AuditTrail } from './trail.js';
 
 export { AuditTrail, type AuditPageQuery } from './trail.js';
 export type { AuditEvent, AuditEventName, AuditInput } from './event.js';
-export { resumeKeyHash } from './event.js';
 export { clientAddress, trustedProxyList, type Origin } from './address.js';
 export { sessionWho, type AuditedInfo } from './session.js';
 
@@ -25,6 +25,8 @@ export interface AuditOptions {
   trustedProxies: number;
   /** TRUSTED_PROXY_CIDRS: X-Forwarded-For is read only from a peer in these */
   trustedProxyCidrs?: readonly string[];
+  /** CLUSTER_SECRET: resume links alike on every replica; unset, a random key of this process's */
+  clusterSecret?: string;
   logger: Logger;
   /** Prefix of every Redis key (default 'sg:audit:'). */
   keyPrefix?: string;
@@ -41,6 +43,7 @@ export async function createAudit(o: AuditOptions): Promise<AuditTrail> {
   const now = o.now ?? Date.now;
   const retentionMs = Math.max(1, o.retentionDays) * DAY_MS;
   const sink = o.file ? fileSink(o.file) : stdoutSink();
+  const linkKey = linkKeyOf(o.clusterSecret);
   const proxies = { hops: o.trustedProxies, list: trustedProxyList(o.trustedProxyCidrs ?? []) };
   if (proxies.hops > 0 && !proxies.list)
     o.logger.warn(
@@ -51,7 +54,7 @@ export async function createAudit(o: AuditOptions): Promise<AuditTrail> {
       'no Redis (REDIS_URL or REDIS_SENTINELS): the audit events GET /v1/audit answers are in process memory (bounded, lost on restart)',
     );
     const store = new MemoryAuditStore(retentionMs, o.maxMemoryEvents ?? 100_000, now);
-    return new AuditTrail(sink, store, proxies, o.logger, now);
+    return new AuditTrail(sink, store, { proxies, linkKey }, o.logger, now);
   }
   // Imported only with Redis: a single replica never loads ioredis.
   const { RedisAuditStore } = await import('./redis-store.js');
@@ -60,5 +63,5 @@ export async function createAudit(o: AuditOptions): Promise<AuditTrail> {
     // ioredis keeps reconnecting; until then store writes fail and are counted (the sink has every event).
     o.logger.warn({ err: err.message }, 'redis not reachable at start; audit events reach the store once it is');
   });
-  return new AuditTrail(sink, store, proxies, o.logger, now);
+  return new AuditTrail(sink, store, { proxies, linkKey }, o.logger, now);
 }

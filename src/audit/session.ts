@@ -2,7 +2,7 @@
 // happened, and on its end the media seconds and credits. Steps with nothing to audit (usage deltas,
 // finals delivered) give none.
 import type { LifecycleEvent, SessionInfo } from '../session/index.js';
-import { resumeKeyHash, type AuditInput } from './event.js';
+import type { AuditInput } from './event.js';
 
 /** A session's info as the upgrade gate builds it: with the socket's peer beside the client's address
  * (the session keeps the object, so the peer reaches every event of the session). */
@@ -19,7 +19,7 @@ export function sessionWho(info: AuditedInfo): Omit<AuditInput, 'event' | 'outco
     endpoint: info.endpoint,
     interactionId: info.interactionId,
     sessionId: info.sessionKey,
-    resumeKeyHash: resumeKeyHash(info.resumeKey),
+    resumeKey: info.resumeKey,
     environment: info.environment,
   };
 }

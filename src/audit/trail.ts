@@ -5,7 +5,7 @@ import { metrics, type Logger } from '../telemetry/index.js';
 import type { LifecycleEvent, SessionInfo } from '../session/index.js';
 import type { BlockList } from 'node:net';
 import { clientAddress, type Origin } from './address.js';
-import { auditEvent, type AuditEvent, type AuditInput } from './event.js';
+import { auditEvent, resumeLink, type AuditEvent, type AuditInput } from './event.js';
 import { sessionEvent } from './session.js';
 import type { AuditSink } from './sink.js';
 import type { AuditCursor, AuditStore } from './store.js';
@@ -25,19 +25,21 @@ export class AuditTrail {
   constructor(
     private readonly sink: AuditSink,
     private readonly store: AuditStore,
-    private readonly proxies: { hops: number; list: BlockList | undefined },
+    private readonly keys: { proxies: { hops: number; list: BlockList | undefined }; linkKey: Buffer },
     private readonly log: Logger,
     private readonly now: () => number = Date.now,
   ) {}
 
   /** Where a client socket came from: the socket's peer and, from a trusted proxy, X-Forwarded-For. */
   origin(peer: string, forwardedFor: string | undefined): Origin {
-    return { address: clientAddress(peer, forwardedFor, this.proxies.hops, this.proxies.list), peer };
+    const { hops, list } = this.keys.proxies;
+    return { address: clientAddress(peer, forwardedFor, hops, list), peer };
   }
 
   record(input: AuditInput): void {
     const at = this.now();
-    const e = auditEvent(input, at);
+    const link = input.resumeKey === undefined ? {} : { resumeKeyHash: resumeLink(this.keys.linkKey, input.resumeKey) };
+    const e = auditEvent({ ...input, ...link }, at);
     try {
       this.sink.write(e);
     } catch (err) {

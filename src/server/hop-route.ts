@@ -4,7 +4,6 @@
 // resume takeover like a local one (the same checks against the session held here) and the socket
 // behaves as the public one.
 import type uWS from 'uWebSockets.js';
-import { resumeKeyHash } from '../audit/index.js';
 import { acceptHop, HopOutbox } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { gatewayError } from '../protocol/index.js';
@@ -97,7 +96,7 @@ function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
       metrics.hops.inc({ result: 'accepted' });
       const up = { res, context, secKey, protocol: '', secExtensions, aborted };
       const data = { kind: 'hop' as const, info: held.info, resumeOf: held, outbox: new HopOutbox(), closed: false };
-      accepted(deps, { ...who, resumeKeyHash: resumeKeyHash(key) }, up, data);
+      accepted(deps, { ...who, resumeKey: held.info.resumeKey }, up, data);
     });
   };
 }

@@ -7,7 +7,7 @@
 // the client instead of moving it.
 import { randomUUID } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
-import { resumeKeyHash, sessionWho, type AuditedInfo, type AuditInput, type Origin } from '../audit/index.js';
+import { sessionWho, type AuditedInfo, type AuditInput, type Origin } from '../audit/index.js';
 import { isResumeKey, type AuthDecision, type UpgradeRequest } from '../auth/index.js';
 import { findResume, hopUpgrade } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
@@ -282,10 +282,10 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
 
     asyncHttp(deps.logger, res, async (aborted) => {
       const resumeKey = query.get('resume') ?? undefined;
-      // The key's hash and the interaction id only once well-formed: else they may be anything the client sent.
-      const keyHash = isResumeKey(resumeKey ?? '') ? resumeKeyHash(resumeKey) : undefined;
+      // The key (audited as its link) and the interaction id only once well-formed: else they may be anything the client sent.
+      const linked = isResumeKey(resumeKey ?? '') ? resumeKey : undefined;
       const interaction = UUID.test(interactionId ?? '') ? interactionId : undefined;
-      let who: Who = { endpoint, interactionId: interaction, ...origin, resumeKeyHash: keyHash };
+      let who: Who = { endpoint, interactionId: interaction, ...origin, resumeKey: linked };
       const malformed = malformedRequest(endpoint, interactionId, resumeKey);
       if (malformed) return refused(deps, who, res, malformed.error, malformed.reason);
       // The environment first: its auth server alone verifies the token (residency fails closed).

@@ -169,7 +169,9 @@ describe('the audit stream of a run of sessions', () => {
       assert.equal(e.subject, undefined, 'no token verified');
       assert.equal(e.outcome, 'refused');
     }
-    const hash = createHash('sha256').update(key).digest('hex').slice(0, 16);
+    // The link is keyed (not the key's plain SHA-256, which names its session record): found from the resume.
+    const hash = events.find((e) => e.event === 'session_resumed')!.resumeKeyHash;
+    assert.notEqual(hash, createHash('sha256').update(key).digest('hex').slice(0, 16));
     const resume = events.filter((e) => e.resumeKeyHash === hash);
     assert.deepEqual(
       resume.map((e) => e.event),
