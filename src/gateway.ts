@@ -155,6 +155,7 @@ export async function startGateway(config: GatewayConfig): Promise<Gateway> {
     replicaId: config.REPLICA_ID,
     advertiseUrl: config.ADVERTISE_URL,
     secret: config.CLUSTER_SECRET,
+    legacyRecordsUntil: config.LEGACY_RECORDS_UNTIL,
     graceSeconds: config.RESUME_GRACE_SECONDS,
     logger,
   });

@@ -1,8 +1,10 @@
 // The internal hop: a resume that lands on replica B for a live session owned by replica A is carried
-// to A over one WebSocket, B → A's `/internal/hop/<endpoint path>?resume=<key>`, and B relays frames
-// both ways unchanged. B has authenticated the client; A trusts the identity B sends only with a MAC
-// of the replicas' shared secret (CLUSTER_SECRET) over a fresh timestamp, the key and that identity,
-// once (hop-signatures.ts), and then runs the same resume checks as for a local client. Without the
+// to A over one WebSocket, B → A's `/internal/hop/<endpoint path>?session=<record key hash>`, and B
+// relays frames both ways unchanged. The resume key itself never travels: A finds the session by the
+// hash its record is named by. B has authenticated the client; A trusts the identity B sends only
+// with a MAC of the replicas' shared secret (CLUSTER_SECRET) over a fresh timestamp, the hash and
+// that identity, which names B and the address B meant (A's own, from A's signed heartbeat), once
+// (hop-signatures.ts), and then runs the same resume checks as for a local client. Without the
 // secret there is no hop.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
@@ -15,6 +17,8 @@ import { SEND_DROPPED } from '../http/index.js';
 import type { SessionInfo } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import { HOP_MAC_WINDOW_MS, type UsedSignatures } from './hop-signatures.js';
+import { recordKeyHash } from './records.js';
+import type { Replicas } from './replicas.js';
 
 /** What B verified about the client, as A checks it against the session it holds. */
 export interface HopIdentity {
@@ -27,6 +31,10 @@ export interface HopIdentity {
   notices: boolean;
   /** the replica B's record names as the session's owner: any other process at its address refuses */
   owner: string;
+  /** the address B opened the hop to (the owner's heartbeat's): A refuses a hop meant for another */
+  ownerUrl: string;
+  /** the replica that made the hop (B): A takes it only from a live replica */
+  from: string;
 }
 
 export interface HopDeps {
@@ -34,6 +42,8 @@ export interface HopDeps {
   secret?: string;
   /** the signatures this replica (or its REPLICA_ID) accepted: each is good once */
   used: UsedSignatures;
+  /** this replica (a hop's sender, or the address a hop must be meant for) and the others' liveness */
+  replicas: Replicas;
   logger: Logger;
 }
 
@@ -70,25 +80,42 @@ const CONFIRM_EVERY = 16;
 const MAX_UNCONFIRMED_BYTES = 2 * 1024 * 1024;
 const RECONNECT = CLOSE.serviceRestart;
 
-const hopPath = (i: HopIdentity) =>
+const hopPath = (i: Pick<HopIdentity, 'endpoint' | 'interactionId'>) =>
   i.endpoint === 'transcribe'
     ? '/internal/hop/audio-bridge/v2/transcribe'
     : `/internal/hop/audio-bridge/v2/interactions/${i.interactionId}/streams`;
 
-const mac = (secret: string, ts: string, key: string, identity: string) =>
-  createHmac('sha256', secret).update(`${ts}\n${key}\n${identity}`).digest();
+const mac = (secret: string, ts: string, session: string, identity: string) =>
+  createHmac('sha256', secret).update(`${ts}\n${session}\n${identity}`).digest();
 
-/** The headers B sends: the identity (base64url JSON) and `x-sgw-hop: <ms>.<hex MAC>`. */
-export function signHop(secret: string, key: string, identity: HopIdentity, now = Date.now()): Record<string, string> {
+/** The hop's URL on the owner: the session named by its record key hash, never its resume key. */
+export function hopUrl(
+  ownerUrl: string,
+  resumeKey: string,
+  identity: Pick<HopIdentity, 'endpoint' | 'interactionId'>,
+): URL {
+  const url = new URL(hopPath(identity), ownerUrl);
+  url.searchParams.set('session', recordKeyHash(resumeKey));
+  return url;
+}
+
+/** The headers B sends for session `session` (its record key hash): the identity (base64url JSON)
+ *  and `x-sgw-hop: <ms>.<hex MAC>`. */
+export function signHop(
+  secret: string,
+  session: string,
+  identity: HopIdentity,
+  now = Date.now(),
+): Record<string, string> {
   const encoded = Buffer.from(JSON.stringify(identity)).toString('base64url');
   const ts = String(now);
-  return { 'x-sgw-identity': encoded, 'x-sgw-hop': `${ts}.${mac(secret, ts, key, encoded).toString('hex')}` };
+  return { 'x-sgw-identity': encoded, 'x-sgw-hop': `${ts}.${mac(secret, ts, session, encoded).toString('hex')}` };
 }
 
 /** A's check: the identity when the MAC is right and fresh, else why not (the reason only, for the log). */
 export function verifyHop(
   secret: string,
-  key: string,
+  session: string,
   identityHeader: string,
   hopHeader: string,
   now = Date.now(),
@@ -96,7 +123,7 @@ export function verifyHop(
   const m = /^(\d{1,15})\.([0-9a-f]{64})$/.exec(hopHeader);
   if (!m || !identityHeader) return { refused: 'no signature' };
   if (Math.abs(now - Number(m[1])) > HOP_MAC_WINDOW_MS) return { refused: 'signature expired' };
-  if (!timingSafeEqual(Buffer.from(m[2], 'hex'), mac(secret, m[1], key, identityHeader)))
+  if (!timingSafeEqual(Buffer.from(m[2], 'hex'), mac(secret, m[1], session, identityHeader)))
     return { refused: 'bad signature' };
   const i = JSON.parse(Buffer.from(identityHeader, 'base64url').toString()) as HopIdentity;
   const valid =
@@ -104,21 +131,27 @@ export function verifyHop(
     isEndpoint(i.endpoint) &&
     typeof i.notices === 'boolean' &&
     typeof i.owner === 'string' &&
+    typeof i.ownerUrl === 'string' &&
+    typeof i.from === 'string' &&
     ['string', 'undefined'].includes(typeof i.subject) &&
     ['string', 'undefined'].includes(typeof i.environment) &&
     ['string', 'undefined'].includes(typeof i.interactionId);
   return valid ? i : { refused: 'bad identity' };
 }
 
-/** A's check of a hop: verifyHop, and a signature not used before (a replay is refused as a bad one). */
+/** A's check of a hop: verifyHop, meant for this replica's address by a live replica, and a
+ *  signature not used before (a replay is refused as a bad one). */
 export async function acceptHop(
   deps: HopDeps,
-  key: string,
+  session: string,
   identityHeader: string,
   hopHeader: string,
 ): Promise<HopIdentity | { refused: string }> {
-  const verdict = verifyHop(deps.secret!, key, identityHeader, hopHeader);
+  const verdict = verifyHop(deps.secret!, session, identityHeader, hopHeader);
   if ('refused' in verdict) return verdict;
+  if (verdict.ownerUrl !== deps.replicas.url) return { refused: 'meant for another address' };
+  if (verdict.from === deps.replicas.id || !(await deps.replicas.alive(verdict.from).catch(() => false)))
+    return { refused: 'not from a live replica' };
   return (await deps.used.firstUse(hopHeader.slice(hopHeader.indexOf('.') + 1)))
     ? verdict
     : { refused: 'signature already used' };
@@ -183,13 +216,12 @@ export class HopOutbox {
 /** How the hop's handshake went: open, refused by the owner (status and body), or failed. */
 type Opened = { open: true } | { status: number; body: string } | { failed: string };
 
-async function hopSocket(ownerUrl: string, key: string, identity: HopIdentity, secret: string): Promise<WebSocket> {
+async function hopSocket(key: string, identity: HopIdentity, secret: string): Promise<WebSocket> {
   const { default: WebSocket } = await import('ws');
-  const url = new URL(hopPath(identity), ownerUrl);
-  url.searchParams.set('resume', key);
+  const url = hopUrl(identity.ownerUrl, key, identity);
   lastSignedAt = Math.max(Date.now(), lastSignedAt + 1);
   return new WebSocket(url, {
-    headers: signHop(secret, key, identity, lastSignedAt),
+    headers: signHop(secret, url.searchParams.get('session')!, identity, lastSignedAt),
     perMessageDeflate: false,
     handshakeTimeout: HOP_OPEN_TIMEOUT_MS,
     maxPayload: MAX_HOP_FRAME_BYTES,
@@ -242,11 +274,13 @@ export async function hopUpgrade(
     environment: info.environment,
     notices: info.notices ?? false,
     owner: owner.id,
+    ownerUrl: owner.url,
+    from: deps.replicas.id,
   };
   const started = performance.now();
   const log = deps.logger.child({ owner: owner.id, sessionKey: info.sessionKey });
   // The relay listens from the start: the owner's first frames can come with its handshake answer.
-  const hop = await hopSocket(owner.url, info.resumeKey!, identity, deps.secret);
+  const hop = await hopSocket(info.resumeKey!, identity, deps.secret);
   const relay = new HopRelay(hop, log);
   const opened = await handshake(hop);
   if (aborted()) return (relay.abandon(), { kind: 'aborted' });

@@ -6,13 +6,16 @@ import type { Logger } from '../telemetry/index.js';
 import { loadRedisUsageStore } from '../usage/index.js';
 import type { HopDeps } from './hop.js';
 import { createUsedSignatures } from './hop-signatures.js';
-import { createRecordStore, recordTtlMs, type RecordStore } from './records.js';
+import { clusterKeys } from './authenticity.js';
+import { metrics } from '../telemetry/index.js';
+import { createRecordStore, recordTtlMs, type RecordRejection, type RecordStore } from './records.js';
 import { Positions } from './positions.js';
 import { createReplicas, defaultReplicaId, type Replicas } from './replicas.js';
 
 export {
   acceptHop,
   hopUpgrade,
+  hopUrl,
   HopOutbox,
   HopRelay,
   verifyHop,
@@ -56,6 +59,8 @@ export interface ClusterOptions {
   advertiseUrl?: string;
   /** CLUSTER_SECRET */
   secret?: string;
+  /** LEGACY_RECORDS_UNTIL (ms since the epoch): version-2 records are read until then */
+  legacyRecordsUntil?: number;
   graceSeconds: number;
   logger: Logger;
 }
@@ -74,8 +79,15 @@ export interface Cluster {
 
 export async function createCluster(o: ClusterOptions): Promise<Cluster> {
   const redis = o.redis ? await connect(o.redis, o.logger) : undefined;
-  const replicas = createReplicas(o.replicaId ?? defaultReplicaId(), o.logger, redis);
-  const records = createRecordStore({ redis, graceSeconds: o.graceSeconds });
+  const keys = clusterKeys(o.secret);
+  const replicas = createReplicas(o.replicaId ?? defaultReplicaId(), o.logger, redis, keys?.heartbeats);
+  const records = createRecordStore({
+    redis,
+    graceSeconds: o.graceSeconds,
+    keys,
+    legacyUntil: o.legacyRecordsUntil,
+    rejected: rejectedRecords(o.logger),
+  });
   // A record is kept alive three times within its TTL, at most every 20 s.
   const touchEveryMs = Math.min(20_000, recordTtlMs(o.graceSeconds) / 3);
   const positions = new Positions(records, () => replicas.id, o.logger, touchEveryMs);
@@ -83,13 +95,28 @@ export async function createCluster(o: ClusterOptions): Promise<Cluster> {
     replicas,
     records,
     positions,
-    hop: { secret: o.secret, used: createUsedSignatures(redis), logger: o.logger },
+    hop: { secret: o.secret, used: createUsedSignatures(redis), replicas, logger: o.logger },
     start: (adminPort) => replicas.start(o.advertiseUrl ?? `ws://127.0.0.1:${adminPort}`),
     async close() {
       positions.close();
       await replicas.close();
       redis?.disconnect();
     },
+  };
+}
+
+/** A record read from Redis and not used: counted, and logged at most once a minute (a flood of
+ *  forged values must not flood the log). */
+function rejectedRecords(logger: Logger): (why: RecordRejection) => void {
+  let loggedAt = -Infinity;
+  return (why) => {
+    metrics.recordsRejected.inc({ reason: why });
+    if (Date.now() - loggedAt < 60_000) return;
+    loggedAt = Date.now();
+    logger.warn(
+      { event: 'record_rejected', reason: why },
+      'a session record in Redis is not one a replica wrote (MAC, version or shape); not used',
+    );
   };
 }
 

@@ -8,8 +8,12 @@
 // names one session. Ownership changes are compare-and-set in Lua, so two replicas never both take
 // a session over. A record nobody refreshes expires (TTL); a handed-over one is also listed by its
 // deadline for the janitor, which ends its ledger session and releases its slot when nobody resumed it.
+// What Redis returns is input: a record is used only as this version writes it, its MAC right when
+// there is a CLUSTER_SECRET (RecordCodec); the sealed content is bound to the whole clear head
+// besides (takeover.ts), so without the resume key no field of it can be changed unnoticed.
 import { createHash } from 'node:crypto';
 import type { RedisClient as Redis } from '../redis/index.js';
+import { checkMac, withMac, type ClusterKeys } from './authenticity.js';
 import type { Continuation } from '../audio/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import type { SessionSnapshot } from '../session/index.js';
@@ -40,6 +44,8 @@ export type RecordTimeline = Omit<SessionSnapshot, 'config' | 'accepted' | 'init
 /** What a record holds in clear: who owns the session and whose it is (ids), and its timeline. */
 export interface RecordHead {
   owner: string;
+  /** the owner's address when it wrote: read by the release before only, which hops to it (this one
+   *  hops to the address of the owner's own signed heartbeat, replicas.ts) */
   ownerUrl: string;
   state: RecordState;
   tenant: string;
@@ -52,12 +58,12 @@ export interface RecordHead {
   updatedAt: number;
 }
 
-/** A record as Redis holds it: the head, and the content sealed (sealed.ts). */
+/** A record as Redis holds it: the head, and the content sealed (sealed.ts). Version 3 binds the
+ *  whole head to the seal; version 2 (the release before) bound four of its fields, and is read only
+ *  while LEGACY_RECORDS_UNTIL says a rolling update from it may still be under way. */
 export interface SealedRecord extends RecordHead {
-  v: 2;
+  v: 2 | 3;
   sealed: string;
-  /** only read back from a record an older gateway wrote (version 1): its content, in clear */
-  clear?: RecordContent;
 }
 
 /** A record with its content opened (only with the resume key). */
@@ -176,6 +182,7 @@ class RedisRecordStore implements RecordStore {
   constructor(
     redis: Redis,
     private readonly ttlMs: number,
+    private readonly codec: RecordCodec,
   ) {
     redis.defineCommand('recClaimKey', { numberOfKeys: 1, lua: CLAIM_KEY });
     redis.defineCommand('recPut', { numberOfKeys: 1, lua: PUT });
@@ -188,7 +195,7 @@ class RedisRecordStore implements RecordStore {
 
   async get(keyHash: string): Promise<SealedRecord | undefined> {
     const v = await this.redis.get(REC + keyHash);
-    return v ? parseRecord(v) : undefined;
+    return v ? this.codec.decode(v) : undefined;
   }
 
   async getMany(keyHashes: string[]): Promise<Array<SealedRecord | undefined>> {
@@ -196,15 +203,15 @@ class RedisRecordStore implements RecordStore {
     const values: Array<string | null> = [];
     if (!this.batchedReads) values.push(...(await Promise.all(keys.map((k) => this.redis.get(k)))));
     else for (let i = 0; i < keys.length; i += BATCH) values.push(...(await this.redis.mget(keys.slice(i, i + BATCH))));
-    return values.map((v) => (v ? readable(v) : undefined));
+    return values.map((v) => (v ? this.codec.decode(v) : undefined));
   }
 
   async claimKey(keyHash: string, r: SealedRecord, replaceOwner?: string): Promise<boolean> {
-    return (await this.redis.recClaimKey(REC + keyHash, JSON.stringify(r), this.ttlMs, replaceOwner ?? '')) === 1;
+    return (await this.redis.recClaimKey(REC + keyHash, this.codec.encode(r), this.ttlMs, replaceOwner ?? '')) === 1;
   }
 
   async put(keyHash: string, r: SealedRecord, deadlineMs?: number): Promise<boolean> {
-    const value = JSON.stringify(r);
+    const value = this.codec.encode(r);
     const ok = (await this.redis.recPut(REC + keyHash, r.owner, value, this.ttlMs, r.timeline ? '' : '1')) === 1;
     // Listed after the write: a janitor that finds the listing finds the handed-over record.
     if (ok && deadlineMs !== undefined) await this.redis.zadd(DEADLINES, deadlineMs, keyHash);
@@ -217,7 +224,7 @@ class RedisRecordStore implements RecordStore {
 
   async claim(keyHash: string, expect: { owner: string; state: RecordState }, next: SealedRecord): Promise<boolean> {
     const key = REC + keyHash;
-    if ((await this.redis.recClaim(key, expect.owner, expect.state, JSON.stringify(next), this.ttlMs)) !== 1)
+    if ((await this.redis.recClaim(key, expect.owner, expect.state, this.codec.encode(next), this.ttlMs)) !== 1)
       return false;
     // A listing left behind (this delete failed) is dropped by the janitor: the record is no longer handed over.
     await this.redis.zrem(DEADLINES, keyHash).catch(() => undefined);
@@ -235,7 +242,8 @@ class RedisRecordStore implements RecordStore {
     for (const keyHash of due) {
       const v = await this.redis.recReap(REC + keyHash);
       await this.redis.zrem(DEADLINES, keyHash);
-      if (v) out.push(parseRecord(v));
+      const r = v ? this.codec.decode(v) : undefined;
+      if (r) out.push(r);
     }
     return out;
   }
@@ -267,12 +275,13 @@ class MemoryRecordStore implements RecordStore {
   constructor(
     private readonly ttlMs: number,
     private readonly now: () => number,
+    private readonly codec: RecordCodec,
   ) {}
 
   private current(keyHash: string): SealedRecord | undefined {
     const e = this.records.get(keyHash);
     if (e && e.expires <= this.now()) this.records.delete(keyHash);
-    return e && e.expires > this.now() ? parseRecord(e.value) : undefined;
+    return e && e.expires > this.now() ? this.codec.decode(e.value) : undefined;
   }
 
   async get(keyHash: string): Promise<SealedRecord | undefined> {
@@ -303,7 +312,7 @@ class MemoryRecordStore implements RecordStore {
   async claimKey(keyHash: string, r: SealedRecord, replaceOwner?: string): Promise<boolean> {
     const cur = this.current(keyHash);
     if (cur && (cur.owner !== replaceOwner || cur.timeline)) return false;
-    this.records.set(keyHash, { value: JSON.stringify(r), expires: this.now() + this.ttlMs });
+    this.records.set(keyHash, { value: this.codec.encode(r), expires: this.now() + this.ttlMs });
     return true;
   }
 
@@ -312,7 +321,7 @@ class MemoryRecordStore implements RecordStore {
     if (cur && cur.owner !== r.owner) return false;
     const keep = cur?.timeline && !r.timeline; // a bare claim keeps a record with a timeline alive, no more
     this.records.set(keyHash, {
-      value: JSON.stringify(keep ? cur : r),
+      value: this.codec.encode(keep ? cur : r),
       expires: this.now() + this.ttlMs,
       deadline: keep ? this.records.get(keyHash)?.deadline : deadlineMs,
     });
@@ -322,7 +331,7 @@ class MemoryRecordStore implements RecordStore {
   async claim(keyHash: string, expect: { owner: string; state: RecordState }, next: SealedRecord): Promise<boolean> {
     const cur = this.current(keyHash);
     if (!cur || cur.owner !== expect.owner || cur.state !== expect.state) return false;
-    this.records.set(keyHash, { value: JSON.stringify(next), expires: this.now() + this.ttlMs });
+    this.records.set(keyHash, { value: this.codec.encode(next), expires: this.now() + this.ttlMs });
     return true;
   }
 
@@ -335,57 +344,109 @@ class MemoryRecordStore implements RecordStore {
     for (const [keyHash, e] of this.records) {
       if (e.deadline === undefined || e.deadline > now) continue;
       this.records.delete(keyHash);
-      const r = parseRecord(e.value);
-      if (r.state === 'handed_over') out.push(r);
+      const r = this.codec.decode(e.value);
+      if (r?.state === 'handed_over') out.push(r);
     }
     return out;
   }
 }
 
-/** A stored record, or undefined when it is not JSON (written over in Redis): as if it were gone, so
- *  that its owner writes it again. */
-function readable(json: string): SealedRecord | undefined {
+/** Why a stored value was not used (the rejection metric's label). */
+export type RecordRejection = 'malformed' | 'unauthenticated' | 'legacy';
+
+/** How records are written to and read from Redis: JSON, with a MAC of the cluster's key when it
+ *  has one. A value that is not one this version wrote (or, in the window, the one before) is not a
+ *  record: as if it were gone, and said so through `rejected`. */
+export class RecordCodec {
+  constructor(
+    private readonly o: {
+      keys?: ClusterKeys;
+      /** version-2 records are read until then (ms since the epoch) */
+      legacyUntil: number;
+      now: () => number;
+      rejected: (why: RecordRejection, value: string) => void;
+    },
+  ) {}
+
+  encode(r: SealedRecord): string {
+    const json = JSON.stringify(r);
+    return this.o.keys ? withMac(this.o.keys.records, json) : json;
+  }
+
+  decode(value: string): SealedRecord | undefined {
+    const why = this.problem(value);
+    if (typeof why !== 'string') return why;
+    this.o.rejected(why, value);
+    return undefined;
+  }
+
+  private problem(value: string): SealedRecord | RecordRejection {
+    const authentic = this.o.keys ? checkMac(this.o.keys.records, value) : value;
+    const r = parsed(authentic ?? value);
+    if (r === undefined) return 'malformed';
+    // The release before wrote version 2, without a MAC; anything else (no version: the clear records
+    // of older releases, or a forgery of one) is never read.
+    if (r.v !== 3 && !(r.v === 2 && this.o.now() < this.o.legacyUntil)) return 'legacy';
+    if (!shaped(r)) return 'malformed';
+    return r.v === 3 && authentic === undefined ? 'unauthenticated' : r;
+  }
+}
+
+const STATES: ReadonlySet<unknown> = new Set(['live', 'handing_over', 'handed_over']);
+const str = (x: unknown) => typeof x === 'string';
+const opt = (x: unknown) => x === undefined || typeof x === 'string';
+
+/** The object `json` holds (without its MAC), or undefined when it is not a JSON object. */
+function parsed(json: string): (Partial<SealedRecord> & { v?: unknown }) | undefined {
   try {
-    return parseRecord(json);
+    const r = JSON.parse(json) as unknown;
+    if (r === null || typeof r !== 'object' || Array.isArray(r)) return undefined;
+    const { mac: _mac, ...rest } = r as { mac?: unknown };
+    return rest;
   } catch {
     return undefined;
   }
 }
 
-/** A version-1 record (written by a gateway before records were sealed): its content in clear. */
-type RecordV1 = Omit<SessionRecord, 'timeline'> & RecordTimeline & { v: 1 };
-
-/** A stored record; a version-1 one (content in clear) is read into the same shape. */
-function parseRecord(json: string): SealedRecord {
-  const r = JSON.parse(json) as SealedRecord | RecordV1;
-  if (r.v === 2) return r;
-  const {
-    v: _v,
-    owner,
-    ownerUrl,
-    state,
-    tenant,
-    endpoint,
-    interactionId,
-    sessionKey,
-    updatedAt,
-    subject,
-    environment,
-    config,
-    accepted,
-    init,
-    cont,
-    missed,
-    ...timeline
-  } = r;
-  const head: RecordHead = { owner, ownerUrl, state, tenant, endpoint, interactionId, sessionKey, timeline, updatedAt };
-  return { ...head, v: 2, sealed: '', clear: { subject, environment, config, accepted, init, cont, missed } };
+/** Whether `r` has a record's shape: fields of the kinds this code reads. */
+function shaped(r: Partial<SealedRecord>): r is SealedRecord {
+  return (
+    str(r.owner) &&
+    str(r.ownerUrl) &&
+    STATES.has(r.state) &&
+    str(r.tenant) &&
+    (r.endpoint === 'transcribe' || r.endpoint === 'streams') &&
+    opt(r.interactionId) &&
+    str(r.sessionKey) &&
+    typeof r.updatedAt === 'number' &&
+    str(r.sealed) &&
+    (r.timeline === undefined || (typeof r.timeline === 'object' && r.timeline !== null))
+  );
 }
 
 /** Records live RESUME_GRACE_SECONDS + 30 s past their last write or touch. */
 export const recordTtlMs = (graceSeconds: number) => Math.round((graceSeconds + 30) * 1000);
 
-export function createRecordStore(o: { redis?: Redis; graceSeconds: number; now?: () => number }): RecordStore {
+export interface RecordStoreOptions {
+  redis?: Redis;
+  graceSeconds: number;
+  /** CLUSTER_SECRET's keys: every record carries a MAC, and one without a right one is not read */
+  keys?: ClusterKeys;
+  /** LEGACY_RECORDS_UNTIL (ms since the epoch); default: none read */
+  legacyUntil?: number;
+  now?: () => number;
+  /** a stored value not used, and why (counted and logged by the cluster) */
+  rejected?: (why: RecordRejection) => void;
+}
+
+export function createRecordStore(o: RecordStoreOptions): RecordStore {
   const ttlMs = recordTtlMs(o.graceSeconds);
-  return o.redis ? new RedisRecordStore(o.redis, ttlMs) : new MemoryRecordStore(ttlMs, o.now ?? Date.now);
+  const now = o.now ?? Date.now;
+  const codec = new RecordCodec({
+    keys: o.keys,
+    legacyUntil: o.legacyUntil ?? 0,
+    now,
+    rejected: (why) => o.rejected?.(why),
+  });
+  return o.redis ? new RedisRecordStore(o.redis, ttlMs, codec) : new MemoryRecordStore(ttlMs, now, codec);
 }

@@ -18,6 +18,7 @@ import {
   type SessionRecord,
 } from './records.js';
 import { seal, sealingKey, unseal } from './sealed.js';
+import { hmac, sameMac } from './authenticity.js';
 import type { Replicas } from './replicas.js';
 import { decodePosition, encodePosition, type Positions } from './positions.js';
 
@@ -42,34 +43,57 @@ const SLOT_MARGIN_MS = 30_000;
 /** What keeping a session's record needs: the replica's batched positions. */
 export type KeeperDeps = TakeoverDeps & { positions: Positions };
 
-/** A session's record keys: where its record is (the key's hash) and what seals its content. */
+/** A session's record keys: where its record is (the key's hash), what seals its content, and what
+ *  authenticates its positions (only a replica given the resume key reads them). */
 export interface RecordKeys {
   hash: string;
   sealing: Buffer;
+  positions: Buffer;
 }
 
 export function recordKeys(resumeKey: string): RecordKeys {
-  return { hash: recordKeyHash(resumeKey), sealing: sealingKey(resumeKey) };
+  const sealing = sealingKey(resumeKey);
+  return { hash: recordKeyHash(resumeKey), sealing, positions: hmac(sealing, 'session-positions/hmac-sha256') };
 }
 
-/** The clear fields a record's content is bound to: a record whose tenant or ledger session is
- *  changed in Redis does not open. */
-const boundTo = (h: RecordHead) => JSON.stringify([h.tenant, h.endpoint, h.interactionId ?? null, h.sessionKey]);
+/** The clear fields a record's content is bound to (its associated data): in version 3 the whole
+ *  head, in the fixed order below, so a record with any clear field changed in Redis does not open;
+ *  version 2 bound four. */
+function boundTo(h: RecordHead, v: SealedRecord['v']): string {
+  const four = [h.tenant, h.endpoint, h.interactionId ?? null, h.sessionKey];
+  if (v === 2) return JSON.stringify(four);
+  return JSON.stringify([...four, h.owner, h.ownerUrl, h.state, h.updatedAt, h.timeline ?? null]);
+}
 
 /** The record as Redis gets it: its client content sealed. */
 export function sealRecord(k: RecordKeys, r: SessionRecord): SealedRecord {
   const { subject, environment, config, accepted, init, cont, missed, ...head } = r;
   return {
     ...head,
-    v: 2,
-    sealed: seal(k.sealing, boundTo(head), { subject, environment, config, accepted, init, cont, missed }),
+    v: 3,
+    sealed: seal(k.sealing, boundTo(head, 3), { subject, environment, config, accepted, init, cont, missed }),
   };
 }
 
 /** The record with its content; throws when it does not open (changed in Redis). */
 export function openRecord(k: RecordKeys, r: SealedRecord): SessionRecord {
-  const { v: _v, sealed, clear, ...head } = r;
-  return { ...head, ...(clear ?? unseal<RecordContent>(k.sealing, boundTo(head), sealed)) };
+  const { v, sealed, ...head } = r;
+  return { ...head, ...unseal<RecordContent>(k.sealing, boundTo(head, v), sealed) };
+}
+
+/** A position as stored: the position, a dot, and its MAC under the session's own key (base64url,
+ *  128 bits): Redis cannot move a session's timeline (which finals a successor skips). */
+function signedPosition(k: RecordKeys, position: string): string {
+  return `${position}.${hmac(k.positions, `${k.hash}\n${position}`).subarray(0, 16).toString('base64url')}`;
+}
+
+/** The position a stored value holds, when its MAC is right. */
+function authenticPosition(k: RecordKeys, stored: string): string | undefined {
+  const dot = stored.lastIndexOf('.');
+  if (dot < 0) return undefined;
+  const position = stored.slice(0, dot);
+  const expected = hmac(k.positions, `${k.hash}\n${position}`).subarray(0, 16);
+  return sameMac(expected, Buffer.from(stored.slice(dot + 1), 'base64url')) ? position : undefined;
 }
 
 /** The record of `info`'s session: with `s`, what another replica goes on from; without, only the
@@ -182,7 +206,7 @@ export function keepRecord(d: KeeperDeps, session: Session): () => void {
     const mark = `${resume ? resume.audioBytes : `~${snapshot.audioBytes}`}/${finalUntil}/${seq}/${offset}`;
     if (mark === moved) return;
     moved = mark;
-    d.positions.set(keys.hash, encodePosition(timelineOf(snapshot), Date.now()), urgent);
+    d.positions.set(keys.hash, signedPosition(keys, encodePosition(timelineOf(snapshot), Date.now())), urgent);
   };
   session.on((e) => e.type === 'final_delivered' && write(true));
   const timer = setInterval(() => write(false), REFRESH_MS);
@@ -262,9 +286,15 @@ function opened(d: TakeoverDeps, keys: RecordKeys, r: SealedRecord): SessionReco
 /** A key claimed by a session with nothing to take over yet: carried to its live owner (a resume of
  *  it there), else (its owner dead, or holding no such session) the key is this new session's. */
 async function bareClaim(d: TakeoverDeps, r: SessionRecord, notOwner?: string): Promise<ResumeRoute> {
-  if (r.owner !== d.replicas.id && r.owner !== notOwner && (await ownerAlive(d, r)))
-    return { route: 'hop', owner: { id: r.owner, url: r.ownerUrl } };
+  if (r.owner !== d.replicas.id && r.owner !== notOwner && (await ownerAlive(d, r))) return hopTo(d, r.owner);
   return { route: 'none', replaceOwner: r.owner };
+}
+
+/** A hop to live replica `owner`, at the address its own (signed) heartbeat gives, never the
+ *  record's: with none, the client is asked to retry ('gone'). */
+async function hopTo(d: TakeoverDeps, owner: string): Promise<ResumeRoute> {
+  const url = await d.replicas.address(owner);
+  return url ? { route: 'hop', owner: { id: owner, url } } : { route: 'gone' };
 }
 
 /** After 'wait' (the client's socket is open, its frames held): polls until the handover is done, for
@@ -290,9 +320,12 @@ export async function awaitHandover(
   return route?.route === 'restore' ? route : { route: 'gone' }; // the socket is open: no hop from here
 }
 
-/** Its heartbeat is there and its address does not refuse connections. */
+/** Its heartbeat is there and its address (its heartbeat's) does not refuse connections. */
 async function ownerAlive(d: TakeoverDeps, r: RecordHead): Promise<boolean> {
-  return r.owner === d.replicas.id || ((await d.replicas.alive(r.owner)) && !(await addressRefuses(r.ownerUrl)));
+  if (r.owner === d.replicas.id) return true;
+  if (!(await d.replicas.alive(r.owner))) return false;
+  const url = await d.replicas.address(r.owner);
+  return url === undefined || !(await addressRefuses(url));
 }
 
 /** A record not being handed over (or whose owner died handing it over): carried to its live owner,
@@ -305,7 +338,7 @@ async function decide(
 ): Promise<ResumeRoute> {
   const mine = found.owner === d.replicas.id; // a record of a session that is no longer here: as a dead owner's
   if (found.state === 'live' && !mine && found.owner !== notOwner && (await ownerAlive(d, found)))
-    return { route: 'hop', owner: { id: found.owner, url: found.ownerUrl } };
+    return hopTo(d, found.owner);
   const r = found.state === 'live' ? await withPosition(d, keys, found) : found;
   const next: SessionRecord = {
     ...r,
@@ -326,7 +359,8 @@ async function decide(
  *  written after the record (a handed-over record is whole: written last, at the handover). */
 async function withPosition(d: TakeoverDeps, keys: RecordKeys, r: SessionRecord): Promise<SessionRecord> {
   const stored = r.timeline && (await d.records.position(r.owner, keys.hash));
-  const p = stored ? decodePosition(stored, r.timeline!) : undefined;
+  const position = stored ? authenticPosition(keys, stored) : undefined;
+  const p = position ? decodePosition(position, r.timeline!) : undefined;
   return p && p.at >= r.updatedAt ? { ...r, timeline: p.timeline } : r;
 }
 

@@ -1,8 +1,9 @@
-// The owner's end of the internal hop: `/internal/hop/<socket path>?resume=<key>` on the admin port
-// (never the client port), only with CLUSTER_SECRET. Another replica that authenticated a resuming
-// client carries it here; its signed identity is checked (a signature is good once), then it is a
-// resume takeover like a local one (the same checks against the session held here) and the socket
-// behaves as the public one.
+// The owner's end of the internal hop: `/internal/hop/<socket path>?session=<record key hash>` on the
+// admin port (never the client port), only with CLUSTER_SECRET; the resume key never travels.
+// Another replica that authenticated a resuming client carries it here; its signed identity is
+// checked (meant for this replica's address, from a live replica, a signature good once), then it
+// is a resume takeover like a local one (the same checks against the session held here) and the
+// socket behaves as the public one.
 import type uWS from 'uWebSockets.js';
 import { acceptHop, HopOutbox } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
@@ -36,7 +37,7 @@ export function addHopRoutes(app: uWS.TemplatedApp, deps: ServerDeps, state: Ser
 function hopGate(deps: ServerDeps, state: ServerState, endpoint: Endpoint) {
   return (res: uWS.HttpResponse, req: uWS.HttpRequest, context: uWS.us_socket_context_t) => {
     // Everything needed from `req` is read now: it is not valid after an await.
-    const key = new URLSearchParams(req.getQuery() ?? '').get('resume') ?? '';
+    const key = new URLSearchParams(req.getQuery() ?? '').get('session') ?? '';
     const interactionId = endpoint === 'streams' ? req.getParameter(0) : undefined;
     const identityHeader = req.getHeader('x-sgw-identity');
     const hopHeader = req.getHeader('x-sgw-hop');

@@ -14,7 +14,7 @@ export async function claimResumeKey(
   info: SessionInfo,
   replaceOwner?: string,
 ): Promise<boolean> {
-  const key = info.resumeKey!;
+  const key = recordKeyHash(info.resumeKey!);
   if (state.claiming.has(key) || state.resumable.has(key)) return false;
   state.claiming.add(key);
   if (!deps.cluster.records.shared) return true;
@@ -31,12 +31,12 @@ export async function claimResumeKey(
 
 /** The claimed socket opened: from now on the session holds the key (state.resumable, its record). */
 export function claimTaken(state: ServerState, key: string): void {
-  state.claiming.delete(key);
+  state.claiming.delete(recordKeyHash(key));
 }
 
 /** The claimed socket will not become a session (its client went, or the gateway drains). */
 export function dropClaim(deps: ServerDeps, state: ServerState, key: string): void {
-  state.claiming.delete(key);
+  state.claiming.delete(recordKeyHash(key));
   if (deps.cluster.records.shared)
     void deps.cluster.records.remove(recordKeyHash(key), deps.cluster.replicas.id).catch(() => undefined);
 }

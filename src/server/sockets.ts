@@ -1,7 +1,7 @@
 // Socket behaviour: an accepted socket is handed to a Session; its frames and its close go to that
 // session, and every callback is guarded so that a throw ends one socket, never the process.
 import uWS from 'uWebSockets.js';
-import { awaitHandover, countTakeover, keepRecord, restoreOf, type HopOutbox } from '../cluster/index.js';
+import { awaitHandover, countTakeover, keepRecord, recordKeyHash, restoreOf, type HopOutbox } from '../cluster/index.js';
 import { CLOSE, type Endpoint } from '../protocol/index.js';
 import { Session, type ClientSink } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
@@ -223,7 +223,7 @@ function hold(
 /** The server's sets know the session until it finishes; another replica knows a resumable one by its record. */
 function track(deps: ServerDeps, state: ServerState, session: Session): void {
   state.sessions.add(session);
-  const key = session.info.resumeKey;
+  const key = session.info.resumeKey && recordKeyHash(session.info.resumeKey);
   if (key) state.resumable.set(key, session);
   const forget =
     key && deps.cluster.records.shared ? keepRecord({ ...deps.cluster, logger: deps.logger }, session) : undefined;

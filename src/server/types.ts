@@ -55,9 +55,10 @@ export interface ServerState {
   readonly sessions: Set<Session>;
   /** set once by the drain: /readyz says 503, new sockets are closed with 1012 */
   draining: boolean;
-  /** sessions opened with `resume=<key>`, by key, until they finish */
+  /** sessions opened with `resume=<key>`, by the key's hash (the name of its record, which the
+   *  internal hop carries instead of the key), until they finish */
   readonly resumable: Map<string, Session>;
-  /** resume keys of new sessions whose sockets are being accepted here (resume-claim.ts) */
+  /** hashes of the resume keys of new sessions whose sockets are being accepted here (resume-claim.ts) */
   readonly claiming: Set<string>;
   /** sockets accepted while another replica hands their session over, waiting to take it over here */
   readonly awaiting: Set<AwaitingSocket>;

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
 import { sessionWho, type AuditedInfo, type AuditInput, type Origin } from '../audit/index.js';
 import { isResumeKey, type AuthDecision, type UpgradeRequest } from '../auth/index.js';
-import { findResume, hopUpgrade } from '../cluster/index.js';
+import { findResume, hopUpgrade, recordKeyHash } from '../cluster/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { gatewayError, type GatewayError } from '../protocol/index.js';
 import type { Session, SessionInfo } from '../session/index.js';
@@ -306,7 +306,7 @@ export function upgradeGate(deps: ServerDeps, state: ServerState, endpoint: Endp
       who = { ...who, tenant: decision.tenant, subject: decision.subject, clientId: decision.clientId };
       const protocol = decision.protocol ?? (secProtocol ? secProtocol.split(',')[0].trim() : '');
       const up: ClientUpgrade = { res, context, secKey, protocol, secExtensions, aborted };
-      const held = resumeKey === undefined ? undefined : state.resumable.get(resumeKey);
+      const held = resumeKey === undefined ? undefined : state.resumable.get(recordKeyHash(resumeKey));
       let fresh: { replaceOwner?: string } = {};
       if (resumeKey !== undefined && !held) {
         const info = sessionInfo(endpoint, decision, query, interactionId, resumeKey, environment, origin);

@@ -204,6 +204,12 @@ export const metrics = {
     labelNames: ['result'],
     registers,
   }),
+  recordsRejected: new Counter<'reason'>({
+    name: 'speech_gateway_session_records_rejected_total',
+    help: 'Session records read from Redis and not used: not authenticated (MAC, version, shape), by reason',
+    labelNames: ['reason'],
+    registers,
+  }),
   hopSessions: new Gauge({
     name: 'speech_gateway_hop_sessions',
     help: 'Client sockets this replica relays to the replica that holds their session',

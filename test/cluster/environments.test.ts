@@ -61,7 +61,14 @@ describe('session records of another environment', () => {
 describe('the internal hop', () => {
   const secret = 'x'.repeat(32);
   const key = 'resume-key-0123456789abcdef';
-  const identity: HopIdentity = { ...who, environment: 'us', notices: false, owner: 'a' };
+  const identity: HopIdentity = {
+    ...who,
+    environment: 'us',
+    notices: false,
+    owner: 'a',
+    ownerUrl: 'ws://a',
+    from: 'b',
+  };
   const verified = (i: unknown) => {
     const h = signHop(secret, key, i as HopIdentity);
     return verifyHop(secret, key, h['x-sgw-identity'], h['x-sgw-hop']);

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { signHop, type HopIdentity } from '../../src/cluster/index.js';
+import { recordKeyHash, signHop, type HopIdentity } from '../../src/cluster/index.js';
 import { startCluster, type Cluster } from '../support/cluster.js';
 import { newResumeKey } from '../support/sdk.js';
 import { endpointPath, openClient, refusal, resumeUrl } from '../support/stack.js';
@@ -35,9 +35,11 @@ describe('a replayed internal hop', () => {
       endpoint: 'transcribe',
       notices: false,
       owner: cluster.replicas[0].id,
+      ownerUrl: `ws://127.0.0.1:${cluster.replicas[0].adminPort}`,
+      from: cluster.replicas[1].id,
     };
-    const headers = signHop(SECRET, key, identity);
-    const url = `ws://127.0.0.1:${cluster.replicas[0].adminPort}/internal/hop${endpointPath('transcribe')}?resume=${key}`;
+    const headers = signHop(SECRET, recordKeyHash(key), identity);
+    const url = `ws://127.0.0.1:${cluster.replicas[0].adminPort}/internal/hop${endpointPath('transcribe')}?session=${recordKeyHash(key)}`;
     const hop = await openClient(url, undefined, headers); // the genuine hop: it takes the session over
     hop.ws.close();
     assert.equal((await client.closed).code, 4409, "the session's socket was replaced by the hop");

@@ -6,11 +6,11 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { signHop, type HopIdentity } from '../../src/cluster/index.js';
-import { replicaUrl, startCluster, type Cluster } from '../support/cluster.js';
+import { recordKeyHash, signHop, type HopIdentity } from '../../src/cluster/index.js';
+import { droppedSession, replicaUrl, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { metric } from '../support/metrics.js';
-import { englishConfiguration, openClient, openConfigured, refusal, type TestClient } from '../support/stack.js';
+import { englishConfiguration, openClient, openConfigured, refusal } from '../support/stack.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 import { finals } from '../support/transcripts.js';
 import { delay } from '../support/wait.js';
@@ -25,31 +25,9 @@ const whole = Buffer.concat(chunks);
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
 const newKey = () => randomBytes(18).toString('base64url');
 
-/** A session on replica 0 whose client has sent the first `n` pieces, had a final (so the session's
- * record is written) and dropped (no close frame). */
-async function dropped(
-  cluster: Cluster,
-  key: string,
-  tenant: string,
-  n: number,
-): Promise<{ first: TestClient; sessionId: unknown }> {
-  const { client: first, accepted } = await openConfigured(await replicaUrl(cluster, 0, tenant, key), configuration);
-  chunks.slice(0, n).forEach((c) => first.send(c));
-  for (let t = 0; finals(first.messages).length === 0; t++) {
-    if (t === 100) throw new Error(`no final within 10 s: ${JSON.stringify(first.types())}`);
-    await delay(100);
-  }
-  // Dropped in a quiet moment: a final on its way when the connection dies is lost with it (as for
-  // any client whose network drops; it resumes from audioBytes), and these tests count every final.
-  for (let seen = -1, t = 0; seen !== first.messages.length; t++) {
-    if (t === 20) throw new Error(`the session never went quiet: ${JSON.stringify(first.types())}`);
-    seen = first.messages.length;
-    await delay(1000);
-  }
-  first.ws.terminate();
-  await delay(300);
-  return { first, sessionId: accepted.sessionId };
-}
+/** A session on replica 0 that had a final and dropped (droppedSession). */
+const dropped = (cluster: Cluster, key: string, tenant: string, n: number) =>
+  droppedSession(cluster, 0, key, tenant, chunks.slice(0, n), configuration);
 
 function assertOneTimeline(all: Array<{ start: number; end: number }>, until: number): void {
   for (let k = 1; k < all.length; k++)
@@ -130,14 +108,19 @@ describe('the internal hop between two replicas', () => {
       endpoint: 'transcribe',
       notices: false,
       owner: cluster.replicas[0].id,
+      ownerUrl: `ws://127.0.0.1:${toReplica0.port}`, // replica 0's ADVERTISE_URL
+      from: cluster.replicas[1].id,
     };
-    const url = `ws://127.0.0.1:${cluster.replicas[0].adminPort}${hopPath}?resume=${key}`;
+    const url = `ws://127.0.0.1:${cluster.replicas[0].adminPort}${hopPath}?session=${recordKeyHash(key)}`;
     const attempts: Array<[string, Record<string, string>]> = [
       ['missing', {}],
-      ['forged', signHop(randomBytes(32).toString('hex'), key, identity)],
-      ['stale', signHop(SECRET, key, identity, Date.now() - 60_000)],
-      ['another key', signHop(SECRET, newKey(), identity)],
-      ['another tenant, re-signed with a forged secret', signHop('x'.repeat(64), key, { ...identity, tenant: 'base' })],
+      ['forged', signHop(randomBytes(32).toString('hex'), recordKeyHash(key), identity)],
+      ['stale', signHop(SECRET, recordKeyHash(key), identity, Date.now() - 60_000)],
+      ['another key', signHop(SECRET, recordKeyHash(newKey()), identity)],
+      [
+        'another tenant, re-signed with a forged secret',
+        signHop('x'.repeat(64), recordKeyHash(key), { ...identity, tenant: 'base' }),
+      ],
     ];
     for (const [what, headers] of attempts) {
       const r = await refusal(url, undefined, headers);
@@ -145,10 +128,10 @@ describe('the internal hop between two replicas', () => {
       assert.equal(r.body.error.id, 'HOP_FORBIDDEN', what);
     }
     // The internal route is on the admin port only: the client port does not know it.
-    const onClientPort = `ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?resume=${key}`;
-    assert.equal((await refusal(onClientPort, undefined, signHop(SECRET, key, identity))).status, 404);
+    const onClientPort = `ws://127.0.0.1:${cluster.replicas[0].port}${hopPath}?session=${recordKeyHash(key)}`;
+    assert.equal((await refusal(onClientPort, undefined, signHop(SECRET, recordKeyHash(key), identity))).status, 404);
     // Signed, but for another tenant's client: the same refusal as a local resume.
-    const other = await refusal(url, undefined, signHop(SECRET, key, { ...identity, tenant: 'base' }));
+    const other = await refusal(url, undefined, signHop(SECRET, recordKeyHash(key), { ...identity, tenant: 'base' }));
     assert.equal(other.body.error.id, 'RESUME_FORBIDDEN');
 
     chunks.slice(0, 8).forEach((c) => client.send(c));
@@ -280,11 +263,12 @@ describe('the internal hop between two replicas', () => {
     const tenant = 'hop-not-owner';
     const { first } = await dropped(cluster, key, tenant, 16);
     const dead = cluster.replicas[0].id;
+    const direct = new Redis(cluster.redis.url);
+    const lastBeat = (await direct.get(`sgw:replica:${dead}`))!; // signed: its address, its time
     await cluster.kill(0);
     await cluster.start(0); // restarted in place outside Kubernetes: a new id at the same address
     // Within the dead one's heartbeat (a start may take longer than its 5 s TTL here): it is still there.
-    const direct = new Redis(cluster.redis.url);
-    await direct.set(`sgw:replica:${dead}`, `ws://127.0.0.1:${cluster.replicas[0].adminPort}`, 'PX', 5000);
+    await direct.set(`sgw:replica:${dead}`, lastBeat, 'PX', 5000);
     direct.disconnect();
     const { client: second, accepted } = await openConfigured(await replicaUrl(cluster, 1, tenant, key), configuration);
     assert.equal(accepted.resumed, true, 'taken over at the first attempt, not sent to reconnect');
@@ -318,11 +302,13 @@ describe('without CLUSTER_SECRET', () => {
       endpoint: 'transcribe',
       notices: false,
       owner: cluster.replicas[0].id,
+      ownerUrl: `ws://127.0.0.1:${cluster.replicas[0].adminPort}`,
+      from: cluster.replicas[1].id,
     };
     const r = await refusal(
-      `ws://127.0.0.1:${cluster.replicas[0].adminPort}${hopPath}?resume=${key}`,
+      `ws://127.0.0.1:${cluster.replicas[0].adminPort}${hopPath}?session=${recordKeyHash(key)}`,
       undefined,
-      signHop(SECRET, key, identity),
+      signHop(SECRET, recordKeyHash(key), identity),
     );
     assert.equal(r.status, 404);
     const elsewhere = await refusal(await replicaUrl(cluster, 1, 'no-hop', key));

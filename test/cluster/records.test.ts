@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
+import { clusterKeys } from '../../src/cluster/authenticity.js';
 import { createRecordStore, recordKeyHash, type RecordStore, type SealedRecord } from '../../src/cluster/records.js';
 import { delay } from '../support/wait.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
@@ -12,7 +13,7 @@ const KEY = 'resume-key-0123456789abcdefXYZ';
 
 function record(owner: string, state: SealedRecord['state'] = 'live'): SealedRecord {
   return {
-    v: 2,
+    v: 3,
     owner,
     ownerUrl: `ws://${owner}`,
     state,
@@ -82,8 +83,19 @@ describe('session records in Redis', () => {
     await store.remove(h, other);
   });
 
-  it('a record an older gateway wrote (version 1, content in clear) is read into the same shape', async () => {
+  it('a value without this version, or of the release before once its window is over, is not a record: not read, counted', async () => {
     const h = recordKeyHash(`${KEY}-v1`);
+    const rejected: string[] = [];
+    const until = Date.now() + 60_000;
+    const at = (now: number) =>
+      createRecordStore({
+        redis: client,
+        graceSeconds: 0,
+        legacyUntil: until,
+        now: () => now,
+        rejected: (w) => rejected.push(w),
+      });
+    // What an older gateway wrote (version 1, its content in clear), or a forgery of one: never read.
     const v1 = {
       v: 1,
       owner: 'a',
@@ -93,39 +105,45 @@ describe('session records in Redis', () => {
       subject: 'user-1',
       endpoint: 'transcribe',
       sessionKey: 'sk-1',
-      config: { primaryLanguage: 'en' },
       kind: 'webm',
-      init: 'GkXfow==',
       offset: 0,
       finalUntil: 1.5,
-      mediaReceived: 3,
-      audioBytes: 1200,
-      segment: 0,
-      seq: 4,
-      missed: ['{"type":"transcript"}'],
+      missed: ['{"type":"transcript","data":{"text":"discontinue warfarin","isFinal":true}}'],
       updatedAt: 1,
     };
-    await client.set(`sgw:rec:${h}`, JSON.stringify(v1), 'PX', 10_000);
-    const r = (await store.get(h))!;
-    assert.equal(r.owner, 'a');
-    assert.deepEqual(r.timeline, {
-      kind: 'webm',
-      offset: 0,
-      finalUntil: 1.5,
-      mediaReceived: 3,
-      audioBytes: 1200,
-      segment: 0,
-      seq: 4,
-    });
-    assert.deepEqual(r.clear, {
-      subject: 'user-1',
-      environment: undefined,
-      config: { primaryLanguage: 'en' },
-      accepted: undefined,
-      init: 'GkXfow==',
-      cont: undefined,
-      missed: ['{"type":"transcript"}'],
-    });
+    for (const forged of [v1, { ...v1, v: undefined }, { ...record('a', 'handed_over'), v: 4 }]) {
+      await client.set(`sgw:rec:${h}`, JSON.stringify(forged), 'PX', 10_000);
+      assert.equal(await at(Date.now()).get(h), undefined, JSON.stringify(forged.v));
+    }
+    // The release before's (version 2) is read while a rolling update from it may be under way, only.
+    await client.set(`sgw:rec:${h}`, JSON.stringify({ ...record('a'), v: 2 }), 'PX', 10_000);
+    assert.equal((await at(until - 1).get(h))?.owner, 'a', 'version 2 within LEGACY_RECORDS_UNTIL');
+    assert.equal(await at(until).get(h), undefined, 'and not after it');
+    assert.deepEqual(rejected, ['legacy', 'legacy', 'legacy', 'legacy']);
+    await client.del(`sgw:rec:${h}`);
+  });
+
+  it("with CLUSTER_SECRET's keys, a record whose MAC is missing or wrong is not read, whatever it says", async () => {
+    const h = recordKeyHash(`${KEY}-mac`);
+    const rejected: string[] = [];
+    const keys = clusterKeys('a-cluster-secret-of-at-least-32-characters')!;
+    const signed = createRecordStore({ redis: client, graceSeconds: 0, keys, rejected: (w) => rejected.push(w) });
+    assert.equal(await signed.put(h, record('a')), true);
+    const stored = (await client.get(`sgw:rec:${h}`))!;
+    assert.match(stored, /,"mac":"[0-9a-f]{64}"}$/);
+    assert.equal((await signed.get(h))?.owner, 'a');
+    const other = createRecordStore({ redis: client, graceSeconds: 0, keys: clusterKeys('x'.repeat(40)) });
+    assert.equal(await other.get(h), undefined, "another secret's replica does not read it");
+    // A Redis writer moves the owner's address (or anything else), keeping the old MAC, or dropping it.
+    for (const forged of [stored.replace('ws://a', 'ws://evil.example'), JSON.stringify(record('a'))]) {
+      await client.set(`sgw:rec:${h}`, forged, 'PX', 10_000);
+      assert.equal(await signed.get(h), undefined, forged.slice(0, 60));
+      assert.deepEqual(await signed.getMany([h]), [undefined]);
+    }
+    await client.set(`sgw:rec:${h}`, stored.replace('"state":"live"', '"state":"handed_over"'), 'PX', 10_000);
+    await client.zadd('sgw:rec-deadlines', 0, h);
+    assert.deepEqual(await signed.reap(Date.now()), [], 'the janitor does not act on a forged handed-over record');
+    assert.ok(rejected.every((w) => w === 'unauthenticated') && rejected.length === 5, rejected.join());
     await client.del(`sgw:rec:${h}`);
   });
 

@@ -10,7 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { startEmulator, type Emulator } from '../../src/emulator/index.js';
 import { startRedis, type TestRedis } from '../usage/redis.js';
 import { freePort } from './ports.js';
-import { resumeUrl, type TestClient } from './stack.js';
+import { openConfigured, resumeUrl, type TestClient } from './stack.js';
+import { finals } from './transcripts.js';
 import { delay } from './wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -180,4 +181,32 @@ export async function resendFrom(client: TestClient, stream: Buffer, audioBytes:
     client.send(rest.subarray(at, at + 5000));
     await delay(100);
   }
+}
+
+/** A session on replica `i` whose client has sent `pieces`, had a final (so the session's record is
+ * written) and dropped (no close frame) in a quiet moment: a final on its way when the connection
+ * dies is lost with it (as for any client whose network drops; it resumes from audioBytes), and the
+ * tests that use this count every final. */
+export async function droppedSession(
+  cluster: Cluster,
+  i: number,
+  key: string,
+  tenant: string,
+  pieces: Buffer[],
+  configuration: object,
+): Promise<{ first: TestClient; sessionId: unknown }> {
+  const { client: first, accepted } = await openConfigured(await replicaUrl(cluster, i, tenant, key), configuration);
+  pieces.forEach((c) => first.send(c));
+  for (let t = 0; finals(first.messages).length === 0; t++) {
+    if (t === 100) throw new Error(`no final within 10 s: ${JSON.stringify(first.types())}`);
+    await delay(100);
+  }
+  for (let seen = -1, t = 0; seen !== first.messages.length; t++) {
+    if (t === 20) throw new Error(`the session never went quiet: ${JSON.stringify(first.types())}`);
+    seen = first.messages.length;
+    await delay(1000);
+  }
+  first.ws.terminate();
+  await delay(300);
+  return { first, sessionId: accepted.sessionId };
 }
