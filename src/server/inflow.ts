@@ -5,8 +5,11 @@
 // and handled a budget a turn after the loop has served everyone else. The queue is bounded in
 // bytes (a frame costs its length plus its bookkeeping); repeats of one text frame (a flood of
 // flushes) are counted rather than copied, and binary frames in a row are joined (audio is a byte
-// stream to the session). Past the bound the client is closed: it sends faster than the gateway
-// can read.
+// stream to the session). It is bounded in frames too: from another process, uWS hands a socket's
+// whole burst over in one turn, however long (a million 22-byte frames in one turn, measured), at
+// about 0.8 µs a frame of its own and our bookkeeping, which no JavaScript can interrupt; only
+// closing the socket stops it. Past either bound the client is closed: it sends faster than the
+// gateway can read.
 
 import { loopTurn } from './turn.js';
 
@@ -14,6 +17,10 @@ import { loopTurn } from './turn.js';
 export const FRAMES_PER_TURN = 1024;
 /** Bytes a socket may have waiting; past them it is closed (CLOSE.flooded, 1008). */
 export const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
+/** Frames a socket may have waiting; past them it is closed too. What one burst can hold the loop
+ * for: about 0.2 s on a 2-core machine, where a repeated flush costs only 2 bytes of the byte bound
+ * (4 million of them would be 3 s). 256 turns' budget: no client that reads its answers gets near it. */
+export const MAX_QUEUED_FRAMES = 256 * FRAMES_PER_TURN;
 /** What a waiting frame costs besides its bytes: the copy's object and its queue entry. */
 const ENTRY_COST = 160;
 /** What a repeat of the last queued text frame costs: its count is bounded too. */
@@ -23,12 +30,14 @@ const MAX_REPEAT_BYTES = 256;
 /** Binary frames in a row are joined up to this size. */
 const MAX_JOINED_BYTES = 64 * 1024;
 
-/** A queued frame (`count` times) or binary frames joined: `size` bytes of `bytes`, whose length is what it costs. */
+/** A queued frame (`count` times) or binary frames joined: `size` bytes of `bytes`, whose length is
+ * what it costs; `frames`: the client's frames in it. */
 interface Entry {
   bytes: Buffer;
   size: number;
   binary: boolean;
   count: number;
+  frames: number;
   cost: number;
 }
 
@@ -45,6 +54,7 @@ export class Inflow {
   private readonly queue: Entry[] = [];
   private head = 0;
   private bytes = 0;
+  private frames = 0;
   private scheduled = false;
   /** no frame is handled any more (flooded, or closed and caught up) */
   private dead = false;
@@ -56,6 +66,7 @@ export class Inflow {
   accept(data: ArrayBuffer, binary: boolean): void {
     if (this.dead) return;
     if (this.head === this.queue.length && this.spend()) return this.on.deliver(data, binary);
+    if (++this.frames > MAX_QUEUED_FRAMES) return this.flood();
     const last = this.queue.length > this.head ? this.queue[this.queue.length - 1] : undefined;
     if (last && binary && last.binary && last.size + data.byteLength <= MAX_JOINED_BYTES) return this.join(last, data);
     const repeat = last !== undefined && !binary && !last.binary && sameBytes(last.bytes, data);
@@ -63,10 +74,11 @@ export class Inflow {
     if (!this.charge(cost)) return;
     if (repeat) {
       last.count++;
+      last.frames++;
       last.cost += cost;
     } else {
       const bytes = Buffer.from(data.slice(0));
-      this.queue.push({ bytes, size: bytes.length, binary, count: 1, cost });
+      this.queue.push({ bytes, size: bytes.length, binary, count: 1, frames: 1, cost });
     }
     this.schedule();
   }
@@ -84,6 +96,7 @@ export class Inflow {
     }
     last.bytes.set(new Uint8Array(data), last.size);
     last.size = size;
+    last.frames++;
   }
 
   /** Counts `cost` more bytes waiting; false (and the client flooded) past the bound. */
@@ -123,7 +136,7 @@ export class Inflow {
 
   private flood(): void {
     this.dead = true;
-    this.queue.length = this.head = this.bytes = 0;
+    this.queue.length = this.head = this.bytes = this.frames = 0;
     this.on.flooded();
   }
 
@@ -147,6 +160,10 @@ export class Inflow {
       const freed = entry.count === 0 ? entry.cost : n * REPEAT_COST;
       entry.cost -= freed;
       this.bytes -= freed;
+      // A repeat's frames are its deliveries; joined frames go in one.
+      const handled = entry.count === 0 ? entry.frames : n;
+      entry.frames -= handled;
+      this.frames -= handled;
       if (entry.count === 0) this.queue[this.head++] = undefined as unknown as Entry;
     }
     // What this turn handled counts against the frames uWS hands over in the same turn.

@@ -6,7 +6,7 @@ import { CLOSE, type Endpoint } from '../protocol/index.js';
 import { Session, type ClientSink } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import { SEND_DROPPED } from '../http/index.js';
-import { Inflow, MAX_QUEUED_BYTES } from './inflow.js';
+import { Inflow, MAX_QUEUED_BYTES, MAX_QUEUED_FRAMES } from './inflow.js';
 import { claimTaken, dropClaim } from './resume-claim.js';
 import { upgradeGate } from './upgrade.js';
 import { handOverFromDrain } from './drain.js';
@@ -265,7 +265,10 @@ function inflowOf(deps: ServerDeps, ws: Ws, data: SocketData): Inflow {
       metrics.refusals.inc({ reason: 'client_flood' });
       if (data.closed) return;
       data.closed = true;
-      ws.end(CLOSE.flooded, `client sends faster than the gateway reads (over ${MAX_QUEUED_BYTES} bytes waiting)`);
+      ws.end(
+        CLOSE.flooded,
+        `client sends faster than the gateway reads (over ${MAX_QUEUED_BYTES} bytes or ${MAX_QUEUED_FRAMES} frames waiting)`,
+      );
     },
   });
 }

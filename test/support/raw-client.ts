@@ -22,10 +22,24 @@ export function textFrames(text: string, n: number): Buffer {
 
 /** A `ws` client on the gateway's /transcribe (a token of tenant base in the query, no compression),
  *  open. `write` puts bytes on its TCP socket as they are: frames from clientFrame(), past the library. */
-export async function openRawSocket(stack: Stack): Promise<{ ws: WebSocket; write(bytes: Buffer): void }> {
-  const token = await stack.token('openid transcribe');
+export async function openRawSocket(stack: Stack): Promise<RawSocket> {
+  return openRawSocketAt(transcribeUrl(stack.base, await stack.token('openid transcribe')));
+}
+
+/** The gateway's /transcribe on `base` (ws://host:port) with `token` of tenant base in the query. */
+export function transcribeUrl(base: string, token: string): string {
   const q = new URLSearchParams({ 'tenant-name': 'base', token: `Bearer ${token}` });
-  const ws = new WebSocket(`${stack.base}${endpointPath('transcribe')}?${q}`, { perMessageDeflate: false });
+  return `${base}${endpointPath('transcribe')}?${q}`;
+}
+
+export interface RawSocket {
+  ws: WebSocket;
+  write(bytes: Buffer): void;
+}
+
+/** openRawSocket() on a full socket URL (for a client in a process of its own, given the URL). */
+export async function openRawSocketAt(url: string): Promise<RawSocket> {
+  const ws = new WebSocket(url, { perMessageDeflate: false });
   await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
   return { ws, write: (bytes) => void (ws as unknown as { _socket: Socket })._socket.write(bytes) };
 }
