@@ -80,6 +80,11 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
   }
 
   const prefix = o.keyPrefix ?? 'sg:usage:';
+  // First: a directory another gateway process holds stops the start before anything connects.
+  const journal = await Journal.open(o.journalDir, {
+    maxEvents: o.journalMaxEvents ?? 100_000,
+    maxBytes: o.journalMaxBytes ?? 50 * 1024 * 1024,
+  });
   // Imported only with Redis: a single replica never loads ioredis (about 10 MB of RSS).
   const { RedisUsageStore, createRedisClient } = await import('./redis-store.js');
   const redis = createRedisClient(o.redis);
@@ -91,10 +96,6 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
   const migrated = isClusterSettings(o.redis) ? Promise.resolve() : migrateOnce(redis, prefix);
   if (redis.status === 'ready') await migrated;
 
-  const journal = await Journal.open(o.journalDir, {
-    maxEvents: o.journalMaxEvents ?? 100_000,
-    maxBytes: o.journalMaxBytes ?? 50 * 1024 * 1024,
-  });
   const store = new RedisUsageStore(redis, prefix, retentionMs, now);
   const ledger = new Ledger(store, journal, after(migrated, health));
   const limiter = new RedisLimiter(redis, prefix, o.maxSessionsPerTenant, {
@@ -109,6 +110,7 @@ export async function createUsage(o: UsageOptions): Promise<Usage> {
     health.close();
     await redis.quit().catch(() => redis.disconnect());
     if (journal.depth > 0) logger.warn({ events: journal.depth }, 'usage journal left for the next start to replay');
+    await journal.close();
   });
   ledger.close = close;
   return { ledger, limiter, api: new UsageHttpApi(store, tokens, o.audit), close };

@@ -1,6 +1,6 @@
 // Bounded append-only journal of ledger events for when Redis cannot take them. Written only by
-// the ledger's single writer loop, so no locking inside the process; the directory must belong to
-// one gateway process (one per pod). When full it refuses the newest events (the journal stays a
+// the ledger's single writer loop, so no locking inside the process; the directory belongs to one
+// gateway process, which holds its lock (journal-lock.ts) from open to close. When full it refuses the newest events (the journal stays a
 // contiguous, ordered prefix) and counts them as dropped.
 // A record is one line: the event's JSON, a tab, and the first 8 hex digits of the JSON's SHA-256.
 // A line that does not check out (cut short, changed on disk) is never replayed. A write that fails
@@ -11,11 +11,14 @@ import { createHash } from 'node:crypto';
 import { chmod, mkdir, open, readFile, rename, rm, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { logger } from '../telemetry/index.js';
+import { JournalLock, type LockTiming } from './journal-lock.js';
 import type { LedgerEvent } from './model.js';
 
 export interface JournalLimits {
   maxEvents: number;
   maxBytes: number;
+  /** the directory lock's heartbeat and stale period (defaults in journal-lock.ts) */
+  lock?: LockTiming;
 }
 
 /** Usage records are the tenants' business: the journal is readable by the gateway's user only. */
@@ -27,10 +30,22 @@ export class Journal {
     private readonly limits: JournalLimits,
     private depth_: number,
     private bytes: number,
+    private readonly lock: JournalLock,
   ) {}
 
+  /** Throws JournalLocked when another live process (or this one) holds `dir`. */
   static async open(dir: string, limits: JournalLimits): Promise<Journal> {
     await mkdir(dir, { recursive: true, mode: 0o700 });
+    const lock = await JournalLock.acquire(dir, limits.lock);
+    try {
+      return await Journal.load(dir, limits, lock);
+    } catch (err) {
+      await lock.release();
+      throw err;
+    }
+  }
+
+  private static async load(dir: string, limits: JournalLimits, lock: JournalLock): Promise<Journal> {
     const file = join(dir, 'usage-journal.jsonl');
     await chmod(file, FILE_MODE).catch(() => undefined); // one an older version wrote with the umask's mode
     const data = await readFile(file).catch(() => Buffer.alloc(0));
@@ -40,7 +55,12 @@ export class Journal {
       logger.warn({ file, bytes: data.length - whole }, 'usage journal: cutting a torn last record');
       await truncate(file, whole);
     }
-    return new Journal(file, limits, parse(data.subarray(0, whole).toString('utf8'), file).length, whole);
+    return new Journal(file, limits, parse(data.subarray(0, whole).toString('utf8'), file).length, whole, lock);
+  }
+
+  /** Gives the directory back; what the journal holds stays for the next process to replay. */
+  close(): Promise<void> {
+    return this.lock.release();
   }
 
   get depth(): number {

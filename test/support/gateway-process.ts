@@ -19,6 +19,8 @@ export interface GatewayProcess {
   output(): string;
   /** SIGTERM, then SIGKILL after 10 s. */
   stop(): Promise<void>;
+  /** SIGKILL at once (a crash: nothing is cleaned up); resolves once it exited. */
+  kill(): Promise<void>;
 }
 
 /** Starts the gateway with `env` (no Redis settings or CA from this process's environment), its usage
@@ -46,7 +48,13 @@ export async function startGatewayProcess(dir: string, env: Record<string, strin
     await Promise.race([exited, delay(10_000)]);
     if (child.exitCode === null) child.kill('SIGKILL');
   };
-  const g = { port: 0, adminPort: 0, authBase: '', output: () => out, stop };
+  const kill = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await exited;
+  };
+  const g = { port: 0, adminPort: 0, authBase: '', output: () => out, stop, kill };
   for (let i = 0; i < 400 && !(g.port && g.authBase); i++) {
     if (child.exitCode !== null) throw new Error(`the gateway exited (${child.exitCode}):\n${out}`);
     await delay(100);

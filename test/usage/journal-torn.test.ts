@@ -122,6 +122,7 @@ describe('a write cut short (a crash mid-record)', () => {
     assert.equal(await first.append([usage(1), usage(2), usage(3)]), 0);
     const size = readFileSync(file).length;
     truncateSync(file, size - 7); // the third record loses its end, as a crash mid-write leaves it
+    await first.close(); // the directory's lock given back: the next process may open it
 
     const second = await Journal.open(dir, limits);
     assert.equal(second.depth, 2);
@@ -138,6 +139,7 @@ describe('a write cut short (a crash mid-record)', () => {
     const file = join(dir, JOURNAL);
     const j = await Journal.open(dir, limits);
     await j.append([usage(1, 1000), usage(2, 1000), usage(3, 1000)]);
+    await j.close();
     // Still valid JSON after the change: only the checksum can tell.
     writeFileSync(
       file,
