@@ -16,6 +16,7 @@ import {
   type UsageStore,
 } from './model.js';
 import { ALL_TENANTS_TOKEN, digest, matchToken, mayRead, type ApiToken } from './api-tokens.js';
+import { usageInRange } from './range.js';
 
 export interface UsageRequest {
   method: string;
@@ -180,7 +181,7 @@ export class UsageHttpApi implements UsageApi {
     if (g !== 'hour' && g !== 'day') throw new BadRequest('granularity must be hour or day');
     const endpoint = q.get('endpoint');
     if (endpoint !== null && !isEndpoint(endpoint)) throw new BadRequest('endpoint must be transcribe or streams');
-    const rows = await this.store.buckets({
+    const rows = await usageInRange(this.store, {
       tenant,
       granularity: g as Granularity,
       from,

@@ -204,6 +204,11 @@ describe(`a real gateway's usage API answers as ${CONTRACT} says`, () => {
       assert.equal(status, 200);
       assert.equal(body.total.sessions, q.includes('streams') ? 1 : 3);
     }
+    // The last two hours, by day (the default): a range off the buckets' edges, cut to it.
+    const lastHours = `from=${new Date(Date.now() - 7_200_000).toISOString()}&to=${new Date(Date.now() + 60_000).toISOString()}`;
+    const { status, body } = await get(`/v1/usage?tenant=${TENANT}&${lastHours}`);
+    assert.equal(status, 200);
+    assert.equal(body.total.sessions, 3);
   });
 
   it('GET /v1/tenants: the tenant that has sessions', async () => {

@@ -133,6 +133,46 @@ for (const [mode, make] of Object.entries(modes)) {
       assert.deepEqual(none.body.buckets, []);
     });
 
+    test("a range off its granularity's edges answers the sessions in it, in buckets cut to the range", async () => {
+      const at = (ms: number) => new Date(ms).toISOString();
+      const usage = async (from: number, to: number, q = '') =>
+        (await get(u.api, `/v1/usage?tenant=acme&from=${at(from)}&to=${at(to)}${q}`)).body;
+      const H = 3_600_000;
+      // Sessions 90 to 179 start in [01:00:30, 01:01:00): 18 estimated at 0.001, 72 at 0.002.
+      const mid = { credits: 0.162, sessions: 90, mediaSeconds: 45 };
+      const body = await usage(D + H + 30_000, D + H + 60_000); // granularity day, the default
+      assert.deepEqual(body, {
+        tenant: 'acme',
+        from: at(D + H + 30_000),
+        to: at(D + H + 60_000),
+        granularity: 'day',
+        total: mid,
+        buckets: [{ start: at(D + H + 30_000), ...mid }],
+      });
+      assert.deepEqual((await usage(D + H + 30_000, D + H + 60_000, '&granularity=hour')).buckets, [
+        { start: at(D + H + 30_000), ...mid },
+      ]);
+      // Odd sessions are /streams: 45 of them, 9 estimated.
+      assert.deepEqual((await usage(D + H + 30_000, D + H + 60_000, '&endpoint=streams')).total, {
+        credits: 0.081,
+        sessions: 45,
+        mediaSeconds: 22.5,
+      });
+      // "The last hours" of a dashboard, by day and by hour: every session, in the buckets holding them.
+      const all = { credits: 0.45, sessions: 250, mediaSeconds: 125 };
+      const lastHours = await usage(D + H / 2, D + DAY + 5 * H);
+      assert.deepEqual(lastHours.total, all);
+      assert.deepEqual(lastHours.buckets, [{ start: at(D + H / 2), ...all }]);
+      const byHour = await usage(D + H / 2, D + 2 * H + 1, '&granularity=hour');
+      assert.deepEqual(byHour.buckets, [{ start: at(D + H), ...all }]);
+      // From mid-hour to a day's end: the edge from the session records, the rest from the buckets.
+      assert.deepEqual((await usage(D + H + 30_000, D + DAY)).total, {
+        credits: 0.288,
+        sessions: 160,
+        mediaSeconds: 80,
+      });
+    });
+
     test('sessions come in pages of 100 sorted by start, each exactly once', async () => {
       const { pages, keys } = await allPages(u.api, 'acme');
       assert.deepEqual(pages, [100, 100, 50]);
