@@ -2,12 +2,14 @@
 // its script and style, and POST /demo/token. The token is fetched by the gateway from the
 // emulator's token endpoint (development client dev / dev-secret, which stays on the server), so
 // the page talks to its own origin only: no CORS on the emulator, and the socket's default
-// same-origin rule holds. Tokens go to loopback clients only, as the emulator's own port does.
+// same-origin rule holds. Tokens go to a browser on this machine reaching the gateway directly
+// (local-client.ts), as the emulator's own port serves loopback only.
 import type uWS from 'uWebSockets.js';
 import { gatewayError } from '../protocol/index.js';
 import type { Logger } from '../telemetry/index.js';
 import { asyncHttp, refuseRequest, sendJson } from '../http/index.js';
 import { DEMO_CSS, DEMO_HTML, DEMO_JS } from './assets.js';
+import { isLocalBrowser } from './local-client.js';
 
 export interface DemoOptions {
   /** the emulator's token endpoint for tenant base */
@@ -23,11 +25,11 @@ export function addDemoRoutes(app: uWS.TemplatedApp, demo: DemoOptions, log: Log
     .get('/', (res) => sendFile(res, 'text/html; charset=utf-8', DEMO_HTML))
     .get('/demo/app.js', (res) => sendFile(res, 'text/javascript; charset=utf-8', DEMO_JS))
     .get('/demo/app.css', (res) => sendFile(res, 'text/css; charset=utf-8', DEMO_CSS))
-    .post('/demo/token', (res) => {
-      if (!isLoopback(Buffer.from(res.getRemoteAddressAsText()).toString())) {
+    .post('/demo/token', (res, req) => {
+      if (!isLocalBrowser(Buffer.from(res.getRemoteAddressAsText()).toString(), req)) {
         return refuseRequest(
           res,
-          gatewayError('NOT_FOUND', 'the demo token is given to loopback clients only'),
+          gatewayError('NOT_FOUND', 'the demo token is given only to a browser on this machine, not through a proxy'),
           'not_found',
         );
       }
@@ -47,12 +49,6 @@ function sendFile(res: uWS.HttpResponse, type: string, body: string): void {
     res.writeHeader('cache-control', 'no-store');
     res.end(body);
   });
-}
-
-/** uWS gives IPv4 as dotted text and IPv6 (IPv4-mapped too) as eight groups of four hex digits. */
-function isLoopback(address: string): boolean {
-  const a = address.toLowerCase();
-  return /^127\./.test(a) || a === '0000:0000:0000:0000:0000:0000:0000:0001' || /^(0000:){5}ffff:7f/.test(a);
 }
 
 /** A limited-scope token (openid transcribe) for the emulator's development client. */

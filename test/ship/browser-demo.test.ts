@@ -2,7 +2,8 @@
 // the page served by a gateway with the embedded emulator gets a token, opens /transcribe from its
 // own origin, shows live transcripts, flushes, ends with usage, and resumes after a network drop.
 // Without the emulator there is no page.
-import { networkInterfaces } from 'node:os';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
@@ -10,13 +11,19 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startEmulator } from '../../src/emulator/index.js';
 import { FIXTURES } from '../support/fixtures.js';
+import { postDemoToken } from '../support/demo-token.js';
 import { metric } from '../support/metrics.js';
+import { spawnInNetns } from '../support/netns.js';
 import { startStack, type Stack } from '../support/stack.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 
 const FAKE_MIC = join(FIXTURES, 'dictation-16k.wav');
 const SCREENSHOT = fileURLToPath(new URL('../../docs/demo.png', import.meta.url));
 const WAIT_MS = 20_000;
+const DEMO_PEERS = fileURLToPath(new URL('./demo-peers.ts', import.meta.url));
+const FORWARDING_PROXY = fileURLToPath(new URL('../support/forwarding-proxy.ts', import.meta.url));
+/** A documentation address (RFC 5737), local only in the test's own network namespace. */
+const OUTSIDE = '198.51.100.7';
 
 let stack: Stack;
 let proxy: TcpProxy;
@@ -52,6 +59,17 @@ afterAll(async () => {
   await proxy?.close();
   await stack?.close();
 });
+
+/** The reverse proxy (support/forwarding-proxy.ts) in a process of its own, in front of `port`. */
+async function startForwardingProxy(port: number): Promise<{ port: number; stop(): void }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', FORWARDING_PROXY], {
+    env: { ...process.env, TARGET_PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const first = await createInterface({ input: child.stdout })[Symbol.asyncIterator]().next();
+  if (first.done) throw new Error(`the proxy exited (${child.exitCode})`);
+  return { port: (JSON.parse(first.value as string) as { port: number }).port, stop: () => child.kill() };
+}
 
 /** A page with every script error and console error it reports collected (a CSP refusal is one). */
 async function openDemo(url: string): Promise<{ page: Page; errors: string[] }> {
@@ -171,17 +189,51 @@ describe('browser demo (Chromium, fake microphone)', () => {
     await page.close();
   });
 
-  const external = Object.values(networkInterfaces())
-    .flat()
-    .find((i) => i && !i.internal && i.family === 'IPv4');
-  it.skipIf(!external)('gives the development token to loopback clients only', async () => {
-    const r = await fetch(`http://${external!.address}:${stack.gateway.server.port}/demo/token`, { method: 'POST' });
-    assert.equal(r.status, 404);
-    const body = (await r.json()) as { type: string; error: { id: string } };
-    assert.equal(body.error.id, 'NOT_FOUND');
-    assert.equal(body.type, 'error', 'the shape of every HTTP error outside the upgrade');
-    const ok = await fetch(`${http}/demo/token`, { method: 'POST' });
-    assert.equal(ok.status, 200);
+  it('gives the development token to a browser on this machine only: not to another address, nor to 127.0.0.6', async () => {
+    // In a network namespace of its own, where OUTSIDE is a local address that is not loopback, so
+    // this runs on a machine with no external interface too.
+    const child = spawnInNetns(OUTSIDE, process.execPath, ['--import', 'tsx', DEMO_PEERS], {
+      env: { ...process.env, DEMO_PEER_ADDRESS: OUTSIDE },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d));
+    const code = await new Promise((resolve) => child.on('exit', resolve));
+    assert.equal(code, 0, `the peers' run exited ${code}: ${out}`);
+    // Another address; a mesh sidecar's hop (loopback, but not 127.0.0.1); then a browser here on IPv4 and IPv6.
+    assert.deepEqual(JSON.parse(out), { other: 404, sidecar: 404, ipv4: 200, ipv6: 200 });
+  });
+
+  it('refuses the token to a request a reverse proxy passed on, or one naming another host', async () => {
+    const port = stack.gateway.server.port;
+    const local = { host: `localhost:${port}` };
+    const refused = async (at: number, headers: Record<string, string>, what: string) => {
+      const r = await postDemoToken(at, { headers });
+      assert.equal(r.status, 404, what);
+      assert.equal(r.body.error.id, 'NOT_FOUND', what);
+      assert.equal(r.body.type, 'error', 'the shape of every HTTP error outside the upgrade');
+    };
+    // A real proxy process on this host, passing the request on from 127.0.0.1 with X-Forwarded-For.
+    const proxy = await startForwardingProxy(port);
+    try {
+      await refused(proxy.port, { host: `localhost:${proxy.port}` }, 'through a reverse proxy');
+    } finally {
+      proxy.stop();
+    }
+    for (const [name, value] of [
+      ['forwarded', 'for=203.0.113.7;proto=https'],
+      ['x-forwarded-for', '203.0.113.7'],
+      ['x-real-ip', '203.0.113.7'],
+      ['x-forwarded-host', 'speech.example'],
+      ['x-envoy-external-address', '203.0.113.7'],
+      ['true-client-ip', '203.0.113.7'],
+      ['via', '1.1 proxy.example'],
+    ])
+      await refused(port, { ...local, [name]: value }, `with ${name}`);
+    // A page under another name that resolves here (DNS rebinding), or a proxy passing its public Host on.
+    await refused(port, { host: 'speech.example' }, 'Host speech.example');
+    assert.equal((await postDemoToken(port, { headers: local })).status, 200, 'a browser on this machine');
+    assert.equal((await postDemoToken(port, { headers: { host: `127.0.0.1:${port}` } })).status, 200);
   });
 });
 
