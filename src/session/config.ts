@@ -14,6 +14,9 @@ export class SessionConfig {
   /** the client's validated config */
   client?: unknown;
   accepted?: Accepted;
+  /** when the session's first CONFIG_ACCEPTED came (ms since the epoch), on whichever replica: its
+   *  time limit counts from it, across handovers and takeovers */
+  acceptedAt?: number;
   /** when the client's config arrived (the config_accepted latency counts from it) */
   receivedAt = 0;
 

@@ -32,6 +32,7 @@ export class Migration {
     const { timers, intake, usage, output, stream } = this.p;
     stream.plan = plan;
     timers.clear('config_deadline');
+    this.config.acceptedAt = r.acceptedAt; // the time limit goes on from the session's first acceptance
     becomeLive();
     this.p.lifecycle.emit({ type: 'taken_over', from: r.crash ? 'crash' : 'handover', segment: r.segment + 1 });
     this.config.accepted = r.accepted;
@@ -54,6 +55,7 @@ export class Migration {
     return {
       config: this.config.client,
       accepted: this.config.accepted,
+      acceptedAt: this.config.acceptedAt,
       ...handable,
       offset: link.offset,
       finalUntil: link.finalUntil,

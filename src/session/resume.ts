@@ -23,6 +23,8 @@ export interface SessionSnapshot {
   /** the client's validated config, and what the first CONFIG_ACCEPTED told it */
   config: unknown;
   accepted?: { sessionId?: unknown; configuration?: unknown };
+  /** when that first CONFIG_ACCEPTED came (ms since the epoch); absent in records of the release before */
+  acceptedAt?: number;
   kind: 'webm' | 'ogg';
   /** the client's container headers (EBML + Segment + Info + Tracks; Ogg ID + comment pages) */
   init: Buffer;

@@ -56,8 +56,6 @@ export class Session {
     this.upstream = new UpstreamSide(this.p, this.config, this.driver, () => this.becomeLive(false));
     this.migration = new Migration(this.p, this.config, this.upstream, this.driver);
     this.driver.timer('config_deadline', deps.settings.configTimeoutMs, { type: 'config_deadline' });
-    if (info.endpoint === 'streams')
-      this.driver.timer('time_limit', deps.settings.streamMaxSeconds * 1000, { type: 'time_limit' });
     this.p.lifecycle.emit({ type: 'opened', restored: restore !== undefined });
     if (restore) this.migration.restore(restore, () => this.becomeLive(true));
   }
@@ -224,6 +222,12 @@ export class Session {
   /** The ledger session starts now (a restored one goes on from the replica it started on). */
   private becomeLive(restored: boolean): void {
     this.live = true;
+    // STREAM_MAX_SECONDS counts from the first CONFIG_ACCEPTED, wherever the session has been since
+    // (a record of the release before has no time: from here).
+    const since = (this.config.acceptedAt ??= Date.now());
+    const limitMs = this.p.deps.settings.streamMaxSeconds * 1000;
+    if (this.p.info.endpoint === 'streams')
+      this.driver.timer('time_limit', Math.max(0, limitMs - (Date.now() - since)), { type: 'time_limit' });
     this.p.lifecycle.emit({ type: 'live', restored, at: Date.now() });
   }
 

@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { recordKeyHash, signHop, type HopIdentity } from '../../src/cluster/index.js';
-import { droppedSession, replicaUrl, startCluster, type Cluster } from '../support/cluster.js';
+import { droppedSession, openWhenReady, replicaUrl, startCluster, type Cluster } from '../support/cluster.js';
 import { chromeChunks } from '../support/fixtures.js';
 import { openConfigured, refusal, type TestClient } from '../support/stack.js';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
@@ -42,18 +42,8 @@ async function startAttacker(): Promise<Attacker> {
   return { url: `ws://127.0.0.1:${port}`, seen, close: () => new Promise((r) => wss.close(() => r(undefined))) };
 }
 
-/** The SDK's way: reconnect while the gateway says "not now" (409 or 503), at most `tries` times. */
-async function resumeOn(cluster: Cluster, i: number, tenant: string, key: string, tries = 30) {
-  for (let t = 0; ; t++) {
-    try {
-      return await openConfigured(await replicaUrl(cluster, i, tenant, key), configuration);
-    } catch (err) {
-      const status = (err as { status?: number }).status;
-      if (t === tries || (status !== 409 && status !== 503)) throw err;
-      await delay(500);
-    }
-  }
-}
+const resumeOn = (cluster: Cluster, i: number, tenant: string, key: string) =>
+  openWhenReady(() => replicaUrl(cluster, i, tenant, key), configuration);
 
 /** The rest of the stream from `audioBytes`, its end, and the session's `ended`. */
 async function finish(client: TestClient, audioBytes: number): Promise<void> {

@@ -210,3 +210,21 @@ export async function droppedSession(
   await delay(300);
   return { first, sessionId: accepted.sessionId };
 }
+
+/** Opens and configures a client as the vendor SDK would: reconnecting while the gateway says "not
+ * now" (409 or 503: a session moving, a record being written again), at most `tries` times. */
+export async function openWhenReady(
+  url: () => Promise<string>,
+  configuration: object,
+  tries = 30,
+): Promise<{ client: TestClient; accepted: Record<string, any> }> {
+  for (let t = 0; ; t++) {
+    try {
+      return await openConfigured(await url(), configuration);
+    } catch (err) {
+      const status = (err as { status?: number }).status;
+      if (t === tries || (status !== 409 && status !== 503)) throw err;
+      await delay(500);
+    }
+  }
+}
