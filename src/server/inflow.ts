@@ -1,15 +1,14 @@
 // A client's frames, a budget per turn of the event loop. Hand-written because uWS gives no way to
-// stop reading a WebSocket (only an HTTP body can pause) and hands over up to ten 512 KB reads, some
-// 235,000 small frames, in one turn: handled at once, one client's flood would hold the loop for
-// half a second at a time. Past the budget, a socket's frames are copied into a queue, in order,
-// and handled a budget a turn after the loop has served everyone else. The queue is bounded in
-// bytes (a frame costs its length plus its bookkeeping); repeats of one text frame (a flood of
-// flushes) are counted rather than copied, and binary frames in a row are joined (audio is a byte
-// stream to the session). It is bounded in frames too: from another process, uWS hands a socket's
-// whole burst over in one turn, however long (a million 22-byte frames in one turn, measured), at
-// about 0.8 µs a frame of its own and our bookkeeping, which no JavaScript can interrupt; only
-// closing the socket stops it. Past either bound the client is closed: it sends faster than the
-// gateway can read.
+// stop reading a WebSocket (only an HTTP body can pause) and hands over in one turn whatever the
+// socket has ready: from a client in another process writing as fast as it can, its whole burst (a
+// million 22-byte frames in one turn, measured), at about 0.8 µs a frame of uWS's work and ours,
+// which no JavaScript can interrupt; only closing the socket stops it. Past the budget, a socket's
+// frames are copied into a queue, in order, and handled a budget a turn after the loop has served
+// everyone else. The queue is bounded in bytes (a frame costs its length plus its bookkeeping);
+// repeats of one text frame (a flood of flushes) are counted rather than copied, and binary frames
+// in a row are joined (audio is a byte stream to the session). It is bounded in frames too, which is
+// what bounds the time one burst holds the loop. Past either bound the client is closed: it sends
+// faster than the gateway can read.
 
 import { loopTurn } from './turn.js';
 
