@@ -20,6 +20,22 @@ export const MAX_QUEUED_BYTES = 8 * 1024 * 1024;
  * for: about 0.2 s on a 2-core machine, where a repeated flush costs only 2 bytes of the byte bound
  * (4 million of them would be 3 s). 256 turns' budget: no client that reads its answers gets near it. */
 export const MAX_QUEUED_FRAMES = 256 * FRAMES_PER_TURN;
+/** Frames every socket together may queue in one turn (uWS reads every ready socket in the same
+ * turn, so bursts of several sockets add up); the socket whose frame goes past it is closed. */
+const MAX_TURN_QUEUED_FRAMES = MAX_QUEUED_FRAMES;
+
+let turnQueued = 0;
+let turnQueuedIn = -1;
+
+/** One more frame queued this turn by any socket: false past the process's bound. */
+function queuedInTurn(): boolean {
+  const turn = loopTurn();
+  if (turnQueuedIn !== turn) {
+    turnQueuedIn = turn;
+    turnQueued = 0;
+  }
+  return ++turnQueued <= MAX_TURN_QUEUED_FRAMES;
+}
 /** What a waiting frame costs besides its bytes: the copy's object and its queue entry. */
 const ENTRY_COST = 160;
 /** What a repeat of the last queued text frame costs: its count is bounded too. */
@@ -65,7 +81,7 @@ export class Inflow {
   accept(data: ArrayBuffer, binary: boolean): void {
     if (this.dead) return;
     if (this.head === this.queue.length && this.spend()) return this.on.deliver(data, binary);
-    if (++this.frames > MAX_QUEUED_FRAMES) return this.flood();
+    if (++this.frames > MAX_QUEUED_FRAMES || !queuedInTurn()) return this.flood();
     const last = this.queue.length > this.head ? this.queue[this.queue.length - 1] : undefined;
     if (last && binary && last.binary && last.size + data.byteLength <= MAX_JOINED_BYTES) return this.join(last, data);
     const repeat = last !== undefined && !binary && !last.binary && sameBytes(last.bytes, data);

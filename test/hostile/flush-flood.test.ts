@@ -4,7 +4,8 @@
 // replica must stay responsive throughout (/healthz, another session's flushes, a new client's
 // config, each within 1 s): 200,000 flushes are taken, coalesced (the upstream gets a bounded number)
 // and answered in order, and the `end` behind them is answered; three million are more than a socket
-// may have waiting, and that client is closed. The gateway's heap stays bounded. Real sockets: the
+// may have waiting, and that client is closed; so is a client whose burst comes when others' bursts
+// already filled the turn. The gateway's heap stays bounded. Real sockets: the
 // attacker's raw WebSocket frames → uWS gateway → upstream emulator (the gateway and the emulator in
 // this process, so its heap and the emulator's record are read here).
 import assert from 'node:assert/strict';
@@ -180,6 +181,28 @@ describe('a flood of flush messages from another process', () => {
       );
       bystander.sendJson({ type: 'flush' });
       await bystander.next('flushed');
+    },
+  );
+
+  it(
+    'twelve clients at once, 250,000 each: the replica stays responsive; each is answered to its end or closed',
+    { timeout: 120_000 },
+    async () => {
+      // Each under a socket's bound, together three million in the turns uWS reads them in.
+      const floods = [];
+      for (let i = 0; i < 12; i++) {
+        const flood = attacker(stack, await stack.token('openid transcribe'), 250_000);
+        await flood.next<{ sessionId: string }>();
+        floods.push(flood);
+      }
+      for (const flood of floods) flood.go();
+      for (const flood of floods) await flood.next<{ sent: number }>();
+      await assertResponsive(stack, bystander, 6_000);
+      for (const flood of floods) {
+        const t = await flood.next<Tally>();
+        if (t.closed === undefined) assert.ok(t.inOrder && t.last === 'ended', 'answered in order to its end');
+        else assert.ok(t.closed === 1008 || t.closed === 1006, `closed as flooding (${t.closed})`);
+      }
     },
   );
 });
