@@ -70,8 +70,10 @@ describe('a Redis writer against the replicas', () => {
   beforeAll(async () => {
     attacker = await startAttacker();
     toReplica0 = await startTcpProxy(() => cluster.replicas[0].adminPort);
-    cluster = await startCluster(2, { CLUSTER_SECRET: SECRET, PACE: '4', RESUME_GRACE_SECONDS: '15' }, (i) =>
-      i === 0 ? { ADVERTISE_URL: `ws://127.0.0.1:${toReplica0.port}` } : {},
+    cluster = await startCluster(
+      2,
+      { CLUSTER_SECRET: SECRET, PACE: '4', RESUME_GRACE_SECONDS: '15' },
+      (i): Record<string, string> => (i === 0 ? { ADVERTISE_URL: `ws://127.0.0.1:${toReplica0.port}` } : {}),
     );
     redis = new Redis(cluster.redis.url);
   }, 60_000);
