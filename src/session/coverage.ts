@@ -167,8 +167,12 @@ export class Coverage {
     const crowded = force || this.speechSpans.length > MAX_INTERVALS;
     if (!crowded && newest - this.horizon < 2 * HORIZON_SECONDS) return;
     const limit = crowded ? newest - 1 : newest - HORIZON_SECONDS;
-    const lastFinal = this.finalSpans.findLast(([, e]) => e <= limit);
-    const cut = lastFinal?.[1] ?? limit;
+    let cut = limit;
+    for (let i = this.finalSpans.length - 1; i >= 0; i--)
+      if (this.finalSpans[i][1] <= limit) {
+        cut = this.finalSpans[i][1];
+        break;
+      }
     if (cut <= this.horizon) return;
     const before = (list: Span[]) => list.filter(([s]) => s < cut).map(([s, e]): Span => [s, Math.min(e, cut)]);
     const speech = before(this.speechSpans);
