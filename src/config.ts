@@ -128,6 +128,14 @@ const schema = z
     AUDIT_LOG_FILE: z.string().optional(),
     /** How long GET /v1/audit keeps a tenant's events: 2190 days = 6 years, HIPAA's documentation retention. */
     AUDIT_RETENTION_DAYS: int(1, 3650, 2190),
+    /** The query store's bytes in all (Redis or memory); unset: 1 GiB in Redis, 32 MiB in process memory. */
+    AUDIT_STORE_MAX_BYTES: int(1024 * 1024, 2 ** 40, 0)
+      .removeDefault()
+      .optional(),
+    /** One tenant's trail at most (and never more than its share of AUDIT_STORE_MAX_BYTES). */
+    AUDIT_STORE_TENANT_MAX_BYTES: int(64 * 1024, 2 ** 40, 64 * 1024 * 1024),
+    /** Identical refusals and usage API calls within this window are one event with a count. */
+    AUDIT_COALESCE_SECONDS: int(1, 3600, 60),
     /** Proxies in front of the gateway that append to X-Forwarded-For: the client is the Nth address from its right. */
     TRUSTED_PROXIES: int(0, 20, 0),
     /** The proxies' address ranges: X-Forwarded-For is read only from a peer in one of them (unset: from none). */

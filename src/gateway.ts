@@ -121,6 +121,9 @@ async function accounting(config: GatewayConfig): Promise<{ audit: AuditTrail; u
     trustedProxies: config.TRUSTED_PROXIES,
     trustedProxyCidrs: config.TRUSTED_PROXY_CIDRS,
     clusterSecret: config.CLUSTER_SECRET,
+    maxBytes: config.AUDIT_STORE_MAX_BYTES,
+    tenantMaxBytes: config.AUDIT_STORE_TENANT_MAX_BYTES,
+    coalesceSeconds: config.AUDIT_COALESCE_SECONDS,
     logger,
   });
   const usage = await createUsage({

@@ -52,10 +52,19 @@ export interface AuditEvent {
   path?: string;
   /** usage API: the HTTP status answered */
   status?: number;
+  /** usage API: the tenant a token asked for and may not read (the event is in its own tenants' trails) */
+  asked?: string;
+  /** coalesce.ts: this many more events like this one came since `since`, and are not written one by one */
+  count?: number;
+  since?: string;
 }
 
+/** Which tenant trail keeps an event: `tenant`'s, made if need be (its name is known: a token of it
+ * verified, or the operator named it), `existing` only if it has one, or `none`. */
+export type TrailMode = 'create' | 'existing' | 'none';
+
 /** `resumeKey` is never written: the trail turns it into `resumeKeyHash` with its link key. */
-export type AuditInput = Omit<AuditEvent, 'time'> & { resumeKey?: string };
+export type AuditInput = Omit<AuditEvent, 'time'> & { resumeKey?: string; trail?: TrailMode };
 
 const STRING_FIELDS = [
   'event',
@@ -75,8 +84,10 @@ const STRING_FIELDS = [
   'kind',
   'caller',
   'path',
+  'asked',
+  'since',
 ] as const;
-const NUMBER_FIELDS = ['mediaSeconds', 'credits', 'status'] as const;
+const NUMBER_FIELDS = ['mediaSeconds', 'credits', 'status', 'count'] as const;
 /** Every string a client chose (subject, environment, path) is bounded: an event stays a short line. */
 const MAX_STRING = 256;
 

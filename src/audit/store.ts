@@ -1,6 +1,7 @@
 // Where audit events are kept to be queried per tenant: in Redis (redis-store.ts) or, without Redis,
-// here in process memory, bounded in count and age. Both order a tenant's events by a score (the
-// event's time in µs-like units, see scoreOf) and page with a cursor of the last event given.
+// in process memory (memory-store.ts), each bounded in age and in bytes, per tenant and in all. Both
+// order a tenant's events by a score (the event's time in µs-like units, see scorer) and page with a
+// cursor of the last event given.
 import type { AuditEvent } from './event.js';
 
 export interface AuditCursor {
@@ -18,22 +19,42 @@ export interface AuditQuery {
   after: AuditCursor | null;
 }
 
+/** The stores' bounds in bytes: a tenant's trail holds at most `tenantBytes` and its share of
+ * `totalBytes` (divided evenly among the tenants that have a trail); past them its oldest go. */
+export interface StoreLimits {
+  tenantBytes: number;
+  totalBytes: number;
+}
+
+/** What a tenant may keep now that `trails` tenants have a trail. */
+export const shareOf = (l: StoreLimits, trails: number): number =>
+  Math.min(l.tenantBytes, Math.floor(l.totalBytes / Math.max(1, trails)));
+
 export interface AuditPage {
   events: AuditEvent[];
   next: AuditCursor | null;
 }
 
 export interface AuditStore {
-  add(tenant: string, e: AuditEvent, at: number): Promise<void>;
+  /** Kept in `tenant`'s trail; with `create` false only if that trail exists already. A store in
+   * memory keeps it at once (no promise); Redis resolves once it has it. */
+  add(tenant: string, e: AuditEvent, at: number, create: boolean): Promise<void> | undefined;
   range(q: AuditQuery): Promise<AuditPage>;
   close(): Promise<void>;
 }
 
-let seq = 0;
-/** ms × 1000 plus a counter: events of one millisecond keep their order (2^53 holds it until year 2255). */
-export function scoreOf(at: number): number {
-  seq = (seq + 1) % 1000;
-  return at * 1000 + seq;
+/** A clock stepped back further than this starts the scores again from it. */
+const STEP_BACK = 60_000_000;
+
+/** Scores for one store's events: ms × 1000, and past the last one given, so events keep their order,
+ * more than 1000 in one millisecond too (2^53 holds it until year 2255). */
+export function scorer(): (at: number) => number {
+  let last = 0;
+  return (at) => {
+    const score = at * 1000;
+    last = score > last || last - score > STEP_BACK ? score : last + 1;
+    return last;
+  };
 }
 
 /** A stored member: a random prefix (two identical events stay two members), a space, the JSON. */
@@ -57,36 +78,4 @@ export function pageOf(entries: AuditCursor[], q: AuditQuery): AuditPage {
   const more = rows.length > q.limit;
   const page = rows.slice(0, q.limit);
   return { events: page.map((r) => eventOf(r.member)), next: more ? page[page.length - 1] : null };
-}
-
-/** Without Redis: one replica's events, the oldest dropped past `maxEvents` or `retentionMs`. */
-export class MemoryAuditStore implements AuditStore {
-  private readonly entries: Array<AuditCursor & { tenant: string; at: number }> = [];
-
-  constructor(
-    private readonly retentionMs: number,
-    private readonly maxEvents: number,
-    private readonly now: () => number,
-  ) {}
-
-  add(tenant: string, e: AuditEvent, at: number): Promise<void> {
-    this.entries.push({ tenant, at, score: scoreOf(at), member: memberOf(e) });
-    const oldest = this.now() - this.retentionMs;
-    let drop = Math.max(0, this.entries.length - this.maxEvents);
-    while (drop < this.entries.length && this.entries[drop].at < oldest) drop++;
-    if (drop > 0) this.entries.splice(0, drop);
-    return Promise.resolve();
-  }
-
-  range(q: AuditQuery): Promise<AuditPage> {
-    const oldest = this.now() - this.retentionMs;
-    const inRange = this.entries.filter(
-      (e) => e.tenant === q.tenant && e.at >= Math.max(q.from, oldest) && e.at < q.to,
-    );
-    return Promise.resolve(pageOf(inRange, q));
-  }
-
-  close(): Promise<void> {
-    return Promise.resolve();
-  }
 }

@@ -1,10 +1,12 @@
 // The audit trail: each event goes to the sink (file or stdout) at once and, when it names a tenant,
-// to the store the usage API queries. A failure of either is logged without the event and counted;
-// it never reaches the session or request that caused the event.
+// to the store the usage API queries; repeats of a refusal or of a usage API call are folded first
+// (coalesce.ts), in both. A failure of either is logged without the event and counted; it never
+// reaches the session or request that caused the event.
+import type { BlockList } from 'node:net';
 import { metrics, type Logger } from '../telemetry/index.js';
 import type { LifecycleEvent, SessionInfo } from '../session/index.js';
-import type { BlockList } from 'node:net';
 import { clientAddress, type Origin } from './address.js';
+import { Coalescer } from './coalesce.js';
 import { auditEvent, resumeLink, type AuditEvent, type AuditInput } from './event.js';
 import { sessionEvent } from './session.js';
 import type { AuditSink } from './sink.js';
@@ -19,33 +21,53 @@ export interface AuditPageQuery {
   cursor?: string;
 }
 
+export interface TrailOptions {
+  sink: AuditSink;
+  store: AuditStore;
+  /** TRUSTED_PROXIES and TRUSTED_PROXY_CIDRS */
+  proxies: { hops: number; list: BlockList | undefined };
+  /** the key resume links are made with (linkKeyOf) */
+  linkKey: Buffer;
+  /** how long identical refusals and API calls are folded into one event */
+  coalesceMs: number;
+  log: Logger;
+  now?: () => number;
+}
+
+/** Store writes in flight at most (a slow Redis): past it, an event reaches the sink only, counted. */
+const MAX_PENDING = 10_000;
+
 export class AuditTrail {
   private readonly pending = new Set<Promise<void>>();
+  private readonly coalescer: Coalescer;
+  private readonly now: () => number;
 
-  constructor(
-    private readonly sink: AuditSink,
-    private readonly store: AuditStore,
-    private readonly keys: { proxies: { hops: number; list: BlockList | undefined }; linkKey: Buffer },
-    private readonly log: Logger,
-    private readonly now: () => number = Date.now,
-  ) {}
+  constructor(private readonly o: TrailOptions) {
+    this.now = o.now ?? Date.now;
+    this.coalescer = new Coalescer(o.coalesceMs, (e, at) => this.write(e, at), this.now);
+  }
 
   /** Where a client socket came from: the socket's peer and, from a trusted proxy, X-Forwarded-For. */
   origin(peer: string, forwardedFor: string | undefined): Origin {
-    const { hops, list } = this.keys.proxies;
+    const { hops, list } = this.o.proxies;
     return { address: clientAddress(peer, forwardedFor, hops, list), peer };
   }
 
   record(input: AuditInput): void {
     const at = this.now();
-    const link = input.resumeKey === undefined ? {} : { resumeKeyHash: resumeLink(this.keys.linkKey, input.resumeKey) };
+    if (this.coalescer.offer(input, at)) this.write(input, at);
+  }
+
+  private write(input: AuditInput, at: number): void {
+    const link = input.resumeKey === undefined ? {} : { resumeKeyHash: resumeLink(this.o.linkKey, input.resumeKey) };
     const e = auditEvent({ ...input, ...link }, at);
     try {
-      this.sink.write(e);
+      this.o.sink.write(e);
     } catch (err) {
       this.failed('log', err);
     }
-    if (e.tenant) this.keep(e.tenant, e, at);
+    const mode = input.trail ?? 'create';
+    if (e.tenant && mode !== 'none') this.keep(e.tenant, e, at, mode === 'create');
   }
 
   /** Every step of the lifecycle of the session `info` describes, from now on, as its audit event
@@ -59,7 +81,7 @@ export class AuditTrail {
 
   async query(q: AuditPageQuery): Promise<{ events: AuditEvent[]; next: string | null }> {
     const after = q.cursor ? decodeCursor(q.cursor) : null;
-    const page = await this.store.range({ tenant: q.tenant, from: q.from, to: q.to, limit: q.limit, after });
+    const page = await this.o.store.range({ tenant: q.tenant, from: q.from, to: q.to, limit: q.limit, after });
     return { events: page.events, next: page.next ? encodeCursor(page.next) : null };
   }
 
@@ -69,23 +91,29 @@ export class AuditTrail {
   }
 
   async close(): Promise<void> {
+    this.coalescer.flush();
     await this.flush();
-    await this.store.close();
-    this.sink.close();
+    await this.o.store.close();
+    this.o.sink.close();
   }
 
-  private keep(tenant: string, e: AuditEvent, at: number): void {
-    const p = this.store
-      .add(tenant, e, at)
-      .catch((err: unknown) => this.failed('store', err))
-      .finally(() => this.pending.delete(p));
+  private keep(tenant: string, e: AuditEvent, at: number, create: boolean): void {
+    if (this.pending.size >= MAX_PENDING) return this.failed('store', new Error('too many store writes in flight'));
+    let added;
+    try {
+      added = this.o.store.add(tenant, e, at, create);
+    } catch (err) {
+      return this.failed('store', err);
+    }
+    if (!added) return;
+    const p = added.catch((err: unknown) => this.failed('store', err)).finally(() => this.pending.delete(p));
     this.pending.add(p);
   }
 
   /** Logged with the error's message only: the event's fields stay out of the normal log. */
   private failed(sink: 'log' | 'store', err: unknown): void {
     metrics.auditWriteFailures.inc({ sink });
-    this.log.error({ event: 'audit_write_failed', sink, err: (err as Error).message }, 'audit event not written');
+    this.o.log.error({ event: 'audit_write_failed', sink, err: (err as Error).message }, 'audit event not written');
   }
 }
 

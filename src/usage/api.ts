@@ -46,6 +46,10 @@ export interface AuditLog {
     address?: string;
     peer?: string;
     error?: string;
+    /** a tenant the caller asked for and may not read (the event is kept under the caller's tenants) */
+    asked?: string;
+    /** whether the tenant's trail may be made for this event, or only added to */
+    trail?: 'create' | 'existing';
   }): void;
   query(q: {
     tenant: string;
@@ -131,22 +135,28 @@ export class UsageHttpApi implements UsageApi {
     return found ?? fail('UNAUTHORIZED', 'Missing or wrong bearer token');
   }
 
-  /** One audit event per call: the token's name (never the token), the path, the tenant asked (only
-   * once a token matched: an unknown caller does not fill a tenant's trail), the answer. */
+  /** One audit event per call: the token's name (never the token), the path, the tenant asked, the
+   * answer. Kept in the trail of the tenant asked only if the caller may read it (and, for the
+   * all-tenant token, only if that tenant has a trail: a made-up name makes none); a call for a tenant
+   * the token may not read is kept in its own tenants' trails, never in the one it asked for. */
   private audited(req: UsageRequest, caller: ApiToken | undefined, reply: Reply): void {
     const error = (reply.body as { error?: { id?: string } }).error?.id;
-    const asked = req.query.get('tenant');
-    this.audit?.record({
-      event: 'usage_api_call',
+    const call = {
+      event: 'usage_api_call' as const,
       outcome: reply.status < 400 ? 'ok' : 'refused',
       status: reply.status,
       path: req.path,
       caller: caller?.name,
-      tenant: caller && asked && validTenant(asked) ? asked : undefined,
       address: req.address,
       peer: req.peer,
       error,
-    });
+    };
+    const asked = req.path === '/v1/tenants' ? null : req.query.get('tenant');
+    if (!caller || !asked || !validTenant(asked)) return this.audit?.record(call);
+    if (mayRead(caller, asked))
+      return this.audit?.record({ ...call, tenant: asked, trail: caller.tenants === 'all' ? 'existing' : 'create' });
+    for (const own of caller.tenants === 'all' ? [] : caller.tenants)
+      this.audit?.record({ ...call, tenant: own, asked });
   }
 
   private async tenants(caller: ApiToken): Promise<Reply> {

@@ -184,10 +184,10 @@ describe('the audit stream of a run of sessions', () => {
   it('each usage API call: the token by name, the path, the tenant asked, the outcome', () => {
     const calls = readEvents(file).filter((e) => e.event === 'usage_api_call');
     assert.deepEqual(
-      calls.map((e) => [e.caller, e.path, e.tenant, e.status, e.error]),
+      calls.map((e) => [e.caller, e.path, e.tenant, e.asked, e.status, e.error]),
       [
-        ['USAGE_API_TOKEN', '/v1/tenants', undefined, 200, undefined],
-        ['dash', '/v1/usage/sessions', 'base', 403, 'USAGE_TENANT_FORBIDDEN'],
+        ['USAGE_API_TOKEN', '/v1/tenants', undefined, undefined, 200, undefined],
+        ['dash', '/v1/usage/sessions', 'other', 'base', 403, 'USAGE_TENANT_FORBIDDEN'],
       ],
     );
     assert.ok(calls.every((e) => /127\.0\.0\.1/.test(e.address)));

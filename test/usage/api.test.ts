@@ -296,15 +296,15 @@ describe('tenant-scoped usage API tokens', () => {
     assert.deepEqual((await get(u.api, '/v1/tenants')).body, { tenants: ['acme', 'beta'] }, 'USAGE_API_TOKEN: all');
   });
 
-  test('each call is audited by the token name, never the token; an unknown caller names no tenant', async () => {
+  test("each call is audited by the token name, never the token; a forbidden one under the caller's tenants, an unknown caller's under none", async () => {
     audited.length = 0;
     await get(u.api, `/v1/usage/sessions?tenant=acme`, SCOPED);
     await get(u.api, `/v1/usage/sessions?tenant=acme`, 'not-a-token');
     assert.deepEqual(
-      audited.map((e) => [e.caller, e.tenant, e.status, e.error]),
+      audited.map((e) => [e.caller, e.tenant, e.asked, e.status, e.error]),
       [
-        ['dash', 'acme', 403, 'USAGE_TENANT_FORBIDDEN'],
-        [undefined, undefined, 401, 'UNAUTHORIZED'],
+        ['dash', 'beta', 'acme', 403, 'USAGE_TENANT_FORBIDDEN'],
+        [undefined, undefined, undefined, 401, 'UNAUTHORIZED'],
       ],
     );
     assert.ok(!JSON.stringify(audited).includes(SCOPED) && !JSON.stringify(audited).includes('not-a-token'));

@@ -142,14 +142,23 @@ describe('usage ledger on a Redis Cluster', () => {
   });
 });
 
+const MIB = 1024 * 1024;
+
 describe('audit store on a Redis Cluster', () => {
   test('events of tenants in different slots are written and read a page at a time', async () => {
     const now = Date.now();
-    const store = new RedisAuditStore(settings, `${uniquePrefix()}audit:`, 30 * DAY, 1000, () => now);
+    const store = new RedisAuditStore(
+      settings,
+      `${uniquePrefix()}audit:`,
+      30 * DAY,
+      { tenantBytes: MIB, totalBytes: 16 * MIB },
+      () => now,
+    );
     await store.connect(5000);
     const event = (tenant: string, i: number) =>
       ({ event: 'session_opened', outcome: 'ok', tenant, sessionId: `${tenant}-${i}` }) as unknown as AuditEvent;
-    for (const tenant of TENANTS) for (let i = 0; i < 5; i++) await store.add(tenant, event(tenant, i), now - 1000 + i);
+    for (const tenant of TENANTS)
+      for (let i = 0; i < 5; i++) await store.add(tenant, event(tenant, i), now - 1000 + i, true);
     for (const tenant of TENANTS) {
       const ids: string[] = [];
       let after = null;
