@@ -121,6 +121,15 @@ class Pipeline implements AudioPipeline {
     this.queue.hurry();
   }
 
+  pauseInput(): void {
+    const parser = this.parser;
+    if (this.stopped || !parser?.pause) return;
+    this.guard(() => {
+      this.accept(this.parse(parser, undefined));
+      if (this.route) this.queue.batchEnd();
+    });
+  }
+
   continuation(): Continuation | undefined {
     return this.stopped ? undefined : this.parser?.continuation?.();
   }
@@ -191,7 +200,7 @@ class Pipeline implements AudioPipeline {
       }
       this.container = r;
       // Runs of half a frame: the re-chunker still cuts frames of about chunkMs between them.
-      this.parser = createParser(r, { runSeconds: this.o.chunkMs / 2000 });
+      this.parser = createParser(r, { runSeconds: this.o.chunkMs / 2000, onPacket: this.o.onPacket });
     }
     this.sniffed.take();
     this.accept(this.parse(this.parser, bytes));

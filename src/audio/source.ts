@@ -8,18 +8,20 @@ import {
   WavParser,
   WebmParser,
   type ContainerParser,
+  type PacketSink,
   type TrackInfo,
 } from './containers/index.js';
 import type { Container } from './sniff.js';
 import type { SourceKind } from './types.js';
 
-/** `runSeconds`: see WebmParserOptions (the other containers make a unit per packet or page). */
-export function createParser(c: Container, o: { runSeconds?: number } = {}): ContainerParser {
+/** `runSeconds`: see WebmParserOptions (the other containers make a unit per packet or page);
+ *  `onPacket`: the Opus packets of a WebM or Ogg stream (see PacketSink). */
+export function createParser(c: Container, o: { runSeconds?: number; onPacket?: PacketSink } = {}): ContainerParser {
   switch (c) {
     case 'webm':
       return new WebmParser(o);
     case 'ogg':
-      return new OggParser();
+      return new OggParser(o.onPacket);
     case 'wav':
       return new WavParser();
     case 'mp4':

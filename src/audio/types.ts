@@ -1,6 +1,6 @@
 // Public types of the audio pipeline (re-exported by index.ts).
 import type { GatewayError } from '../protocol/index.js';
-import type { Continuation, PcmDeclaration, Unit } from './containers/index.js';
+import type { Continuation, PacketSink, PcmDeclaration, Unit } from './containers/index.js';
 
 export type { PcmDeclaration };
 
@@ -43,6 +43,8 @@ export interface AudioPipelineOptions {
   /** Each upstream-bound container unit before re-chunking, and the container it belongs to; returns
    *  the unit as it goes upstream (after a reconnection's replay, retimed to continue it). */
   onUnit?(unit: Unit, kind: 'webm' | 'ogg' | 'other'): Unit;
+  /** Each Opus packet of a WebM or Ogg stream, as the parser reads it (the speech detector). */
+  onPacket?: PacketSink;
   onError(err: GatewayError): void;
   clock?: Clock;
 }
@@ -72,6 +74,10 @@ export interface AudioPipeline {
   sendHeld(final?: boolean): Promise<void>;
   /** The gateway drains: paced audio goes out at once from now on, so the session's end is not cut. */
   hurry(): void;
+  /** The client's input pauses here (its end reached a session whose upstream session is not open
+   * yet): units the parser holds only for want of more input come out now, before that session's
+   * replay is taken. */
+  pauseInput(): void;
   /** The bytes that follow may not continue the previous ones (a client came back; bytes it sent
    * just before it dropped may be lost): input is skipped to the next container boundary that can
    * be verified (none when they do continue), so a unit cut in the middle never goes upstream. */

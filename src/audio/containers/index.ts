@@ -1,7 +1,14 @@
 // Container parsers (WebM, Ogg, WAV, FLAC, MP3, MP4, raw PCM), the containers/ folder's one way in:
 // each cuts its input into units (slices tagged with headers, media time and codec payload), and
 // the WebM and Ogg readers the replay buffer rewrites timestamps with.
-export { MalformedAudio, type ContainerParser, type Continuation, type TrackInfo, type Unit } from './unit.js';
+export {
+  MalformedAudio,
+  type ContainerParser,
+  type Continuation,
+  type PacketSink,
+  type TrackInfo,
+  type Unit,
+} from './unit.js';
 export { pieceCopy } from './byte-queue.js';
 export { FlacParser } from './flac.js';
 export { Mp3Parser } from './mp3.js';

@@ -4,7 +4,14 @@
 import { oggCrc32 } from '../transcode/index.js';
 import { ByteQueue } from './byte-queue.js';
 import { prefixVerdict, Resync, type Verdict } from './resync.js';
-import { collectUnits, MalformedAudio, type ContainerParser, type TrackInfo, type Unit } from './unit.js';
+import {
+  collectUnits,
+  MalformedAudio,
+  type ContainerParser,
+  type PacketSink,
+  type TrackInfo,
+  type Unit,
+} from './unit.js';
 
 export class OggParser implements ContainerParser {
   info: TrackInfo | undefined;
@@ -15,6 +22,10 @@ export class OggParser implements ContainerParser {
   private base = 0; // media time where the current chained stream starts
 
   private resync = new Resync({ head: (b) => verifiedPage(b, 0), at: verifiedPage });
+
+  /** `onPacket`: each Opus packet that begins and ends on a media page (a page's time shared evenly
+   *  among them: an encoder keeps one frame size), for the speech detector. */
+  constructor(private readonly onPacket?: PacketSink) {}
 
   get bufferedBytes(): number {
     return this.q.length;
@@ -81,8 +92,30 @@ export class OggParser implements ContainerParser {
       unit.start = this.lastEnd;
       unit.end = Math.max(end, this.lastEnd);
       this.lastEnd = unit.end;
+      if (this.onPacket && this.info.codec === 'opus') this.packets(bytes, nseg, unit.start, unit.end);
     }
     return unit;
+  }
+
+  /** The page's whole packets to onPacket: one continued from the page before (flag 1) is skipped,
+   *  and so is one that goes on to the next page (its last lacing value 255). */
+  private packets(page: Buffer, nseg: number, start: number, end: number): void {
+    let whole = 0;
+    for (let i = 0; i < nseg; i++) if (page[27 + i] < 255) whole++;
+    if (whole === 0) return;
+    const each = (end - start) / whole;
+    let off = 27 + nseg;
+    let from = off;
+    let n = 0;
+    let continued = (page[5] & 1) === 1;
+    for (let i = 0; i < nseg; i++) {
+      off += page[27 + i];
+      if (page[27 + i] === 255) continue;
+      if (!continued) this.onPacket!(page, from, off - from, start + n * each, each);
+      continued = false;
+      n++;
+      from = off;
+    }
   }
 
   private identify(p: Buffer): void {

@@ -16,6 +16,11 @@ export interface Unit {
   at?: number;
 }
 
+/** Each Opus packet a parser finds in a stream it passes through, for the speech detector: `bytes`
+ *  holds it at [offset, offset + length), covering [start, start + duration) seconds of the stream.
+ *  Called while the parser reads; the bytes are the parser's (not to be kept). */
+export type PacketSink = (bytes: Buffer, offset: number, length: number, start: number, duration: number) => void;
+
 export interface TrackInfo {
   /** 'opus' | 'vorbis' | 'pcm-f32' | 'pcm-s16' | 'aac' | 'mp3' | 'flac', or the container's own codec id. */
   codec: string;

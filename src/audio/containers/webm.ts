@@ -2,6 +2,7 @@
 // byte offsets, and re-chunking passthrough audio needs to cut at element boundaries and know
 // where the headers end. Handles live browser WebM (unknown-size Segment and Clusters).
 import { echo } from '../../protocol/index.js';
+import { opusPacketSamples48 } from '../transcode/index.js';
 import { ByteQueue } from './byte-queue.js';
 import { Resync, type Verdict } from './resync.js';
 import {
@@ -9,6 +10,7 @@ import {
   MalformedAudio,
   type ContainerParser,
   type Continuation,
+  type PacketSink,
   type TrackInfo,
   type Unit,
 } from './unit.js';
@@ -132,6 +134,8 @@ export interface WebmParserOptions {
    *  of up to this much media (a run), not a unit each; 0: a unit per block. Runs are for audio
    *  passed through (Opus, Vorbis): PCM blocks stay a unit each, for their payload. */
   runSeconds?: number;
+  /** each unlaced Opus block's packet (laced ones, which browsers do not write, are not told) */
+  onPacket?: PacketSink;
 }
 
 export class WebmParser implements ContainerParser {
@@ -156,9 +160,11 @@ export class WebmParser implements ContainerParser {
   private expect?: Continuation['expect'];
   private mistimed = false;
   private resync = new Resync({
-    head: (b) => {
+    head: (b, _gapAt, paused) => {
       const e = this.element(b, 0);
-      return e.verdict === 'yes' && e.id !== ID.Cluster ? this.element(b, e.end).verdict : e.verdict;
+      if (e.verdict !== 'yes' || e.id === ID.Cluster) return e.verdict;
+      // Paused with exactly this element queued: nothing after it may ever come to vouch for it.
+      return paused && e.end === b.length ? 'yes' : this.element(b, e.end).verdict;
     },
     at: (b, off) => {
       const e = this.element(b, off);
@@ -166,8 +172,11 @@ export class WebmParser implements ContainerParser {
     },
   });
 
+  private readonly onPacket?: PacketSink;
+
   constructor(o: WebmParserOptions = {}) {
     this.runSeconds = o.runSeconds ?? 0;
+    this.onPacket = o.onPacket;
   }
 
   get bufferedBytes(): number {
@@ -203,6 +212,16 @@ export class WebmParser implements ContainerParser {
   push(chunk: Buffer): Unit[] {
     this.q.push(chunk);
     if (!this.resync.ready(this.q)) return [];
+    return this.parseQueued();
+  }
+
+  /** A flush or the end: an element held after a gap only for want of the next one goes out. */
+  pause(): Unit[] {
+    if (!this.resync.pause(this.q)) return [];
+    return this.parseQueued();
+  }
+
+  private parseQueued(): Unit[] {
     const units = collectUnits(() =>
       this.q.length >= this.need && this.resync.ready(this.q) ? this.step() : undefined,
     );
@@ -444,6 +463,20 @@ export class WebmParser implements ContainerParser {
     unit.start = start;
     unit.end = start + duration;
     // Only PCM is transcoded from WebM (Opus and Vorbis pass through): only it needs the payload.
-    if (pcm && (flags & 0x06) === 0) unit.payload = [b.subarray(from, end)]; // unlaced: the payload is one frame
+    if (pcm && (flags & 0x06) === 0)
+      unit.payload = [b.subarray(from, end)]; // unlaced: the payload is one frame
+    else if (codec === 'opus' && (flags & 0x06) === 0 && this.onPacket) this.packet(b, from, end, start);
+  }
+
+  /** An Opus block's packet to onPacket, its duration from its TOC (a live stream's blocks carry
+   *  none, and the first block has no spacing to go by); a packet too short to say is not told. */
+  private packet(b: Buffer, from: number, end: number, start: number): void {
+    let samples: number;
+    try {
+      samples = opusPacketSamples48(b.subarray(from, end));
+    } catch {
+      return;
+    }
+    this.onPacket!(b, from, end - from, start, samples / 48000);
   }
 }
