@@ -199,8 +199,11 @@ export class UpstreamSide {
     }
   }
 
-  /** A restored session's upstream session, deferred until media past its last final, opens now. */
+  /** A restored session's upstream session, deferred until media past its last final, opens now
+   * (the client's end came first). What the client sent before its end goes into the replay first:
+   * media the parser still held would come after it, put on the timeline from the Cluster's start. */
   openRestored(): void {
+    this.p.stream.pipeline?.pauseInput();
     this.link?.openRestored();
   }
 

@@ -36,6 +36,28 @@ describe('WebM continuation at a handover', () => {
     }
   });
 
+  it("the stream's last element after the seam comes out when the client's input pauses (its end): no element after it will vouch for it", () => {
+    const whole = new WebmParser().push(stream);
+    const init = Buffer.concat(whole.filter((u) => u.header).map((u) => u.bytes));
+    const lastAt = stream.length - whole.at(-1)!.bytes.length;
+    for (const cut of [lastAt, lastAt + 7]) {
+      // the owner stopped right before the last block, or inside it
+      const owner = new WebmParser();
+      const before = owner.push(stream.subarray(0, cut));
+      const c = owner.continuation()!;
+      const successor = new WebmParser();
+      successor.push(init);
+      successor.push(c.bytes);
+      successor.gap(c.expect);
+      const after = [...successor.push(stream.subarray(cut)), ...(successor.pause?.() ?? [])];
+      assert.deepEqual(
+        [...starts(before), ...starts(after)],
+        starts(whole),
+        `every block, the last one too (cut at ${cut})`,
+      );
+    }
+  });
+
   it("the replay of a continuation taken up mid-Cluster starts its first block at 0, and its offset is that block's time", () => {
     const whole = new WebmParser().push(stream);
     const init = Buffer.concat(whole.filter((u) => u.header).map((u) => u.bytes));

@@ -14,8 +14,9 @@ export function prefixVerdict(b: Buffer, off: number, prefix: Buffer): Verdict {
 export interface Checks {
   /** Does the queue's head continue the stream? The bytes before the gap (the first `gapAt`) may
    * have ended inside a unit whose rest was lost, so this looks past that unit (e.g. at the next
-   * unit's header). */
-  head(b: Buffer, gapAt: number): Verdict;
+   * unit's header). `paused`: the input pauses here (a flush, the end), so what follows that unit
+   * may never come: a whole, plausible unit that is all the queue holds is taken. */
+  head(b: Buffer, gapAt: number, paused?: boolean): Verdict;
   /** Is a boundary the stream can restart from at `off` (a WebM Cluster, an Ogg page with its CRC)? */
   at(b: Buffer, off: number): Verdict;
 }
@@ -79,6 +80,16 @@ export class Resync {
     }
     this.drop(q, b.length);
     return false;
+  }
+
+  /** The input pauses (a client's flush or end): a head check that waits only for what follows the
+   * head's unit is decided without it, else the last unit a client sends after a gap (a handover's
+   * seam just before its end) would wait for ever. True when the queue's head may be parsed. */
+  pause(q: ByteQueue): boolean {
+    if (this.state !== 'head' || q.length === 0) return this.state === 'off';
+    if (this.checks.head(q.peek(q.length), this.gapAt, true) !== 'yes') return false;
+    this.state = 'off';
+    return true;
   }
 
   private wait(q: ByteQueue): false {
