@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { trustedProxyList } from './audit/index.js';
 import { parseEnvironments, type EnvironmentsConfig } from './environments.js';
+import { LOG_QUEUE_DEFAULT, LOG_QUEUE_MAX, LOG_QUEUE_MIN } from './telemetry/index.js';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -145,6 +146,8 @@ const schema = z
       .transform(cidrEntries)
       .default(''),
     LOG_LEVEL: oneOf(LOG_LEVELS).default('info'),
+    /** Bytes of log and audit lines that may wait for a slow reader of stdout; past them lines are dropped, counted. */
+    LOG_QUEUE_BYTES: int(LOG_QUEUE_MIN, LOG_QUEUE_MAX, LOG_QUEUE_DEFAULT),
     CONFIG_TIMEOUT_MS: int(100, 600_000, 10_000),
     /** The upstream ends /streams connections at 2 hours whatever we set. */
     STREAM_MAX_SECONDS: int(1, 7200, 7200),

@@ -36,11 +36,15 @@ export interface TrailOptions {
 
 /** Store writes in flight at most (a slow Redis): past it, an event reaches the sink only, counted. */
 const MAX_PENDING = 10_000;
+/** A failing sink is logged at most this often. */
+const FAILURE_LOG_MS = 1000;
 
 export class AuditTrail {
   private readonly pending = new Set<Promise<void>>();
   private readonly coalescer: Coalescer;
   private readonly now: () => number;
+  private readonly lastFailureLog = { log: -Infinity, store: -Infinity };
+  private readonly unlogged = { log: 0, store: 0 };
 
   constructor(private readonly o: TrailOptions) {
     this.now = o.now ?? Date.now;
@@ -110,10 +114,22 @@ export class AuditTrail {
     this.pending.add(p);
   }
 
-  /** Logged with the error's message only: the event's fields stay out of the normal log. */
+  /** Counted each time; logged with the error's message only (the event's fields stay out of the
+   * normal log), at most once a second per sink with how many failed since: a stalled stdout or a
+   * full disk fails every event, and a line for each would only add to the flood. */
   private failed(sink: 'log' | 'store', err: unknown): void {
     metrics.auditWriteFailures.inc({ sink });
-    this.o.log.error({ event: 'audit_write_failed', sink, err: (err as Error).message }, 'audit event not written');
+    const at = this.now();
+    const last = this.lastFailureLog[sink];
+    this.unlogged[sink]++;
+    if (at - last < FAILURE_LOG_MS) return;
+    this.lastFailureLog[sink] = at;
+    const failures = this.unlogged[sink];
+    this.unlogged[sink] = 0;
+    this.o.log.error(
+      { event: 'audit_write_failed', sink, failures, err: (err as Error).message },
+      'audit event not written',
+    );
   }
 }
 

@@ -10,3 +10,4 @@ export {
   type LedgerTotals,
 } from './ledger-credits.js';
 export { captureNativeStderr, writeStderrJson } from './stderr.js';
+export { writeStdoutLine, LOG_QUEUE_DEFAULT, LOG_QUEUE_MIN, LOG_QUEUE_MAX } from './stdout.js';

@@ -119,6 +119,12 @@ export const metrics = {
     labelNames: ['sink'],
     registers,
   }),
+  /** a log line dropped because stdout's reader fell LOG_QUEUE_BYTES behind (audit lines: auditWriteFailures) */
+  logLinesDropped: new Counter({
+    name: 'speech_gateway_log_lines_dropped_total',
+    help: 'Log lines not written: the reader of stdout fell LOG_QUEUE_BYTES behind, or stdout failed',
+    registers,
+  }),
   usageRefused: new Counter<'reason'>({
     name: 'speech_gateway_usage_refused_total',
     help: 'Upstream credit figures counted nowhere (the session is estimated): out_of_range (below 0 or above the per-message bound), unreadable (no numeric credits), overflow (a total would pass 2^53 micro-credits)',

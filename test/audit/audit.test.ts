@@ -4,10 +4,12 @@
 // token. Then GET /v1/audit (tenant, range, paging, a scoped token's 403) and the Redis store's
 // retention.
 import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { clientAddress, createAudit, trustedProxyList } from '../../src/audit/index.js';
@@ -362,19 +364,21 @@ describe('an audit trail that cannot be written', () => {
     }
   });
 
-  it('without AUDIT_LOG_FILE: one JSON line a event on stdout, marked "stream":"audit"', async () => {
-    const lines: string[] = [];
-    const write = process.stdout.write.bind(process.stdout);
-    process.stdout.write = ((chunk: string) => (lines.push(String(chunk)), true)) as typeof process.stdout.write;
-    try {
-      const audit = await createAudit({ retentionDays: 1, trustedProxies: 0, logger });
-      audit.record({ event: 'session_opened', outcome: 'ok', tenant: 't', sessionId: 's' });
-      await audit.close();
-    } finally {
-      process.stdout.write = write;
-    }
+  const stdoutAudit = (events: number) =>
+    spawn(process.execPath, ['--import', 'tsx', 'test/audit/stdout-audit.ts', String(events)], {
+      cwd: fileURLToPath(new URL('../../', import.meta.url)),
+      env: { ...process.env, LOG_LEVEL: 'silent' },
+    });
+
+  it('without AUDIT_LOG_FILE: one JSON line a event on stdout, marked "stream":"audit"', () => {
+    const run = spawnSync(process.execPath, ['--import', 'tsx', 'test/audit/stdout-audit.ts'], {
+      cwd: fileURLToPath(new URL('../../', import.meta.url)),
+      env: { ...process.env, LOG_LEVEL: 'silent' },
+      encoding: 'utf8',
+    });
+    assert.equal(run.status, 0, run.stderr);
+    const lines = run.stdout.split('\n').filter(Boolean);
     const line = lines.find((l) => l.includes('session_opened'))!;
-    assert.ok(line.endsWith('\n') && !line.slice(0, -1).includes('\n'));
     assert.deepEqual(JSON.parse(line), {
       stream: 'audit',
       time: JSON.parse(line).time,
@@ -383,5 +387,15 @@ describe('an audit trail that cannot be written', () => {
       tenant: 't',
       sessionId: 's',
     });
+  });
+
+  it('a stdout whose reader went away (a closed pipe): the process goes on, and each event lost is counted', async () => {
+    const child = stdoutAudit(10);
+    child.stdout.destroy(); // the reader's end closed: every write gets EPIPE
+    let err = '';
+    child.stderr.on('data', (b: Buffer) => (err += b));
+    const code = await new Promise((resolve) => child.once('exit', resolve));
+    assert.equal(code, 0, err);
+    assert.ok(Number(err.trim().split('\n').at(-1)) >= 9, `counted as not written: ${err}`);
   });
 });

@@ -21,6 +21,9 @@ export interface GatewayProcess {
   stop(): Promise<void>;
   /** SIGKILL at once (a crash: nothing is cleaned up); resolves once it exited. */
   kill(): Promise<void>;
+  /** Stops reading its stdout (a log reader that stalls), and reads it again. */
+  pauseStdout(): void;
+  resumeStdout(): void;
 }
 
 /** Starts the gateway with `env` (no Redis settings or CA from this process's environment), its usage
@@ -54,7 +57,9 @@ export async function startGatewayProcess(dir: string, env: Record<string, strin
     child.kill('SIGKILL');
     await exited;
   };
-  const g = { port: 0, adminPort: 0, authBase: '', output: () => out, stop, kill };
+  const pauseStdout = () => void child.stdout!.pause();
+  const resumeStdout = () => void child.stdout!.resume();
+  const g = { port: 0, adminPort: 0, authBase: '', output: () => out, stop, kill, pauseStdout, resumeStdout };
   for (let i = 0; i < 400 && !(g.port && g.authBase); i++) {
     if (child.exitCode !== null) throw new Error(`the gateway exited (${child.exitCode}):\n${out}`);
     await delay(100);
