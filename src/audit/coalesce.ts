@@ -4,7 +4,8 @@
 // again (same tenant, who, event, outcome, reason, error id, address) within the window is counted,
 // and at the window's end one event with `count` (and `since`, the first of them) stands for them.
 // The kinds open at once are bounded per tenant: past the bound, the rest of a tenant's are folded by
-// event, outcome, reason and error alone (their addresses and callers are not kept).
+// event, outcome, reason and error alone (their addresses and callers are not kept); past the bound
+// in all (as many tenant names as a caller cares to make up), by those without the tenant.
 import type { AuditInput } from './event.js';
 
 /** What makes two events the same: everything but the fields that tell one session or request apart. */
@@ -26,8 +27,9 @@ const KEY_FIELDS = [
   'address',
   'peer',
 ] as const;
-/** Past the per-tenant bound: folded by these only. */
+/** Past the per-tenant bound: folded by these only; past the bound in all, by these without the tenant. */
 const BROAD_FIELDS = ['tenant', 'trail', 'event', 'outcome', 'reason', 'error', 'status', 'path'] as const;
+const GLOBAL_FIELDS = BROAD_FIELDS.slice(2);
 
 /** Kinds open at once per tenant (events without a tenant: MAX_KINDS_UNATTRIBUTED), and in all. */
 const MAX_KINDS_PER_TENANT = 256;
@@ -77,12 +79,14 @@ export class Coalescer {
     const known = this.kinds.get(exact);
     if (known) return this.fold(known, at);
     const open = this.perTenant.get(tenant) ?? 0;
-    const full = open >= (tenant ? MAX_KINDS_PER_TENANT : MAX_KINDS_UNATTRIBUTED) || this.kinds.size >= MAX_KINDS;
-    if (!full) return this.open(exact, pick(e, KEY_FIELDS), tenant, false, at);
-    const broad = `*${JSON.stringify(BROAD_FIELDS.map((f) => e[f] ?? null))}`;
+    const allFull = this.kinds.size >= MAX_KINDS;
+    if (!allFull && open < (tenant ? MAX_KINDS_PER_TENANT : MAX_KINDS_UNATTRIBUTED))
+      return this.open(exact, pick(e, KEY_FIELDS), tenant, false, at);
+    const fields = allFull ? GLOBAL_FIELDS : BROAD_FIELDS;
+    const broad = `${allFull ? '**' : '*'}${JSON.stringify(fields.map((f) => e[f] ?? null))}`;
     const wide = this.kinds.get(broad);
     // A broad kind's first event is written whole; the rest are counted without their who and where.
-    return wide ? this.fold(wide, at) : this.open(broad, pick(e, BROAD_FIELDS), tenant, true, at);
+    return wide ? this.fold(wide, at) : this.open(broad, pick(e, fields), tenant, true, at);
   }
 
   /** Every summary still open, written now (at close). */

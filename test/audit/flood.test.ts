@@ -70,6 +70,23 @@ describe('the in-process audit store under one tenant’s flood', () => {
     assert.equal(flood.at(-1)!.reason, 'unconfigured_limit');
   });
 
+  it('API calls for 30,000 made-up tenants: the repeats past the bound are folded together, every call counted', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'sg-flood-')), 'audit.jsonl');
+    const audit = await createAudit({ file, retentionDays: 1, trustedProxies: 0, logger });
+    const call = {
+      event: 'usage_api_call' as const,
+      outcome: 'ok',
+      status: 200,
+      path: '/v1/usage',
+      caller: 'USAGE_API_TOKEN',
+    };
+    for (let i = 0; i < 30_000; i++) audit.record({ ...call, tenant: `made-up-${i}`, trail: 'existing' });
+    await audit.close();
+    const calls = lines(file).filter((e) => e.event === 'usage_api_call');
+    assert.ok(calls.length <= 16_384 + 4, `${calls.length} lines for 30,000 calls`);
+    assert.equal(standsFor(calls), 30_000);
+  });
+
   it("120,000 distinct events of tenant A drop only A's oldest, within AUDIT_STORE_MAX_BYTES; memory stays bounded", async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'sg-flood-')), 'audit.jsonl');
     const before = (await memoryAfterGc()).heapUsed;
