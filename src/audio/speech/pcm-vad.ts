@@ -1,7 +1,8 @@
 // Speech in PCM the gateway holds (raw PCM and WAV clients, before it encodes them): the WebRTC VAD,
 // libfvad compiled to WASM (@echogarden/fvad-wasm), on 10 ms frames, its verdicts into a
-// SpeechDetector. The WASM module is loaded once, by the first PCM stream.
-import createFvad, { type FvadModule } from '@echogarden/fvad-wasm';
+// SpeechDetector. The WASM module is loaded once, by the first PCM stream (a gateway that never
+// sees PCM never loads it).
+import type { FvadModule } from '@echogarden/fvad-wasm';
 import type { SpeechDetector } from './detector.js';
 
 /** The rates libfvad takes. */
@@ -32,7 +33,7 @@ export class PcmSpeech {
   static async create(detector: SpeechDetector, rate: number, mode = 3): Promise<PcmSpeech> {
     if (!(FVAD_RATES as readonly number[]).includes(rate))
       throw new RangeError(`the WebRTC VAD takes 8, 16, 32 or 48 kHz, not ${rate} Hz`);
-    module ??= createFvad();
+    module ??= import('@echogarden/fvad-wasm').then((m) => m.default());
     const m = await module;
     const handle = m._fvad_new();
     if (!handle) throw new Error('fvad_new failed');
