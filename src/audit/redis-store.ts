@@ -39,6 +39,7 @@ export class RedisAuditStore implements AuditStore {
   private trailsReadAt = 0;
   private sweeping?: Promise<void>;
   private readonly scoreOf = scorer();
+  private adopted = false;
 
   constructor(
     settings: RedisSettings,
@@ -58,7 +59,15 @@ export class RedisAuditStore implements AuditStore {
   /** Rejects with why, or after `timeoutMs` (connectRedis). Then trims every trail to its share. */
   async connect(timeoutMs: number): Promise<void> {
     await connectRedis(this.redis, timeoutMs);
-    // A failure here is retried at the next new trail.
+    this.settle();
+  }
+
+  /** Once Redis answers (at start, or at the first write if it was away then): the trails of a
+   * release before adopted, and every trail trimmed to its share. A failed sweep is done again at the
+   * next new trail. */
+  private settle(): void {
+    if (this.adopted) return;
+    this.adopted = true;
     void this.adoptTrails()
       .then(() => this.sweep())
       .catch(() => undefined);
@@ -87,6 +96,7 @@ export class RedisAuditStore implements AuditStore {
     await this.readTrails();
     const share = shareOf(this.limits, this.trails + (this.registered.has(tenant) ? 0 : 1));
     const bytes = await this.trim(tenant, share, REMOVED_A_WRITE, score, memberOf(e), create);
+    this.settle();
     if (bytes >= 0 && !this.registered.has(tenant)) await this.register(tenant);
   }
 

@@ -114,20 +114,24 @@ describe('usage API calls in the trails of a gateway with Redis', () => {
 
 describe('the audit store in Redis, bounded in bytes', () => {
   const trails: AuditTrail[] = [];
-  const open = async (o: { maxBytes?: number; tenantMaxBytes?: number }) => {
-    const keyPrefix = `sg:audit:${randomBytes(4).toString('hex')}:`;
+  type Limits = { maxBytes?: number; tenantMaxBytes?: number };
+  const openAt = async (url: string, keyPrefix: string, o: Limits) => {
     const file = join(mkdtempSync(join(tmpdir(), 'sg-bytes-')), 'audit.jsonl');
     const audit = await createAudit({
       file,
-      redis: { url: redis.url },
+      redis: { url },
       keyPrefix,
       retentionDays: 1,
       trustedProxies: 0,
       logger,
       ...o,
     });
-    trails.push(audit);
     return { audit, keyPrefix };
+  };
+  const open = async (o: Limits) => {
+    const opened = await openAt(redis.url, `sg:audit:${randomBytes(4).toString('hex')}:`, o);
+    trails.push(opened.audit);
+    return opened;
   };
   afterAll(async () => {
     for (const t of trails) await t.close();
@@ -167,9 +171,9 @@ describe('the audit store in Redis, bounded in bytes', () => {
     assert.equal(sets.size, 4);
   });
 
-  it('a trail written before byte bounds (up to 5,000,000 events) is trimmed to them at start', async () => {
-    const keyPrefix = `sg:audit:${randomBytes(4).toString('hex')}:`;
-    const client = new Redis(redis.url);
+  /** 3,000 events of tenant `old` under `keyPrefix` as a release before byte bounds wrote them. */
+  async function writeOldTrail(url: string, keyPrefix: string): Promise<void> {
+    const client = new Redis(url);
     const now = Date.now();
     for (let batch = 0; batch < 3; batch++) {
       const args: Array<string | number> = [];
@@ -186,23 +190,51 @@ describe('the audit store in Redis, bounded in bytes', () => {
       await client.zadd(`${keyPrefix}old`, ...args);
     }
     await client.quit();
-    const file = join(mkdtempSync(join(tmpdir(), 'sg-bytes-')), 'audit.jsonl');
-    const audit = await createAudit({
-      file,
-      redis: { url: redis.url },
-      keyPrefix,
-      retentionDays: 1,
-      trustedProxies: 0,
-      logger,
-      tenantMaxBytes: 64 * KIB,
-    });
-    trails.push(audit);
-    await until(
-      async () => bytesOf((await trailsIn(keyPrefix)).get(`${keyPrefix}old`) ?? []) <= 64 * KIB,
-      'the old trail within its bytes',
-    );
-    const left = (await trailsIn(keyPrefix)).get(`${keyPrefix}old`)!;
+  }
+
+  /** Waits until `old`'s trail is within 64 KiB, its newest kept. */
+  async function trimmedOld(url: string, keyPrefix: string): Promise<void> {
+    const old = async () => {
+      const client = new Redis(url);
+      try {
+        return await client.zrange(`${keyPrefix}old`, 0, -1);
+      } finally {
+        await client.quit();
+      }
+    };
+    await until(async () => bytesOf(await old()) <= 64 * KIB, 'the old trail within its bytes');
+    const left = await old();
     assert.ok(left.length > 100 && left.at(-1)!.includes('old-2-999'), `${left.length} of the newest kept`);
+  }
+
+  it('a trail written before byte bounds (up to 5,000,000 events) is trimmed to them at start', async () => {
+    const keyPrefix = `sg:audit:${randomBytes(4).toString('hex')}:`;
+    await writeOldTrail(redis.url, keyPrefix);
+    const { audit } = await openAt(redis.url, keyPrefix, { tenantMaxBytes: 64 * KIB });
+    trails.push(audit);
+    await trimmedOld(redis.url, keyPrefix);
+  });
+
+  it('... and once Redis is back, when it was away at start', async () => {
+    const own = await startRedis({ persist: true });
+    const keyPrefix = `sg:audit:${randomBytes(4).toString('hex')}:`;
+    await writeOldTrail(own.url, keyPrefix);
+    await own.stop();
+    const { audit } = await openAt(own.url, keyPrefix, { tenantMaxBytes: 64 * KIB });
+    try {
+      await own.restart();
+      const client = new Redis(own.url);
+      await until(async () => {
+        audit.record(opened('new', Date.now()));
+        await audit.flush();
+        return (await client.exists(`${keyPrefix}new`)) === 1;
+      }, 'a write once Redis is back');
+      await client.quit();
+      await trimmedOld(own.url, keyPrefix);
+    } finally {
+      await audit.close();
+      await own.stop();
+    }
   });
 
   it('20,000 identical refusals of one tenant are one event with a count: its genuine events stay', async () => {
