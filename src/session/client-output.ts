@@ -30,6 +30,8 @@ export interface ClientOutputEvents {
   tooSlow(): void;
   /** The output held for an absent client went over its bound: the session stops waiting for it. */
   heldOverflow(): void;
+  /** What was kept for the client went to its socket: the finals in it are the client's now. */
+  given(): void;
 }
 
 export class ClientOutput {
@@ -100,9 +102,14 @@ export class ClientOutput {
     return out;
   }
 
-  /** What was held goes to the socket now, in order, and output is sent from now on. */
-  sendHeld(): void {
-    for (const m of this.release()) this.send(m);
+  /** `first` (a resumed socket's answer), then what was held, go to the socket now, in order, and
+   * output is sent from now on; how many were held. */
+  sendHeld(first?: string): number {
+    const held = this.release();
+    if (first !== undefined) this.send(first);
+    for (const m of held) this.send(m);
+    this.on.given();
+    return held.length;
   }
 
   close(code: number, reason: string): void {

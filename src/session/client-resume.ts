@@ -32,9 +32,7 @@ export function answerResumeConfig(p: Parts, config: SessionConfig, driver: Driv
     output.sendNow(config.resumedAnswer(intake.bytesIn));
     return lifecycle.emit({ type: 'resumed', missed: 0, audioBytes: intake.bytesIn });
   }
-  const missed = output.release();
-  output.send(config.resumedAnswer(intake.bytesIn));
-  for (const message of missed) output.send(message);
-  lifecycle.emit({ type: 'resumed', missed: missed.length, audioBytes: intake.bytesIn });
+  const missed = output.sendHeld(config.resumedAnswer(intake.bytesIn));
+  lifecycle.emit({ type: 'resumed', missed, audioBytes: intake.bytesIn });
   driver.dispatch({ type: 'client_caught_up' });
 }

@@ -31,7 +31,7 @@ export function performEffect(e: Effect, t: EffectTargets): void {
     case 'keep_output':
       return t.output.hold();
     case 'send_kept_output':
-      return t.output.sendHeld();
+      return void t.output.sendHeld();
     case 'open_upstream':
       return t.upstream.openWithSlot(e.config);
     case 'forward_audio':

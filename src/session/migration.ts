@@ -46,8 +46,11 @@ export class Migration {
   }
 
   /** What another replica needs to go on with this session; undefined while it has none to give
-   * (not configured yet, no media yet, or a stream only this replica can parse: transcoded, MP3...). */
-  snapshot(): SessionSnapshot | undefined {
+   * (not configured yet, no media yet, or a stream only this replica can parse: transcoded, MP3...).
+   * Its finals end where the client's socket was given them (a successor after a crash goes on from
+   * there); `leaving` (a handover): where this replica's end, those kept for the client going along
+   * as `missed`. */
+  snapshot(leaving = false): SessionSnapshot | undefined {
     const { stream, intake, usage } = this.p;
     const handable = stream.handable();
     const link = this.upstream.link;
@@ -58,7 +61,7 @@ export class Migration {
       acceptedAt: this.config.acceptedAt,
       ...handable,
       offset: link.offset,
-      finalUntil: link.finalUntil,
+      finalUntil: leaving ? link.finalUntil : this.upstream.finalGiven,
       audioBytes: intake.bytesIn,
       mediaReceived: stream.mediaReceived,
       segment: link.segment,
@@ -90,7 +93,7 @@ export class Migration {
   leave(live: boolean): void {
     const { stream, output, timers, lifecycle, usage } = this.p;
     const continuation = stream.continuation();
-    const snapshot = this.snapshot();
+    const snapshot = this.snapshot(true);
     const missed = output.release().map((m) => m.toString());
     output.close(CLOSE.serviceRestart, HANDED_OVER_REASON); // handed over while its close waited
     timers.clearAll();

@@ -22,6 +22,8 @@ export interface Wiring {
   /** client audio out of the inbox */
   deliver(audio: Buffer): void;
   sendControl(message: Control): void;
+  /** what was kept for the client went to its socket */
+  given(): void;
 }
 
 export function assemble(deps: SessionDeps, info: SessionInfo, client: ClientSink, w: Wiring): Parts {
@@ -48,6 +50,7 @@ export function assemble(deps: SessionDeps, info: SessionInfo, client: ClientSin
         driver.dispatch({ type: 'client_too_slow', details: 'the client is not reading its messages' }),
       ),
     heldOverflow: () => driver.guard(() => driver.dispatch({ type: 'resume_grace' })),
+    given: w.given,
   });
   const stream = new ClientStream({
     chunkMs: deps.settings.chunkMs,

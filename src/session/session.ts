@@ -51,6 +51,7 @@ export class Session {
       frame: (frame) => this.upstream.sendFrame(frame),
       deliver: (audio) => this.onClientAudio(audio),
       sendControl: (message) => this.upstream.sendControl(message),
+      given: () => this.upstream.given(),
     });
     this.config = new SessionConfig(info.endpoint);
     this.upstream = new UpstreamSide(this.p, this.config, this.driver, () => this.becomeLive(false));

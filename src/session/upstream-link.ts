@@ -44,6 +44,9 @@ export interface LinkHandlers {
   onLost(errorId: ErrorId, details: string): void;
   /** No upstream session could be had (first connection, or every reconnection attempt). */
   onFailed(errorId: ErrorId, details: string): void;
+  /** Where the finals the client has been given end (less than finalUntil while output waits for
+   *  it): the audio after it stays in the replay, where a successor after a crash resends from. */
+  given?(): number;
 }
 
 export interface LinkOptions {
@@ -238,7 +241,8 @@ export class UpstreamLink {
     }
     if (type === undefined) return this.unreadable(data);
     const mapped = this.timeline.map(type, data);
-    if (type === 'transcript') this.replay.release(this.timeline.finalUntil);
+    if (type === 'transcript')
+      this.replay.release(Math.min(this.timeline.finalUntil, this.o.handlers.given?.() ?? Infinity));
     if (mapped) this.o.handlers.onMessage(type, mapped, receivedAt);
   }
 

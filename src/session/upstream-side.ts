@@ -16,7 +16,8 @@ import { UpstreamLink, type LinkOptions } from './upstream-link.js';
 export class UpstreamSide {
   link?: Link;
   upstreamSessionId?: string;
-  /** how far the client's finals cover its stream, as last told (final_delivered) */
+  /** how far the finals given to the client's socket cover its stream, as last told (final_delivered);
+   *  finals kept for it while it is away are not its yet */
   finalNoted = 0;
 
   constructor(
@@ -95,6 +96,7 @@ export class UpstreamSide {
           driver.guard(() => driver.dispatch({ type: 'upstream_dropped', errorId, details })),
         onFailed: (errorId, details) =>
           driver.guard(() => driver.dispatch({ type: 'upstream_failed', errorId, details })),
+        given: () => this.finalGiven,
       },
     };
   }
@@ -139,10 +141,21 @@ export class UpstreamSide {
   /** A client falling behind loses interim transcripts first, never a final one. */
   private transcript(data: Buffer, receivedAt: number): void {
     if (!this.p.output.relayTranscript(data, receivedAt)) return;
-    if (this.link && this.link.finalUntil > this.finalNoted) {
-      this.finalNoted = this.link.finalUntil;
-      this.p.lifecycle.emit({ type: 'final_delivered', until: this.finalNoted });
-    }
+    if (!this.p.output.holding) this.given();
+  }
+
+  /** The client's socket has every final so far (sent now, or what was kept for it just given). */
+  given(): void {
+    if (!this.link || this.link.finalUntil <= this.finalNoted) return;
+    this.finalNoted = this.link.finalUntil;
+    this.p.lifecycle.emit({ type: 'final_delivered', until: this.finalNoted });
+  }
+
+  /** Where the client's finals end for a successor that goes on from the record: while output waits
+   *  for the client, the finals waiting with it are not counted (they die with this process). */
+  get finalGiven(): number {
+    const until = this.link?.finalUntil ?? 0;
+    return this.p.output.holding ? Math.min(this.finalNoted, until) : until;
   }
 
   /** The first upstream session took the config: audio can flow, and the client is told. */
