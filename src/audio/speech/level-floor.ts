@@ -8,7 +8,7 @@ export interface LevelOptions {
   marginDb: number;
   /** Seconds the floor looks back. */
   floorSeconds: number;
-  /** Levels below this (dB, the detector's scale: about dBFS + 76) are never speech. */
+  /** Levels below this are never speech (dB on the detector's scale: pink noise at X dBFS reads about X + 76). */
   minLevelDb: number;
 }
 
