@@ -38,6 +38,7 @@ export class RedisAuditStore implements AuditStore {
   private trails = 1;
   private trailsReadAt = 0;
   private sweeping?: Promise<void>;
+  private sweepAgain = false;
   private readonly scoreOf = scorer();
   private adopted = false;
 
@@ -160,25 +161,33 @@ export class RedisAuditStore implements AuditStore {
     void this.sweep().catch(() => undefined);
   }
 
-  /** Every trail trimmed to its share; tenants whose trail expired are no longer counted. */
+  /** Every trail trimmed to its share; tenants whose trail expired are no longer counted. Asked for
+   * while one runs (a trail added meanwhile), another runs after it. */
   private sweep(): Promise<void> {
-    this.sweeping ??= (async () => {
-      try {
-        const tenants = await this.redis.smembers(this.trailsKey);
-        this.trails = Math.max(1, tenants.length);
-        const share = shareOf(this.limits, this.trails);
-        for (const tenant of tenants) {
-          let bytes = await this.trim(tenant, share, REMOVED_A_SWEEP_CALL);
-          for (let calls = 1; bytes > share && calls < 10_000; calls++)
-            bytes = await this.trim(tenant, share, REMOVED_A_SWEEP_CALL);
-          if (bytes >= 0) continue;
-          await this.redis.srem(this.trailsKey, tenant);
-          this.registered.delete(tenant); // registered again at its next event
-        }
-      } finally {
-        this.sweeping = undefined;
-      }
-    })();
+    if (this.sweeping) {
+      this.sweepAgain = true;
+      return this.sweeping;
+    }
+    this.sweeping = this.sweepOnce().finally(() => {
+      this.sweeping = undefined;
+      if (!this.sweepAgain) return;
+      this.sweepAgain = false;
+      void this.sweep().catch(() => undefined);
+    });
     return this.sweeping;
+  }
+
+  private async sweepOnce(): Promise<void> {
+    const tenants = await this.redis.smembers(this.trailsKey);
+    this.trails = Math.max(1, tenants.length);
+    const share = shareOf(this.limits, this.trails);
+    for (const tenant of tenants) {
+      let bytes = await this.trim(tenant, share, REMOVED_A_SWEEP_CALL);
+      for (let calls = 1; bytes > share && calls < 10_000; calls++)
+        bytes = await this.trim(tenant, share, REMOVED_A_SWEEP_CALL);
+      if (bytes >= 0) continue;
+      await this.redis.srem(this.trailsKey, tenant);
+      this.registered.delete(tenant); // registered again at its next event
+    }
   }
 }
