@@ -13,9 +13,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as L from '../../test/audio/speech/labelled.js';
 import { detectPackets, score, type Score } from '../../test/audio/speech/score.js';
-import { recordInChromium } from './lib/chromium.js';
+import { fixtureRecording, recordInChromium } from './lib/chromium.js';
 import { fvadClip } from './lib/fvad.js';
 import { cpuPerAudioSecond } from './lib/cpu.js';
+import { sizeBaseline } from './lib/size-baseline.js';
 import type { SpeechDetectorOptions } from '../../src/audio/index.js';
 
 // Tuning knobs: BENCH_CPU=0 skips the CPU timing, BENCH_FVAD=0 the PCM path, BENCH_ENCODINGS=0,2
@@ -74,6 +75,7 @@ async function encoded(all: L.Clip[]): Promise<Row[]> {
         s,
         cpuUs: timing ? cpuPerAudioSecond(packets, d.seconds) : undefined,
       });
+      if (ei === 0) rows.push(sizeRow(`${e.name}: packet sizes alone`, clip, packets));
     }
     if (withFvad)
       rows.push({
@@ -86,23 +88,54 @@ async function encoded(all: L.Clip[]): Promise<Row[]> {
   return rows;
 }
 
+function sizeRow(input: string, clip: L.Clip, packets: Uint8Array[], lag = 0): Row {
+  const b = sizeBaseline(packets);
+  return { input, clip: clip.name, kind: clip.kind, s: score(clip.speech, b.stretches, b.seconds, 0, -lag) };
+}
+
 async function chromium(all: L.Clip[]): Promise<Row[]> {
-  if (process.env.BENCH_CHROMIUM === '0') return [];
+  const fixtureRec = await fixtureRecording(all[0], work);
+  const fixtureRows: Row[] = [
+    sizeRow(
+      "Chromium's MediaRecorder, the fixture's recording: packet sizes alone",
+      fixtureRec.clip,
+      fixtureRec.packets,
+      fixtureRec.lag,
+    ),
+    {
+      input: "Chromium's MediaRecorder, the fixture's recording (CELT 60 ms)",
+      clip: fixtureRec.clip.name,
+      kind: 'speech',
+      s: scoreRec(fixtureRec),
+    },
+  ];
+  if (process.env.BENCH_CHROMIUM === '0') return fixtureRows;
   // The real browser on the clips a browser client most often sends: speech with pauses, in a quiet
   // and a noisy room, a quiet room alone, music.
   const picked = [all[1], all[2], all[3], all[4], all[5], all[6], all[10]];
   const recs = await recordInChromium(picked, work);
-  return recs.map((r) => {
-    const d = detectPackets(r.packets, options);
-    const s = score(r.clip.speech, d.stretches, d.seconds, d.detector.unknownSeconds, -r.lag);
-    return {
-      input: "Chromium's MediaRecorder (CELT 60 ms)",
-      clip: r.clip.name,
-      kind: r.clip.kind,
-      s,
-      cpuUs: timing ? cpuPerAudioSecond(r.packets, d.seconds) : undefined,
-    };
-  });
+  return fixtureRows.concat(
+    recs.flatMap((r) => {
+      const d = detectPackets(r.packets, options);
+      const s = score(r.clip.speech, d.stretches, d.seconds, d.detector.unknownSeconds, -r.lag);
+      const size = sizeRow("Chromium's MediaRecorder: packet sizes alone", r.clip, r.packets, r.lag);
+      return [
+        size,
+        {
+          input: "Chromium's MediaRecorder (CELT 60 ms)",
+          clip: r.clip.name,
+          kind: r.clip.kind,
+          s,
+          cpuUs: timing ? cpuPerAudioSecond(r.packets, d.seconds) : undefined,
+        },
+      ];
+    }),
+  );
+}
+
+function scoreRec(r: { clip: L.Clip; packets: Uint8Array[]; lag: number }): Score {
+  const d = detectPackets(r.packets, options);
+  return score(r.clip.speech, d.stretches, d.seconds, d.detector.unknownSeconds, -r.lag);
 }
 
 const pct = (a: number, b: number) => (b > 0 ? `${((100 * a) / b).toFixed(1)}%` : '–');

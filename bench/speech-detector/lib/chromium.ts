@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import * as L from '../../../test/audio/speech/labelled.js';
+import { chromeChunks } from '../../../test/support/fixtures.js';
 
 export interface Recording {
   clip: L.Clip;
@@ -86,6 +87,24 @@ function lagOf(rec: Float64Array, src: Float64Array): number {
     if (n > 100 && d / n < bestScore) [bestScore, best] = [d / n, lag];
   }
   return best / 100;
+}
+
+/** The fixture's own recording (test/fixtures/chrome/webm-opus: an older Chromium, VBR), the first 9 s of the fixture's speech. */
+export async function fixtureRecording(speech: L.Clip, work: string): Promise<Recording> {
+  const webm = Buffer.concat(chromeChunks('webm-opus'));
+  const file = join(work, 'chromium-fixture.webm');
+  writeFileSync(file, webm);
+  const samples = await L.decodeFloat(file);
+  const clip: L.Clip = {
+    ...speech,
+    name: 'speech (fixture, first 9 s)',
+    speech: speech.speech.map(([a, b]) => [a, Math.min(b, samples.length / L.RATE)]),
+  };
+  return {
+    clip,
+    packets: await L.opusPackets(webm, 'webm'),
+    lag: lagOf(envelope(samples, L.RATE), envelope(speech.samples, L.RATE)),
+  };
 }
 
 export async function recordInChromium(clips: L.Clip[], work: string): Promise<Recording[]> {
