@@ -61,6 +61,7 @@ export class SpeechDetector {
 
   /** One Opus packet covering [mediaStart, mediaStart + duration) seconds of the session's media. */
   packet(p: Uint8Array, mediaStart: number, duration: number): void {
+    if (!(duration > 0) || !Number.isFinite(mediaStart + duration)) return; // no media: nothing to judge
     if (!this.frames.read(p)) {
       this.unknown(mediaStart, duration);
       return;

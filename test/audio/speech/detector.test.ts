@@ -166,6 +166,18 @@ test('hostile packets: random bytes, truncated and empty packets are judged unkn
   }
   assert.ok(Math.abs(d.judgedSeconds + d.unknownSeconds - t) < 1e-6, 'every packet judged or unknown');
   assert.ok(d.unknownSeconds > 0, 'malformed packets are unknown');
+  // Times from a broken container: nothing judged, and the session's figures stay numbers.
+  for (const [start, duration] of [
+    [NaN, 0.06],
+    [t, NaN],
+    [t, -1],
+    [Infinity, 0.06],
+  ])
+    d.packet(real[10], start, duration);
+  assert.ok(
+    Number.isFinite(d.speechSeconds) && Number.isFinite(d.judgedSeconds),
+    `${d.speechSeconds} s, ${d.judgedSeconds} s`,
+  );
 });
 
 test('the stretch list stays bounded over a long session; speech seconds still count every stretch', () => {
