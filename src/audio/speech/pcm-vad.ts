@@ -48,7 +48,7 @@ export class PcmSpeech {
     const n = this.frame.length;
     for (let at = 0; at < samples.length;) {
       const take = Math.min(n - this.fill, samples.length - at);
-      this.frame.set(samples.subarray(at, at + take), this.fill);
+      for (let k = 0; k < take; k++) this.frame[this.fill + k] = samples[at + k]; // no view per frame
       this.fill += take;
       at += take;
       if (this.fill < n) break;
