@@ -173,6 +173,9 @@ const schema = z
     UPSTREAM_RECONNECT_ATTEMPTS: int(0, 100, 6),
     /** ...within this long after the loss (0 attempts: the session ends with the upstream). */
     UPSTREAM_RECONNECT_SECONDS: int(1, 600, 30),
+    /** An upstream session sent this many seconds of speech without a transcript message since (its
+     *  socket otherwise healthy) has stalled: it is replaced as a lost one. 0: never. */
+    STALL_SPEECH_SECONDS: number(false, 0, 3600, 10),
     /** Per-session bound on audio kept to replay to a new upstream session (what no final transcript covers yet). */
     REPLAY_BUFFER_BYTES: int(64_000, 1 << 30, 8 * 1024 * 1024),
     /** Comma-separated origins; unset: only same-origin browsers (and clients sending no Origin). "*" allows any. */

@@ -104,6 +104,7 @@ function sessionSettings(config: GatewayConfig): ServerDeps['settings'] {
       pongTimeoutMs: config.UPSTREAM_PONG_TIMEOUT_SECONDS * 1000,
     },
     resumeGraceSeconds: config.RESUME_GRACE_SECONDS,
+    stallSpeechSeconds: config.STALL_SPEECH_SECONDS,
     reconnect: {
       attempts: config.UPSTREAM_RECONNECT_ATTEMPTS,
       maxSeconds: config.UPSTREAM_RECONNECT_SECONDS,

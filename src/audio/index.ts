@@ -14,6 +14,6 @@ export type {
 export { closeDefaultEncoderPool } from './transcode/index.js';
 // Upstream reconnection: what a new upstream session is sent (init data + unreleased audio, retimed to 0).
 export { createReplayBuffer, type ReplayBuffer, type ReplayKind, type ReplayOptions } from './replay.js';
-export type { Continuation, Unit } from './containers/index.js';
+export type { Continuation, PacketSink, Unit } from './containers/index.js';
 export { pieceCopy } from './containers/index.js';
 export * from './speech/index.js'; // speech stretches of the forwarded audio (SpeechDetector, PcmSpeech)

@@ -10,6 +10,7 @@ export class PipelineStats {
     bytesOut: 0,
     mediaSecondsIn: 0,
     mediaSecondsOut: 0,
+    outUntil: 0,
     framesIn: 0,
     framesOut: 0,
     framesSplit: 0,
@@ -52,6 +53,7 @@ export class PipelineStats {
     this.stats.framesOut++;
     this.stats.bytesOut += f.bytes.length;
     this.stats.mediaSecondsOut = Math.max(this.stats.mediaSecondsOut, f.end - this.outOrigin);
+    this.stats.outUntil = Math.max(this.stats.outUntil, f.end);
   }
 
   /** A parser has skipped `total` bytes after gaps so far: the bytes skipped since the last count. */

@@ -286,7 +286,7 @@ class Pipeline implements AudioPipeline {
         );
         return false;
       }
-      this.route = new OpusRemuxRoute(info, sink);
+      this.route = new OpusRemuxRoute(info, sink, this.o.onPacket);
     } else {
       const encoding = plan.pcm?.encoding ?? (info.codec === 'pcm-f32' ? 'f32le' : 's16le');
       const format: PcmFormat = {
@@ -300,7 +300,7 @@ class Pipeline implements AudioPipeline {
         this.fail('AUDIO_UNRECOGNIZED', `${KIND_LABEL[kind]} cannot be transcoded: ${(e as Error).message}`);
         return false;
       }
-      this.route = new PcmRoute(format, sink, (e) => this.failWith(e));
+      this.route = new PcmRoute(format, sink, (e) => this.failWith(e), this.o.onPacket);
     }
     logger.debug({ source: kind, passthrough }, 'audio source recognised');
     return true;

@@ -1,7 +1,7 @@
 // Where a recognised stream's units go: straight to the re-chunker (passthrough), or through the
 // transcoder, whose Ogg/Opus output is parsed into pages and re-chunked like passthrough audio.
 import { performance } from 'node:perf_hooks';
-import { MalformedAudio, OggParser, type TrackInfo, type Unit } from './containers/index.js';
+import { MalformedAudio, OggParser, type PacketSink, type TrackInfo, type Unit } from './containers/index.js';
 import {
   createOggOpusMuxer,
   createPcmToOpus,
@@ -44,17 +44,21 @@ export class PassRoute implements Route {
 export class PcmRoute implements Route {
   private enc: PcmToOpus | undefined;
   private ended = 0; // CPU seconds of encoders already ended
-  private ogg = new OggParser();
+  private readonly ogg: OggParser;
   private pending: Buffer[] = [];
   private pendingBytes = 0;
   private chain: Promise<void> = Promise.resolve();
   private scheduled = false;
 
+  /** `onPacket`: the encoder's Opus packets, as its Ogg pages are read (the speech detector) */
   constructor(
     private format: PcmFormat,
     private sink: Sink,
     private fail: (e: unknown) => void,
-  ) {}
+    onPacket?: PacketSink,
+  ) {
+    this.ogg = new OggParser(onPacket);
+  }
 
   get transcodeSeconds(): number {
     return this.ended + (this.enc?.transcodeSeconds ?? 0);
@@ -127,12 +131,16 @@ export class OpusRemuxRoute implements Route {
   transcodeSeconds = 0;
   close(): void {}
   private mux: OggOpusMuxer | undefined;
-  private ogg = new OggParser();
+  private readonly ogg: OggParser;
 
+  /** `onPacket`: the stream's Opus packets as they are muxed (the speech detector) */
   constructor(
     private info: TrackInfo,
     private sink: Sink,
-  ) {}
+    onPacket?: PacketSink,
+  ) {
+    this.ogg = new OggParser(onPacket);
+  }
 
   unit(u: Unit): void {
     if (!u.payload?.length) return;

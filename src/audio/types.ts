@@ -54,6 +54,8 @@ export interface AudioStats {
   bytesOut: number;
   mediaSecondsIn: number;
   mediaSecondsOut: number;
+  /** where the output reached on the stream's own time (seconds): the end of the last frame out */
+  outUntil: number;
   framesIn: number;
   framesOut: number;
   /** Output frames cut inside one container unit (page/block/box larger than maxFrameBytes). */

@@ -50,7 +50,12 @@ export const serverMessages = {
   },
 };
 
-export type NoticeId = 'UPSTREAM_RECONNECTED';
+/** UPSTREAM_RECONNECTED: the upstream connection was replaced, nothing lost; TRANSCRIPTION_STALLED:
+ *  the speech service returned no transcript for the speech sent, it is replaced and that audio sent
+ *  again; TRANSCRIPTION_RECOVERED: finals now cover that audio; TRANSCRIPTION_GAP: speech the finals
+ *  passed over without covering (its media times in the details). */
+export type NoticeId =
+  'UPSTREAM_RECONNECTED' | 'TRANSCRIPTION_STALLED' | 'TRANSCRIPTION_RECOVERED' | 'TRANSCRIPTION_GAP';
 
 /** No config in time: /transcribe says CONFIG_TIMEOUT, /streams CONFIG_NOT_PROVIDED
  *  (docs/protocol.md, 'Per-connection states'). */

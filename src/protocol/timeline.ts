@@ -75,7 +75,10 @@ class SessionTimeline implements Timeline {
   #commandsNow = -Infinity;
   #commandsBefore = -Infinity;
 
-  constructor(private readonly endpoint: Endpoint) {}
+  constructor(
+    private readonly endpoint: Endpoint,
+    private readonly onFinal?: FinalSpan,
+  ) {}
 
   get offset(): number {
     return this.#offset;
@@ -134,7 +137,10 @@ class SessionTimeline implements Timeline {
     const end = shiftSpan(msg.data, this.#offset);
     if (end === undefined) return this.#out(msg, data);
     if (this.#isRepeat(0, end)) return undefined;
-    if (msg.data.isFinal === true) this.#delivered(0, end);
+    if (msg.data.isFinal === true) {
+      this.#delivered(0, end);
+      if (isTime(msg.data.start)) this.onFinal?.(msg.data.start, end);
+    }
     return this.#out(msg, data);
   }
 
@@ -165,7 +171,10 @@ class SessionTimeline implements Timeline {
       const channel = channelOf(segment);
       if (end !== undefined && this.#isRepeat(channel, end)) continue;
       kept.push(segment);
-      if (end !== undefined && segment.final === true) finals.push([channel, end]);
+      if (end !== undefined && segment.final === true) {
+        finals.push([channel, end]);
+        if (isTime(segment.time.start)) this.onFinal?.(segment.time.start, end);
+      }
     }
     for (const [channel, end] of finals) this.#delivered(channel, end);
     if (kept.length === msg.data.length) return this.#out(msg, data);
@@ -174,6 +183,9 @@ class SessionTimeline implements Timeline {
   }
 }
 
-export function createTimeline(endpoint: Endpoint): Timeline {
-  return new SessionTimeline(endpoint);
+/** Told the span of each final the client is given, on its timeline. */
+export type FinalSpan = (start: number, end: number) => void;
+
+export function createTimeline(endpoint: Endpoint, onFinal?: FinalSpan): Timeline {
+  return new SessionTimeline(endpoint, onFinal);
 }

@@ -3,6 +3,7 @@
 // session, and the next consumer (an audit trail, a budget) attaches here too.
 import type { AudioStats } from '../audio/index.js';
 import type { Outcome } from '../usage/index.js';
+import type { CoverageFigures } from './coverage.js';
 
 export type LifecycleEvent =
   | { type: 'opened'; restored: boolean }
@@ -21,6 +22,8 @@ export type LifecycleEvent =
   /** counted and billed from here: the first CONFIG_ACCEPTED, or a session taken over from another replica */
   | { type: 'live'; restored: boolean; at: number }
   | { type: 'config_accepted'; latencySeconds: number }
+  /** the upstream session answered but returned no transcript for the speech sent: it is replaced */
+  | { type: 'upstream_stalled' }
   | { type: 'upstream_segment'; upstreamSessionId: string; segment: number }
   | { type: 'resumed'; missed: number; audioBytes: number }
   | { type: 'handed_over'; segment: number; finalUntil: number; missed: number; credits: number; live: boolean }
@@ -36,6 +39,8 @@ export type LifecycleEvent =
       durationSeconds: number;
       upstreamSessionId?: string;
       stats?: AudioStats;
+      /** speech forwarded, the part final transcripts cover, the gaps (a live session's) */
+      coverage?: CoverageFigures;
       at: number;
     };
 

@@ -33,6 +33,7 @@ export class Migration {
     stream.plan = plan;
     timers.clear('config_deadline');
     this.config.acceptedAt = r.acceptedAt; // the time limit goes on from the session's first acceptance
+    this.p.speech.restore(r.coverage, r.finalUntil); // one session, one account of its speech
     becomeLive();
     this.p.lifecycle.emit({ type: 'taken_over', from: r.crash ? 'crash' : 'handover', segment: r.segment + 1 });
     this.config.accepted = r.accepted;
@@ -59,6 +60,7 @@ export class Migration {
       config: this.config.client,
       accepted: this.config.accepted,
       acceptedAt: this.config.acceptedAt,
+      coverage: this.p.speech.state(),
       ...handable,
       offset: link.offset,
       finalUntil: leaving ? link.finalUntil : this.upstream.finalGiven,

@@ -42,9 +42,15 @@ function toMetrics(e: LifecycleEvent, who: SessionIdentity): void {
       if (e.credits > 0) metrics.credits.inc(counted, e.credits);
       if (e.live) metrics.activeSessions.dec(labels);
       return;
+    case 'upstream_stalled':
+      return void metrics.upstreamStalls.inc(labels);
     case 'ended':
       if (e.live) metrics.activeSessions.dec(labels);
       metrics.sessionsTotal.inc({ endpoint: who.endpoint, outcome: e.outcome, environment: who.environment });
+      if (e.coverage && e.owned) {
+        metrics.speechSeconds.inc(labels, e.coverage.speechSeconds);
+        metrics.untranscribedSpeechSeconds.inc(labels, e.coverage.speechSeconds - e.coverage.coveredSeconds);
+      }
       if (e.credits > 0) metrics.credits.inc(counted, e.credits);
       if (e.stats) audioMetrics(e.stats);
       return;

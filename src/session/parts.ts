@@ -8,6 +8,7 @@ import { ClientOutput, type ClientSink } from './client-output.js';
 import { AudioIntake, type Control } from './intake.js';
 import { Lifecycle } from './lifecycle.js';
 import { observeSession } from './observers.js';
+import { SpeechWatch } from './speech-watch.js';
 import { ClientStream } from './stream.js';
 import { systemClock, Timers } from './timers.js';
 import type { Driver, Parts, SessionDeps, SessionInfo, TimerName } from './types.js';
@@ -52,6 +53,7 @@ export function assemble(deps: SessionDeps, info: SessionInfo, client: ClientSin
     heldOverflow: () => driver.guard(() => driver.dispatch({ type: 'resume_grace' })),
     given: w.given,
   });
+  const speech = new SpeechWatch(deps.settings.stallSpeechSeconds ?? 10);
   const stream = new ClientStream({
     chunkMs: deps.settings.chunkMs,
     pace: deps.settings.pace,
@@ -59,6 +61,7 @@ export function assemble(deps: SessionDeps, info: SessionInfo, client: ClientSin
     log,
     unit: w.unit,
     frame: w.frame,
+    packet: (bytes, offset, length, start, duration) => speech.packet(bytes, offset, length, start, duration),
     failed: (errorId, details) => driver.guard(() => driver.dispatch({ type: 'audio_failed', errorId, details })),
   });
   const intake = new AudioIntake({
@@ -73,5 +76,5 @@ export function assemble(deps: SessionDeps, info: SessionInfo, client: ClientSin
   });
   const timers = new Timers<TimerName>(deps.clock ?? systemClock);
   const usage = new UsageTally(deps.ledger, info.sessionKey, (f) => lifecycle.emit({ type: 'usage', ...f }));
-  return { info, deps, log, lifecycle, timers, output, intake, usage, stream };
+  return { info, deps, log, lifecycle, timers, output, intake, usage, stream, speech };
 }

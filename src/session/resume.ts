@@ -2,6 +2,7 @@
 // RESUME_GRACE_SECONDS; meanwhile its session and upstream session go on, and what it misses is kept
 // here (bounded) for the socket that takes the session over.
 import type { Continuation } from '../audio/index.js';
+import type { CoverageState } from './coverage.js';
 import type { CreditsSoFar } from './usage-figures.js';
 
 /** Output kept for a detached client; past it the session stops waiting for the client. */
@@ -25,6 +26,8 @@ export interface SessionSnapshot {
   accepted?: { sessionId?: unknown; configuration?: unknown };
   /** when that first CONFIG_ACCEPTED came (ms since the epoch); absent in records of the release before */
   acceptedAt?: number;
+  /** its speech and what the finals cover of it so far (media times only) */
+  coverage?: CoverageState;
   kind: 'webm' | 'ogg';
   /** the client's container headers (EBML + Segment + Info + Tracks; Ogg ID + comment pages) */
   init: Buffer;

@@ -249,6 +249,7 @@ export class Session {
       durationSeconds: (at - this.startedAt) / 1000,
       upstreamSessionId: this.upstream.upstreamSessionId,
       stats: stream.pipeline?.stats,
+      coverage: this.live ? this.p.speech.figures() : undefined,
       at,
     });
     if (owned) void deps.limiter.release(info.tenant, this.key);

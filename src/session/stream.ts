@@ -3,7 +3,14 @@
 // timeline across replicas: the media received before this one, and which byte of the client's stream
 // the parser's input starts at. A session taken over after a crash also counts here what its dead
 // owner lost, once the restored stream shows where it goes on.
-import { createAudioPipeline, type AudioPipeline, type AudioPlan, type ReplayKind, type Unit } from '../audio/index.js';
+import {
+  createAudioPipeline,
+  type AudioPipeline,
+  type AudioPlan,
+  type PacketSink,
+  type ReplayKind,
+  type Unit,
+} from '../audio/index.js';
 import type { ErrorId } from '../protocol/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import { MAX_INIT_BYTES, type Restore, type SessionSnapshot } from './resume.js';
@@ -17,6 +24,8 @@ export interface StreamOptions {
   unit(u: Unit, kind: ReplayKind): Unit;
   /** a frame out of the pipeline, paced: upstream now */
   frame(frame: Buffer): void;
+  /** an Opus packet as the parser reads it (the speech detector) */
+  packet: PacketSink;
   failed(errorId: ErrorId, details: string): void;
 }
 
@@ -57,6 +66,7 @@ export class ClientStream {
         return this.o.unit(unit, kind);
       },
       onFrame: (frame) => this.o.frame(frame),
+      onPacket: this.o.packet,
       onError: (err) => this.o.failed(err.id, err.details),
     });
   }

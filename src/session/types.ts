@@ -9,6 +9,7 @@ import type { ClientOutput } from './client-output.js';
 import type { AudioIntake } from './intake.js';
 import type { Lifecycle, LifecycleListener } from './lifecycle.js';
 import type { SessionEvent, SessionState } from './machine.js';
+import type { SpeechWatch } from './speech-watch.js';
 import type { ClientStream } from './stream.js';
 import type { Clock, Timers } from './timers.js';
 import type { LinkOptions, ReconnectPolicy, UpstreamLink } from './upstream-link.js';
@@ -31,6 +32,9 @@ export interface SessionSettings {
   reconnect: ReconnectPolicy;
   /** how long a dropped client with a resume key may take its session over again */
   resumeGraceSeconds: number;
+  /** speech sent to an upstream session since its last transcript message that makes it stalled
+   *  (STALL_SPEECH_SECONDS; 0: never); absent: 10 */
+  stallSpeechSeconds?: number;
 }
 
 export interface SessionDeps {
@@ -62,6 +66,7 @@ export type Link = Pick<
   | 'sendControl'
   | 'reconnect'
   | 'openRestored'
+  | 'stalled'
   | 'close'
 >;
 
@@ -97,6 +102,7 @@ export interface Parts {
   readonly intake: AudioIntake;
   readonly usage: UsageTally;
   readonly stream: ClientStream;
+  readonly speech: SpeechWatch;
 }
 
 /** The session's machine as its sides see it: its state to read, events to feed it. */

@@ -40,6 +40,12 @@ export class Reconnects {
   #replaced = 0;
   /** when the current upstream session became ready */
   #readyAt = 0;
+  /** the current upstream session sent a transcript; the last loss was a stall (it answered, but
+   *  transcribed nothing): an upstream that stalls again and again is one incident however long each lasted */
+  #transcribed = false;
+  #stalled = false;
+  /** stalls in the current incident */
+  #stalls = 0;
   #lastLoss: Loss = { errorId: 'UPSTREAM_CLOSED', details: '' };
   /** the loss that started the current reconnection (what the client is told if it fails) */
   #cause = this.#lastLoss;
@@ -65,16 +71,31 @@ export class Reconnects {
     this.#lastLoss = loss;
   }
 
+  /** The current upstream session sent a transcript message. */
+  transcribed(): void {
+    this.#transcribed = true;
+  }
+
+  /** The current upstream session is dropped for a stall (see stalled in upstream-link.ts). */
+  stalled(): void {
+    this.#stalled = true;
+  }
+
   /** A loss mid-session: one more of the incident's unless the lost upstream session had stayed up.
    *  `fresh`: a new incident whatever came before (a session taken over from another replica). */
   begin(fresh = false): void {
     this.#lostAt = Date.now();
-    if (fresh || this.#incidentAt === 0 || this.#lostAt - this.#readyAt >= UPSTREAM_HEALTHY_MS) {
+    const healthy = this.#lostAt - this.#readyAt >= UPSTREAM_HEALTHY_MS && (!this.#stalled || this.#transcribed);
+    const stall = this.#stalled;
+    this.#stalled = false;
+    if (fresh || this.#incidentAt === 0 || healthy) {
+      this.#stalls = 0;
       this.#incidentAt = this.#lostAt;
       this.#attempt = 0;
       this.#replaced = 0;
       this.#cause = this.#lastLoss;
     }
+    if (stall) this.#stalls++;
   }
 
   /** The next attempt, `connect` after the backoff; or, with the budget spent, the failure to report. */
@@ -87,6 +108,10 @@ export class Reconnects {
       return undefined;
     }
     const tries = `${this.#attempt} attempts in ${spent.toFixed(1)} s`;
+    if (this.#stalls > 0) {
+      const { errorId, details } = this.#cause;
+      return { errorId, details: `${details}; ${this.#stalls} new connections did not cure it (${tries})` };
+    }
     if (this.#replaced > 0) {
       // It was replaced, and lost again before it had stayed up: the connection is flapping.
       return {
@@ -106,6 +131,7 @@ export class Reconnects {
       this.#replaced++;
     }
     this.#readyAt = Date.now();
+    this.#transcribed = false;
   }
 
   cancel(): void {

@@ -44,6 +44,8 @@ export interface LinkHandlers {
   onLost(errorId: ErrorId, details: string): void;
   /** No upstream session could be had (first connection, or every reconnection attempt). */
   onFailed(errorId: ErrorId, details: string): void;
+  /** A final goes to the client spanning [start, end] of its stream. */
+  onFinal?(start: number, end: number): void;
   /** Where the finals the client has been given end (less than finalUntil while output waits for
    *  it): the audio after it stays in the replay, where a successor after a crash resends from. */
   given?(): number;
@@ -76,7 +78,7 @@ export class UpstreamLink {
   private deferred = false;
 
   constructor(private readonly o: LinkOptions) {
-    this.timeline = createTimeline(o.endpoint);
+    this.timeline = createTimeline(o.endpoint, (start, end) => o.handlers.onFinal?.(start, end));
     this.reconnects = new Reconnects(o.policy);
     this.replay = new ReplayKeeper({ createReplay: o.createReplay, maxBytes: o.policy.replayBytes });
   }
@@ -148,6 +150,17 @@ export class UpstreamLink {
     this.reconnects.begin();
     metrics.upstreamReconnects.inc({ cause: this.reconnects.lastLoss.errorId.toLowerCase() });
     this.retry();
+  }
+
+  /** The upstream session answers but has stopped transcribing: it is dropped as a lost one (a new
+   *  upstream session, the replay from the last final, within the same reconnection budget). */
+  stalled(details: string): void {
+    const conn = this.conn;
+    if (!conn || !this.ready || this.closed) return;
+    metrics.upstreamFailures.inc({ cause: 'stalled' });
+    this.reconnects.stalled();
+    conn.close(1000, 'stalled');
+    this.gone(conn, 'UPSTREAM_UNAVAILABLE', details, 'stalled: no transcript for the speech sent');
   }
 
   close(): void {
@@ -241,8 +254,10 @@ export class UpstreamLink {
     }
     if (type === undefined) return this.unreadable(data);
     const mapped = this.timeline.map(type, data);
-    if (type === 'transcript')
+    if (type === 'transcript') {
+      this.reconnects.transcribed();
       this.replay.release(Math.min(this.timeline.finalUntil, this.o.handlers.given?.() ?? Infinity));
+    }
     if (mapped) this.o.handlers.onMessage(type, mapped, receivedAt);
   }
 

@@ -3,7 +3,7 @@
 // anything else is relayed as it came), and sends paced audio and controls upstream, with the
 // deadlines the service's answers have.
 import { createReplayBuffer } from '../audio/index.js';
-import { serverMessages } from '../protocol/index.js';
+import { holdsNoFinal, serverMessages } from '../protocol/index.js';
 import { metrics } from '../telemetry/index.js';
 import type { UpstreamTarget } from '../upstream/index.js';
 import type { SessionConfig } from './config.js';
@@ -57,6 +57,7 @@ export class UpstreamSide {
   /** A new upstream session, or with `restore` the next segment of one taken over from another replica. */
   open(config: unknown, restore?: Restore): void {
     const { settings } = this.p.deps;
+    if ((config as { interimResults?: unknown } | undefined)?.interimResults === true) this.p.speech.expectInterims();
     if (!restore)
       this.driver.timer('upstream_answer', settings.configTimeoutMs, {
         type: 'upstream_failed',
@@ -91,11 +92,15 @@ export class UpstreamSide {
       handlers: {
         onMessage: (type, data, receivedAt) => this.onMessage(type, data, receivedAt),
         onReady: (data, reconnected) =>
-          driver.guard(() => (reconnected ? this.onReconnected(data) : this.onConfigAccepted(data))),
+          driver.guard(() => {
+            this.p.speech.ready();
+            return reconnected ? this.onReconnected(data) : this.onConfigAccepted(data);
+          }),
         onLost: (errorId, details) =>
           driver.guard(() => driver.dispatch({ type: 'upstream_dropped', errorId, details })),
         onFailed: (errorId, details) =>
           driver.guard(() => driver.dispatch({ type: 'upstream_failed', errorId, details })),
+        onFinal: (start, end) => this.onFinal(start, end),
         given: () => this.finalGiven,
       },
     };
@@ -138,8 +143,10 @@ export class UpstreamSide {
     }
   }
 
-  /** A client falling behind loses interim transcripts first, never a final one. */
+  /** A client falling behind loses interim transcripts first, never a final one. The upstream session
+   *  transcribes: its stall watch starts again. */
   private transcript(data: Buffer, receivedAt: number): void {
+    this.p.speech.heard(!holdsNoFinal(data));
     if (!this.p.output.relayTranscript(data, receivedAt)) return;
     if (!this.p.output.holding) this.given();
   }
@@ -193,11 +200,42 @@ export class UpstreamSide {
   /** A frame out of the pipeline, paced: upstream now. */
   sendFrame(frame: Buffer): void {
     try {
-      this.link?.sendAudio(frame);
+      const sent = this.link?.sendAudio(frame);
       this.p.intake.sent();
+      const until = this.p.stream.pipeline?.stats.outUntil ?? 0;
+      if (sent && this.p.speech.sent(until)) this.stalled();
     } catch (err) {
       this.driver.crash(err);
     }
+  }
+
+  /** A final for the client: what it covers of the speech, and what the watch has to say of it. */
+  private onFinal(start: number, end: number): void {
+    const said = this.p.speech.final(start, end);
+    if (!said || !this.p.info.notices) return;
+    const details =
+      said.kind === 'recovered'
+        ? `transcripts cover the audio of the stall again (${said.start}-${said.end} s)`
+        : `no final transcript covers ${said.speechSeconds} s of speech at ${said.start}-${said.end} s of the audio`;
+    const id = said.kind === 'recovered' ? 'TRANSCRIPTION_RECOVERED' : 'TRANSCRIPTION_GAP';
+    this.p.output.send(JSON.stringify(serverMessages.notice(id, details)));
+  }
+
+  /** Speech went upstream and nothing of a transcript came back: the upstream session is replaced. */
+  private stalled(): void {
+    const seconds = this.p.deps.settings.stallSpeechSeconds ?? 10;
+    this.p.log.warn({ event: 'upstream_stalled', speechSeconds: seconds }, 'the upstream session stopped transcribing');
+    this.p.lifecycle.emit({ type: 'upstream_stalled' });
+    if (this.p.info.notices)
+      this.p.output.send(
+        JSON.stringify(
+          serverMessages.notice(
+            'TRANSCRIPTION_STALLED',
+            `the speech service returned no transcript for ${seconds} s of speech; reconnecting and sending that audio again`,
+          ),
+        ),
+      );
+    this.link?.stalled(`the speech service returned no transcript for ${seconds} s of speech`);
   }
 
   /** While reconnecting the control goes after the new upstream session's replay. */

@@ -96,7 +96,7 @@ export const metrics = {
   }),
   upstreamFailures: new Counter<'cause'>({
     name: 'speech_gateway_upstream_failures_total',
-    help: 'Upstream sockets lost, by cause: closed (by the upstream, unasked), error, timeout (no answer in time), dead (a ping unanswered)',
+    help: 'Upstream sockets lost, by cause: closed (by the upstream, unasked), error, timeout (no answer in time), dead (a ping unanswered), stalled (answering, but no transcript for the speech sent)',
     labelNames: ['cause'],
     registers,
   }),
@@ -210,6 +210,24 @@ export const metrics = {
     labelNames: ['result'],
     registers,
   }),
+  upstreamStalls: new Counter<'endpoint' | 'tenant'>({
+    name: 'speech_gateway_upstream_stalls_total',
+    help: 'Upstream sessions that answered but returned no transcript for the speech sent (STALL_SPEECH_SECONDS), replaced',
+    labelNames: ['endpoint', 'tenant'],
+    registers,
+  }),
+  speechSeconds: new Counter<'endpoint' | 'tenant'>({
+    name: 'speech_gateway_speech_seconds_total',
+    help: 'Seconds of speech in the audio sessions forwarded (the speech detector), counted when a session ends',
+    labelNames: ['endpoint', 'tenant'],
+    registers,
+  }),
+  untranscribedSpeechSeconds: new Counter<'endpoint' | 'tenant'>({
+    name: 'speech_gateway_untranscribed_speech_seconds_total',
+    help: 'Of speech_gateway_speech_seconds_total, the seconds no final transcript covered, counted when a session ends',
+    labelNames: ['endpoint', 'tenant'],
+    registers,
+  }),
   recordsRejected: new Counter<'reason'>({
     name: 'speech_gateway_session_records_rejected_total',
     help: 'Session records read from Redis and not used: not authenticated (MAC, version, shape), by reason',
@@ -259,7 +277,7 @@ const OTHER_REFUSAL_REASONS = [
  */
 export function initialiseCounters(authRefusalReasons: readonly string[]): void {
   for (const reason of [...authRefusalReasons, ...OTHER_REFUSAL_REASONS]) metrics.refusals.inc({ reason }, 0);
-  for (const cause of ['closed', 'error', 'timeout', 'dead']) metrics.upstreamFailures.inc({ cause }, 0);
+  for (const cause of ['closed', 'error', 'timeout', 'dead', 'stalled']) metrics.upstreamFailures.inc({ cause }, 0);
   for (const cause of ['upstream_closed', 'upstream_unavailable', 'upstream_timeout'])
     metrics.upstreamReconnects.inc({ cause }, 0);
   for (const result of ['ok', 'failed']) metrics.upstreamReconnectResults.inc({ result }, 0);

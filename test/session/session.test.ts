@@ -71,6 +71,10 @@ class FakeLink implements Link {
   }
   reconnect(): void {}
   openRestored(): void {}
+  stalls = 0;
+  stalled(): void {
+    this.stalls++;
+  }
   close(): void {
     this.closed = true;
   }

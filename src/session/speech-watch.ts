@@ -1,0 +1,127 @@
+// What a session knows of its speech: which stretches of the audio it forwards hold speech (the
+// detector, on the Opus packets as they are parsed), which of them its final transcripts cover
+// (coverage.ts), and whether the current upstream session has stopped transcribing while its socket
+// stays healthy (a silent stall). Stalled: STALL_SPEECH_SECONDS of speech went upstream since its
+// last transcript message (interim or final, or since it became ready). A recogniser that sends no
+// interim results says nothing until an utterance ends, so unless interims are known to come (the
+// client asked for them, or one came), the speech counted is only that of utterances that ended at
+// least UTTERANCE_GRACE_SECONDS of sent media ago: a 30 s utterance without a pause is never a stall
+// while it lasts. Silence and noise are not speech: they never make a stall.
+import { SpeechDetector } from '../audio/index.js';
+import { Coverage, type CoverageFigures, type CoverageState, type Gap } from './coverage.js';
+
+/** What a final tells: the stall's audio is covered again, or the finals passed over speech (a gap). */
+export type FinalNews = { kind: 'recovered'; start: number; end: number } | ({ kind: 'gap' } & Gap);
+
+/** After an utterance ends, a recogniser without interim results has this much sent media to finalise it. */
+export const UTTERANCE_GRACE_SECONDS = 3;
+
+export class SpeechWatch {
+  readonly coverage = new Coverage();
+  private readonly detector = new SpeechDetector();
+  /** stretches of the detector already given to the coverage: up to this media time */
+  private coveredTo = 0;
+  /** sent media (stream seconds) when the current upstream session last said anything of a transcript */
+  private since = 0;
+  /** how far the media sent upstream reaches (stream seconds) */
+  private sentTo = 0;
+  /** interim results are known to come: the client asked for them, or one came */
+  private interims = false;
+  /** the sent media a stall left without transcripts, until finals cover it */
+  private stall?: { start: number; end: number };
+  /** gaps behind a final already told */
+  private gapsTold = 0;
+
+  /** `thresholdSeconds`: STALL_SPEECH_SECONDS (0: never a stall). */
+  constructor(private readonly thresholdSeconds: number) {}
+
+  /** The config the upstream is sent asks for interim results. */
+  expectInterims(): void {
+    this.interims = true;
+  }
+
+  /** An Opus packet as the parser read it (see PacketSink). */
+  packet(bytes: Buffer, offset: number, length: number, start: number, duration: number): void {
+    this.detector.packet(bytes.subarray(offset, offset + length), start, duration);
+  }
+
+  /** A transcript message of the current upstream session (`final`: it holds a final). */
+  heard(final: boolean): void {
+    if (!final) this.interims = true;
+    this.since = this.sentTo;
+  }
+
+  /** A new upstream session took over (or the first one started): its silence is counted from here. */
+  ready(): void {
+    this.since = this.sentTo;
+  }
+
+  /** A final delivered to the client spans [start, end] of its stream; what it tells, if anything. */
+  final(start: number, end: number): FinalNews | undefined {
+    this.syncCoverage();
+    this.coverage.final(start, end);
+    if (this.stall && end >= this.stall.end - 0.01) {
+      const { start: from, end: to } = this.stall;
+      this.stall = undefined;
+      return { kind: 'recovered', start: from, end: to };
+    }
+    // A gap the finals passed over: uncovered speech with a final after it.
+    const f = this.coverage.figures();
+    const behind = f.gaps.filter((g) => g.end <= start + 0.01);
+    const told = behind.length + (behind.length === f.gaps.length ? f.moreGaps : 0);
+    if (told <= this.gapsTold) return undefined;
+    this.gapsTold = told;
+    const g = behind.at(-1);
+    return g && { kind: 'gap', ...g };
+  }
+
+  /** Media up to `until` (stream seconds) went upstream; true when the upstream session has stalled. */
+  sent(until: number): boolean {
+    if (until > this.sentTo) this.sentTo = until;
+    if (this.thresholdSeconds <= 0) return false;
+    const counted = this.interims ? this.sentTo : this.endedUtterances(this.sentTo - UTTERANCE_GRACE_SECONDS);
+    if (!(counted > this.since) || this.detector.speechBetween(this.since, counted) < this.thresholdSeconds)
+      return false;
+    this.stall = { start: Math.round(this.since * 1000) / 1000, end: Math.round(this.sentTo * 1000) / 1000 };
+    return true;
+  }
+
+  /** Speech seconds forwarded, covered by finals, and the gaps. */
+  figures(): CoverageFigures {
+    this.syncCoverage();
+    return this.coverage.figures();
+  }
+
+  state(): CoverageState {
+    this.syncCoverage();
+    return this.coverage.state();
+  }
+
+  /** A session taken over: its coverage so far, from its record. */
+  restore(state: CoverageState | undefined, sentTo: number): void {
+    this.coverage.restore(state);
+    this.coveredTo = Math.max(this.coveredTo, state?.horizon ?? 0);
+    this.sentTo = sentTo;
+    this.since = sentTo;
+  }
+
+  /** The end of the last speech stretch that ended by `t` (0: none). */
+  private endedUtterances(t: number): number {
+    for (let i = this.detector.stretchCount - 1; i >= 0; i--) {
+      const end = this.detector.stretchEnd(i);
+      if (end <= t) return end;
+    }
+    return 0;
+  }
+
+  /** The detector's stretches since the last sync go to the coverage (the newest may still grow). */
+  private syncCoverage(): void {
+    for (let i = 0; i < this.detector.stretchCount; i++) {
+      const end = this.detector.stretchEnd(i);
+      if (end <= this.coveredTo) continue;
+      this.coverage.speech(Math.max(this.detector.stretchStart(i), this.coveredTo), end);
+    }
+    const n = this.detector.stretchCount;
+    if (n > 0) this.coveredTo = Math.max(this.coveredTo, this.detector.stretchEnd(n - 1));
+  }
+}

@@ -1,0 +1,127 @@
+// The stall watch on real encoder output (libopus at Chromium's setting, CELT 60 ms): speech sent
+// without a transcript message back for STALL_SPEECH_SECONDS makes a stall; transcripts keep it away;
+// ten minutes of silence or of a noisy room never make one; without interim results a long utterance
+// is given until it ends (plus UTTERANCE_GRACE_SECONDS).
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, it } from 'vitest';
+import { SpeechWatch } from '../../src/session/speech-watch.js';
+import {
+  encode,
+  ENCODINGS,
+  fixtureSpeech,
+  noise,
+  opusPackets,
+  silence,
+  writeWav,
+  type Clip,
+} from '../audio/speech/labelled.js';
+
+const CHROMIUM = ENCODINGS[0];
+const dir = mkdtempSync(join(tmpdir(), 'sgw-watch-'));
+
+async function packetsOf(clip: Clip, name: string): Promise<Buffer[]> {
+  const wav = join(dir, `${name}.wav`);
+  writeWav(clip, wav);
+  return opusPackets(await encode(wav, CHROMIUM, join(dir, `${name}.webm`)), 'webm');
+}
+
+/** Sends `packets` through a watch as the session does (each packet parsed, then sent), calling
+ *  `upstream(t)` after each; returns the media times at which it said stalled. */
+function run(watch: SpeechWatch, packets: Buffer[], upstream: (t: number) => void = () => undefined, from = 0) {
+  const stalls: number[] = [];
+  packets.forEach((p, i) => {
+    const start = from + i * 0.06;
+    watch.packet(p, 0, p.length, start, 0.06);
+    if (watch.sent(start + 0.06)) {
+      stalls.push(start + 0.06);
+      watch.ready(); // the replacement starts its own count
+    }
+    upstream(start + 0.06);
+  });
+  return stalls;
+}
+
+/** `seconds` of speech without a pause: the fixture's words with the silences between them left out. */
+async function utterance(seconds: number): Promise<Clip> {
+  const words = (await fixtureSpeech()).samples;
+  const out = new Float32Array(seconds * 48000);
+  let n = 0;
+  for (let i = 0; n < out.length; i = (i + 480) % (words.length - 480)) {
+    let e = 0;
+    for (let j = 0; j < 480; j++) e += words[i + j] * words[i + j];
+    if (10 * Math.log10(e / 480 + 1e-20) <= -40) continue;
+    out.set(words.subarray(i, Math.min(i + 480, i + out.length - n)), n);
+    n += 480;
+  }
+  return { name: 'utterance', kind: 'speech', samples: out, speech: [[0, seconds]] };
+}
+
+describe('the stall watch', () => {
+  let speech: Buffer[];
+  beforeAll(async () => {
+    speech = await packetsOf(await fixtureSpeech(), 'speech');
+  }, 60_000);
+
+  it('speech without a transcript back is a stall once 10 s of it went upstream (interim results expected)', () => {
+    const w = new SpeechWatch(10);
+    w.expectInterims();
+    w.ready();
+    const stalls = run(w, speech);
+    assert.ok(stalls.length >= 1, 'stalled');
+    assert.ok(stalls[0] > 10 && stalls[0] < 14, `at ${stalls[0]} s of media (10 s of speech and its pauses)`);
+  });
+
+  it('transcripts every second keep a stall away', () => {
+    const w = new SpeechWatch(10);
+    w.expectInterims();
+    w.ready();
+    let next = 1;
+    const stalls = run(w, [...speech, ...speech], (t) => {
+      if (t >= next) {
+        w.heard(true);
+        next++;
+      }
+    });
+    assert.deepEqual(stalls, []);
+  });
+
+  it('without interim results, a 30 s utterance without a pause is given until it ends and UTTERANCE_GRACE_SECONDS more', async () => {
+    const w = new SpeechWatch(10);
+    w.ready();
+    const stalls = run(w, [
+      ...(await packetsOf(await utterance(30), 'utterance-30')),
+      ...(await packetsOf(silence(10), 'silence-10')),
+    ]);
+    const stretches = w.figures();
+    assert.equal(stalls.length, 1, JSON.stringify(stalls));
+    assert.ok(stalls[0] > 30, `not while the utterance lasts: ${stalls[0]} s (${JSON.stringify(stretches)})`);
+    assert.ok(stalls[0] < 30 + 3 + 0.5, `once it ended, within the grace: ${stalls[0]} s`);
+  });
+
+  for (const [what, clip] of [
+    ['silence', () => silence(600)],
+    ['a noisy room (pink noise, -35 dBFS)', () => noise('pink', -35, 600)],
+  ] as const)
+    it(`ten minutes of ${what} make no stall and no speech`, async () => {
+      const w = new SpeechWatch(10);
+      w.expectInterims();
+      w.ready();
+      assert.deepEqual(run(w, await packetsOf(clip(), what.replace(/\W+/g, '-'))), []);
+      assert.ok(w.figures().speechSeconds < 30, `speech found: ${w.figures().speechSeconds} s of 600`);
+    }, 120_000);
+
+  it('coverage: the finals after a stall cover its audio again, and say so once', () => {
+    const w = new SpeechWatch(10);
+    w.expectInterims();
+    w.ready();
+    run(w, speech.slice(0, 300)); // 18 s: one stall
+    const news = w.final(0, 18);
+    assert.equal(news?.kind, 'recovered');
+    assert.equal(w.final(18, 18.5), undefined);
+    const f = w.figures();
+    assert.ok(f.speechSeconds > 15 && f.coveredSeconds === f.speechSeconds, JSON.stringify(f));
+  });
+});
