@@ -2,7 +2,9 @@
 // /transcribe and /streams sockets, for the gateway's tests, benchmarks and `npm start`.
 // It is NOT speech recognition: transcripts are numbered one-second segments of the media time
 // received ("[emulator] segment 7 (7.00-8.00 s)"), so tests can prove nothing was lost or
-// duplicated. It enforces the upstream's protocol and records the rules a client broke. It stays
+// duplicated; like a recogniser it gives silence none: a second holds a segment only if the
+// gateway's own speech detector hears speech in it (media it cannot judge, such as MP3, counts as
+// speech). It enforces the upstream's protocol and records the rules a client broke. It stays
 // small however long it runs: only configured realms (and those made in-process) are served, and
 // only the most recent sessions, logs and a bounded total of audio are kept.
 export { startEmulator } from './server.js';

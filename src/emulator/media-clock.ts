@@ -1,6 +1,7 @@
 // Media time of the audio a session received. Opus (in Ogg or WebM, what the gateway sends and
 // what browsers record) is counted exactly: prism-media's demuxers split the stream into packets
-// in any chunking, and each packet's TOC byte gives its duration. Other codecs use a byte-rate
+// in any chunking, and each packet's TOC byte gives its duration (each packet, with its media
+// time, also goes to the clock's packet sink: the speech detector). Other codecs use a byte-rate
 // estimate (exactness is not needed there):
 //   Ogg/Vorbis: the nominal bitrate from the identification header (else 40 kb/s);
 //   MP3: the bitrate of the first frame header (CBR assumed; else 48 kb/s);
@@ -10,6 +11,9 @@ import prism from 'prism-media';
 import type { Transform } from 'node:stream';
 import { opusPacketSeconds } from './opus-toc.js';
 import { sniffContainer, type Container } from './sniff.js';
+
+/** One Opus packet the clock counted: [start, start + seconds) of the stream's media. */
+export type OpusPacketSink = (packet: Buffer, start: number, seconds: number) => void;
 
 export interface MediaClock {
   readonly container: Container;
@@ -30,10 +34,14 @@ class OpusClock implements MediaClock {
   constructor(
     readonly container: Container,
     private demuxer: Transform,
+    onPacket?: OpusPacketSink,
   ) {
     // Packets are taken from push() so counting is synchronous with the frame that carried them.
     demuxer.push = (packet: unknown) => {
-      if (Buffer.isBuffer(packet)) this.units += Math.round(opusPacketSeconds(packet) * 10_000);
+      if (!Buffer.isBuffer(packet)) return true;
+      const units = Math.round(opusPacketSeconds(packet) * 10_000);
+      onPacket?.(packet, this.units / 10_000, units / 10_000);
+      this.units += units;
       return true;
     };
     // Malformed stream: keep estimating from bytes (24 kb/s) rather than stop counting.
@@ -96,17 +104,17 @@ function flacBytesPerSecond(b: Buffer): number {
   return raw > 0 ? raw * 0.55 : 17600;
 }
 
-/** Chooses the counter from the first binary frame of a session. */
-export function createMediaClock(first: Buffer): MediaClock {
+/** Chooses the counter from the first binary frame of a session; `onPacket` hears its Opus packets. */
+export function createMediaClock(first: Buffer, onPacket?: OpusPacketSink): MediaClock {
   const container = sniffContainer(first);
   switch (container) {
     case 'ogg':
       return first.includes('OpusHead', 0, 'latin1')
-        ? new OpusClock(container, new prism.opus.OggDemuxer())
+        ? new OpusClock(container, new prism.opus.OggDemuxer(), onPacket)
         : new ByteRateClock(container, vorbisBytesPerSecond(first));
     case 'webm':
       return first.includes('A_OPUS', 0, 'latin1')
-        ? new OpusClock(container, new prism.opus.WebmDemuxer())
+        ? new OpusClock(container, new prism.opus.WebmDemuxer(), onPacket)
         : new ByteRateClock(container, 8000);
     case 'mp3':
       return new ByteRateClock(container, mp3BytesPerSecond(first));

@@ -1,7 +1,8 @@
 // One upstream socket session: the upstream's states (docs/protocol.md, 'Per-connection states'),
 // what the client sends, and the fault switches. Its parts: TranscriptSchedule (transcripts, facts
-// and commands derived from media time), MediaTime, UsageMeter, ClientViolations, SessionDeadlines,
-// and the Outbox, one ordered queue for everything sent, so delays and stalls never reorder it.
+// and commands derived from media time and where it holds speech), MediaTime, UsageMeter,
+// ClientViolations, SessionDeadlines, and the Outbox, one ordered queue for everything sent, so
+// delays and stalls never reorder it.
 // Close codes: 1000 after `ended`/`ENDED`; 1008 (policy violation) after CONFIG_DENIED,
 // CONFIG_REJECTED, CONFIG_TIMEOUT and CONFIG_NOT_PROVIDED (the upstream documents only that the
 // session closes and a new connection is required: our choice, docs/protocol.md 'Not documented by
@@ -153,12 +154,11 @@ export class UpstreamSession {
       return this.outbox.closeAfterQueue(1008);
     }
     this.state = 'configured';
-    this.transcripts = new TranscriptSchedule(
-      this.record.endpoint,
-      verdict.resolved,
-      (msg) => this.send(msg),
-      () => this.deps.now(),
-    );
+    this.transcripts = new TranscriptSchedule(this.record.endpoint, verdict.resolved, {
+      send: (msg) => this.send(msg),
+      now: () => this.deps.now(),
+      speech: this.media.speech,
+    });
     const sessionId = randomUUID();
     this.record.sessionId = sessionId;
     this.send(

@@ -70,3 +70,21 @@ export function streamsUrl(
 ): string {
   return `${wsBase}/interactions/${id}/streams?tenant-name=${tenant}&token=${encodeURIComponent('Bearer ' + token)}&environment=eu`;
 }
+
+/** A /transcribe session opened on `em` for tenant `base` and configured (CONFIG_ACCEPTED received). */
+export async function openTranscribe(
+  em: { wsBase: string; issueToken(o: { tenant: string }): Promise<string> },
+  configuration: Record<string, unknown> = {},
+): Promise<Client> {
+  const c = await connect(transcribeUrl(em.wsBase, 'base', await em.issueToken({ tenant: 'base' })));
+  c.sendJson({ type: 'config', configuration: { primaryLanguage: 'en', ...configuration } });
+  await c.next((m) => m.type === 'CONFIG_ACCEPTED');
+  return c;
+}
+
+/** Sends every frame then `end`, and waits for the close: the session's whole answer is in `c.messages`. */
+export async function sendAllAndEnd(c: Client, frames: Buffer[]): Promise<void> {
+  for (const f of frames) c.ws.send(f);
+  c.sendJson({ type: 'end' });
+  await c.closed;
+}
