@@ -16,4 +16,4 @@ export { closeDefaultEncoderPool } from './transcode/index.js';
 export { createReplayBuffer, type ReplayBuffer, type ReplayKind, type ReplayOptions } from './replay.js';
 export type { Continuation, PacketSink, Unit } from './containers/index.js';
 export { pieceCopy } from './containers/index.js';
-export * from './speech/index.js'; // speech stretches of the forwarded audio (SpeechDetector, PcmSpeech)
+export * from './speech/index.js'; // speech stretches of the forwarded audio (SpeechDetector)

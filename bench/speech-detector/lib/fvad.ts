@@ -3,7 +3,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { SpeechDetector } from '../../../src/audio/index.js';
-import { PcmSpeech } from '../../../src/audio/speech/pcm-vad.js';
+import { PcmSpeech } from './pcm-vad.js';
 import type { Clip } from '../../../test/audio/speech/labelled.js';
 import { score, type Score } from '../../../test/audio/speech/score.js';
 

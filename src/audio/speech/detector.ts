@@ -88,7 +88,7 @@ export class SpeechDetector {
     this.unknownSeconds += duration;
   }
 
-  /** A verdict from elsewhere (the PCM detector, pcm-vad.ts) for [start, start + duration). */
+  /** A verdict from elsewhere (the benchmark's WebRTC VAD peer) for [start, start + duration). */
   decision(start: number, duration: number, speech: boolean): void {
     this.judgedSeconds += duration;
     if (speech) this.list.speech(start, start + duration);

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, test } from 'vitest';
-import { PcmSpeech, SpeechDetector } from '../../../src/audio/index.js';
+import { SpeechDetector } from '../../../src/audio/index.js';
 import { chromeChunks, fixture, prng } from '../../support/fixtures.js';
 import * as L from './labelled.js';
 import { detectPackets, score } from './score.js';
@@ -116,32 +116,6 @@ test("the opusenc fixture (SILK): the encoder's own VAD flags give the speech", 
     const d = detectPackets(packets);
     const s = score(speech.speech, d.stretches, d.seconds);
     assert.ok(s.found / s.truth >= 0.9, `found ${s.found.toFixed(1)} of ${s.truth.toFixed(1)} s`);
-  });
-});
-
-describe('PCM through the WebRTC VAD', () => {
-  async function pcm(clip: L.Clip): Promise<SpeechDetector> {
-    const f = await L.decodeFloat(files.get(clip.name)!, 16000);
-    const s16 = Int16Array.from(f, (v) => Math.max(-32768, Math.min(32767, Math.round(v * 32767))));
-    const d = new SpeechDetector();
-    const vad = await PcmSpeech.create(d, 16000);
-    // In 250 ms pieces of odd sizes, as a client sends them.
-    for (let at = 0; at < s16.length; at += 3999) vad.push(s16.subarray(at, at + 3999));
-    vad.close();
-    return d;
-  }
-
-  test('finds the speech with its silences, and none in silence or a quiet room', async () => {
-    const d = await pcm(gaps);
-    const s = score(gaps.speech, d.stretches(), d.judgedSeconds);
-    assert.ok(s.found / s.truth >= 0.9, `found ${s.found.toFixed(1)} of ${s.truth.toFixed(1)} s`);
-    assert.ok(s.falseSpeech <= 0.5, `${s.falseSpeech.toFixed(2)} s of silence called speech`);
-    for (const clip of [L.silence(60), L.noise('pink', -50, 30)])
-      assert.equal((await pcm(clip)).speechSeconds, 0, clip.name);
-  });
-
-  test('a rate the WebRTC VAD does not take is refused (the caller then reports unknown)', async () => {
-    await assert.rejects(PcmSpeech.create(new SpeechDetector(), 44100), RangeError);
   });
 });
 
