@@ -9,6 +9,7 @@ import { SessionRecord } from './session-record.js';
 import { SessionWindow } from './session-window.js';
 import { UpstreamSession, type SessionDeps } from './session.js';
 import { issueToken } from './tokens.js';
+import { TranscriptFaultBoard, type TranscriptFaultName } from './transcript-faults.js';
 import { checkUpgrade, type UpgradeVerdict } from './upgrade.js';
 import {
   defaultFaults,
@@ -30,7 +31,8 @@ function refuse(socket: Duplex, status: number, reason: string): void {
   );
 }
 
-/** Makes `act` run each time the switch is set, so it reaches the sessions already live. */
+/** Makes `act` run each time the switch is set, so it reaches the sessions already live. A value
+ * `act` refuses (throws) is not kept. */
 function onSet<K extends keyof FaultSwitches>(
   faults: FaultSwitches,
   key: K,
@@ -41,16 +43,23 @@ function onSet<K extends keyof FaultSwitches>(
     enumerable: true,
     get: () => value,
     set: (v: FaultSwitches[K]) => {
-      value = v;
       act(v);
+      value = v;
     },
   });
 }
 
 /** What every emulated upstream session runs with. */
-function sessionDeps(o: EmulatorOptions, faults: FaultSwitches, violations: string[], now: () => number): SessionDeps {
+function sessionDeps(
+  o: EmulatorOptions,
+  faults: FaultSwitches,
+  transcriptFaults: TranscriptFaultBoard,
+  violations: string[],
+  now: () => number,
+): SessionDeps {
   return {
     faults,
+    transcriptFaults,
     violations,
     now,
     creditsPerSecond: o.creditsPerSecond ?? 0.1,
@@ -59,12 +68,30 @@ function sessionDeps(o: EmulatorOptions, faults: FaultSwitches, violations: stri
   };
 }
 
+const TRANSCRIPT_FAULTS: TranscriptFaultName[] = ['stopTranscribing', 'interimsOnly', 'dropFinals'];
+
 /** Faults switched on while sessions are live reach them at once, not only the next ones. */
-function applyToLive(faults: FaultSwitches, live: Set<UpstreamSession>): void {
+function applyToLive(faults: FaultSwitches, board: TranscriptFaultBoard, live: Set<UpstreamSession>): void {
   onSet(faults, 'halfOpen', (on) => live.forEach((s) => s.setHalfOpen(on)));
   onSet(faults, 'goingAway', (code) => {
     if (code !== null) live.forEach((s) => s.goAway(code));
   });
+  for (const name of TRANSCRIPT_FAULTS) {
+    const transcribing = () => [...live].flatMap((s) => s.transcribing ?? []);
+    onSet(faults, name, (f) => board.set(name, f as Parameters<TranscriptFaultBoard['set']>[1], transcribing()));
+  }
+}
+
+/** The fault switches (reaching live sessions as they are set) and the transcript faults' board. */
+function faultControls(live: Set<UpstreamSession>) {
+  const faults = defaultFaults();
+  const board = new TranscriptFaultBoard();
+  applyToLive(faults, board, live);
+  const reset = () => {
+    Object.assign(faults, defaultFaults());
+    board.resetCounts();
+  };
+  return { faults, board, reset };
 }
 
 /** An accepted upstream socket: its record in the window, and its session, faults already on applied. */
@@ -89,13 +116,12 @@ export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> 
   const now = o.now ?? Date.now;
   const clients = o.clients ?? { base: [{ clientId: 'dev', clientSecret: 'dev-secret' }] };
   const keys = new KeyStore([...Object.keys(clients), ...(o.realms ?? [])]);
-  const faults = defaultFaults();
   const violations: string[] = [];
   const tokenRequests: TokenRequestRecord[] = [];
   const live = new Set<UpstreamSession>();
+  const { faults, board: transcriptFaults, reset: resetFaults } = faultControls(live);
   const window = new SessionWindow(o.maxSessionRecords ?? 200, o.maxAudioBytes ?? 32 * 1024 * 1024);
-  applyToLive(faults, live);
-  const sessionOptions = sessionDeps(o, faults, violations, now);
+  const sessionOptions = sessionDeps(o, faults, transcriptFaults, violations, now);
   let started = 0;
   let authBase = '';
   const auth: AuthContext = {
@@ -150,6 +176,8 @@ export async function startEmulator(o: EmulatorOptions = {}): Promise<Emulator> 
     wsBase: `ws://${host}:${port}/audio-bridge/v2`,
     authBase,
     faults,
+    faultCounts: transcriptFaults.counts,
+    resetFaults,
     sessions: window.records,
     violations,
     tokenRequests,

@@ -14,6 +14,8 @@ export class SessionRecord implements EmulatorSession {
   sent: unknown[] = [];
   /** set once, when the socket closed (from either side) */
   closeCode?: number;
+  stoppedTranscribingAt?: number;
+  withheldTranscripts = 0;
   private kept: KeptAudio;
 
   constructor(

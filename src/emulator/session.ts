@@ -1,8 +1,8 @@
 // One upstream socket session: the upstream's states (docs/protocol.md, 'Per-connection states'),
 // what the client sends, and the fault switches. Its parts: TranscriptSchedule (transcripts, facts
-// and commands derived from media time and where it holds speech), MediaTime, UsageMeter,
-// ClientViolations, SessionDeadlines, and the Outbox, one ordered queue for everything sent, so
-// delays and stalls never reorder it.
+// and commands derived from media time and where it holds speech), MediaTime, the TranscriptGate of
+// the transcript faults, UsageMeter, ClientViolations, SessionDeadlines, and the Outbox, one
+// ordered queue for everything sent, so delays and stalls never reorder it.
 // Close codes: 1000 after `ended`/`ENDED`; 1008 (policy violation) after CONFIG_DENIED,
 // CONFIG_REJECTED, CONFIG_TIMEOUT and CONFIG_NOT_PROVIDED (the upstream documents only that the
 // session closes and a new connection is required: our choice, docs/protocol.md 'Not documented by
@@ -17,6 +17,8 @@ import { MediaTime } from './media-time.js';
 import { Outbox } from './outbox.js';
 import type { SessionRecord } from './session-record.js';
 import { sniffContainer } from './sniff.js';
+import type { TranscriptFaultBoard } from './transcript-faults.js';
+import { TranscriptGate } from './transcript-gate.js';
 import { TranscriptSchedule } from './transcript-schedule.js';
 import type { FaultSwitches } from './types.js';
 import { UsageMeter } from './usage.js';
@@ -24,6 +26,8 @@ import { ClientViolations } from './violations.js';
 
 export interface SessionDeps {
   faults: FaultSwitches;
+  /** which sessions the transcript faults reach */
+  transcriptFaults: TranscriptFaultBoard;
   /** the emulator's log of the most recent violations */
   violations: string[];
   creditsPerSecond: number;
@@ -44,6 +48,7 @@ export class UpstreamSession {
   private violations: ClientViolations;
   private deadlines: SessionDeadlines;
   private outbox: Outbox;
+  private gate: TranscriptGate;
 
   constructor(
     private ws: WebSocket,
@@ -53,6 +58,7 @@ export class UpstreamSession {
   ) {
     this.usage = new UsageMeter(deps.creditsPerSecond, deps.faults);
     this.violations = new ClientViolations(deps.violations, label);
+    this.gate = new TranscriptGate(record, deps.transcriptFaults.counts);
     this.outbox = new Outbox(ws, record, deps.faults, (code) => this.markClosed(code));
     ws.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
     ws.on('close', (code: number) => this.onClose(code));
@@ -70,6 +76,11 @@ export class UpstreamSession {
   setHalfOpen(on: boolean): void {
     if (on) this.ws.pause();
     else this.ws.resume();
+  }
+
+  /** The gate of the transcript faults while the session transcribes (its config accepted, not ended). */
+  get transcribing(): TranscriptGate | null {
+    return this.state === 'configured' && !this.record.closed ? this.gate : null;
   }
 
   /** The goingAway switch: a close frame with this code, sent at once, nothing queued before it. */
@@ -158,7 +169,9 @@ export class UpstreamSession {
       send: (msg) => this.send(msg),
       now: () => this.deps.now(),
       speech: this.media.speech,
+      gate: this.gate,
     });
+    this.deps.transcriptFaults.join(this.gate);
     const sessionId = randomUUID();
     this.record.sessionId = sessionId;
     this.send(
@@ -187,6 +200,7 @@ export class UpstreamSession {
     const { seconds: media, pace } = this.media.add(frame);
     this.record.mediaSeconds = media;
     if (pace) this.violations.add(pace);
+    this.gate.reached(media);
     this.transcripts?.mediaReached(media);
     const drop = this.deps.faults.dropAfterMediaSeconds;
     if (drop !== null && media >= drop) this.terminate();
@@ -226,5 +240,6 @@ export class UpstreamSession {
   private markClosed(code: number): void {
     this.record.closeCode = code;
     this.deadlines.clear();
+    this.deps.transcriptFaults.leave(this.gate);
   }
 }

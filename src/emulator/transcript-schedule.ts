@@ -2,13 +2,14 @@
 // windows that hold speech (and the remainder at a flush or the end, if it does; segment-windows.ts),
 // /transcribe's interim results while speech is heard and its first declared command at the
 // 5-second mark, and /streams' facts at the marks of its factGenerationInterval (media time, speech
-// or not).
+// or not). The transcript faults' gate decides what of it reaches the client.
 import { SPEECH_DEFAULTS } from '../audio/index.js';
 import type { Endpoint } from '../protocol/index.js';
 import { nextFactMark } from './fact-schedule.js';
 import { commandMessage, factsMessage, streamsTranscript, transcribeTranscript } from './messages.js';
 import type { ReceivedSpeech } from './received-speech.js';
 import { SegmentWindows } from './segment-windows.js';
+import type { TranscriptGate } from './transcript-gate.js';
 
 const EPSILON = 1e-6;
 
@@ -19,6 +20,7 @@ export interface ScheduleParts {
   send: (msg: unknown) => void;
   now: () => number;
   speech: ReceivedSpeech;
+  gate: TranscriptGate;
 }
 
 export class TranscriptSchedule {
@@ -69,6 +71,7 @@ export class TranscriptSchedule {
 
   private segment(start: number, end: number): void {
     const n = this.segments++;
+    if (!this.parts.gate.final(start, end)) return void this.maybeCommand(start, end, false);
     const msg =
       this.endpoint === 'transcribe'
         ? transcribeTranscript(n, start, end, true)
@@ -79,7 +82,7 @@ export class TranscriptSchedule {
             (this.resolved.transcription as { diarize?: boolean } | undefined)?.diarize === true,
           );
     this.parts.send(msg);
-    this.maybeCommand(start, end);
+    this.maybeCommand(start, end, true);
   }
 
   /** An interim of the window heard so far, at most every 0.25 s of media, while it holds speech. */
@@ -88,17 +91,17 @@ export class TranscriptSchedule {
     if (media <= start + EPSILON || media - this.lastInterimAt < 0.25) return;
     if (!this.parts.speech.holds(start, media)) return;
     this.lastInterimAt = media;
-    this.parts.send(transcribeTranscript(this.segments, start, media, false));
+    if (this.parts.gate.interim(media)) this.parts.send(transcribeTranscript(this.segments, start, media, false));
   }
 
-  /** The first declared command, once, with the segment that reaches the 5-second mark. */
-  private maybeCommand(start: number, end: number): void {
+  /** The first declared command, once, with the segment that reaches the 5-second mark (not sent if its final is not). */
+  private maybeCommand(start: number, end: number, send: boolean): void {
     if (this.commandSent || this.endpoint !== 'transcribe' || end + EPSILON < 5) return;
     const first = (this.resolved.commands as Array<{ id?: unknown; phrases?: unknown }> | undefined)?.[0];
     if (!first || typeof first.id !== 'string') return;
     this.commandSent = true;
     const phrase = Array.isArray(first.phrases) && typeof first.phrases[0] === 'string' ? first.phrases[0] : first.id;
-    this.parts.send(commandMessage(first.id, phrase, start, end));
+    if (send) this.parts.send(commandMessage(first.id, phrase, start, end));
   }
 
   private fact(at: number): void {

@@ -38,7 +38,52 @@ export interface IssueTokenOptions {
   withoutSubject?: boolean; // no `sub` claim (some auth servers leave it out of client-credentials tokens)
 }
 
-/** Faults a test switches on and off while the emulator runs (`emulator.faults.stall = true`). */
+/** [start, end) in media seconds of one upstream session (its own media: a new session starts at 0). */
+export type MediaRange = [number, number];
+
+/**
+ * Which upstream sessions a transcript fault reaches: switching it on reaches the sessions
+ * transcribing at that moment (oldest first), then each new one as its config is accepted, until
+ * `sessions` of them are reached. Omitted: every session, live and future, so no reconnection cures
+ * it. `sessions: 1` set before the client connects: the first upstream session fails, the
+ * replacement the gateway opens works.
+ */
+export interface TranscriptFaultScope {
+  sessions?: number;
+}
+
+/** stopTranscribing and interimsOnly: from when, in each reached session's own media seconds. */
+export interface StopTranscribing extends TranscriptFaultScope {
+  /** Omitted: a session live when the fault is switched on from its media now, a new one from its start. */
+  afterMediaSeconds?: number;
+}
+
+/** dropFinals: the media ranges whose finals are never sent. */
+export interface DropFinals extends TranscriptFaultScope {
+  /** A final segment that overlaps one of these is not sent (at most 1000 ranges). */
+  ranges: MediaRange[];
+}
+
+/**
+ * What the transcript faults did, counted since each was last switched on (assigning it a new
+ * value zeroes its counts; switching it off with null keeps them) or since resetFaults().
+ */
+export interface TranscriptFaultCounts {
+  /** upstream sessions that stopped transcribing (stopTranscribing reached their media) */
+  stoppedSessions: number;
+  /** upstream sessions whose finals stopped (interimsOnly reached their media) */
+  interimsOnlySessions: number;
+  /** finals interimsOnly kept from the client */
+  withheldFinals: number;
+  /** finals dropFinals kept from the client */
+  droppedFinals: number;
+}
+
+/**
+ * Faults a test switches on and off while the emulator runs (`emulator.faults.stall = true`).
+ * Assign a new value to switch one (an object changed in place is not seen); resetFaults() puts
+ * every switch back to off.
+ */
 export interface FaultSwitches {
   /** CONFIG_ACCEPTED (and whatever follows it) leaves this much later. */
   configDelayMs: number;
@@ -48,7 +93,10 @@ export interface FaultSwitches {
   refuseConfigs: boolean;
   /** A session that reaches this much media ends its TCP stream abruptly, no close frame (a crash). */
   dropAfterMediaSeconds: number | null;
-  /** Nothing more is sent (output waits) while set; the socket still reads and answers pings. */
+  /**
+   * Nothing more is sent (output waits, then leaves in order) while set; the socket still reads and
+   * answers pings. For a recogniser that goes quiet while the rest answers, see stopTranscribing.
+   */
   stall: boolean;
   /** Every upgrade is refused with this HTTP status. */
   rejectUpgradeStatus: number | null;
@@ -70,6 +118,29 @@ export interface FaultSwitches {
   textOnFlush: string | null;
   /** Every delta_usage and usage reports this credits figure (an upstream reporting nonsense). null: off. */
   usageCredits: number | null;
+  /**
+   * A recogniser that silently stops: a reached session sends no transcript (final or interim) and
+   * no command of media past `afterMediaSeconds` (the segment ending there is still sent), and
+   * nothing else changes: the socket stays healthy, pings are
+   * answered, audio is taken and counted, CONFIG_ACCEPTED, flushed, delta_usage, usage, ended and
+   * /streams facts (media-time marks, not recognition) are sent as usual. What is not transcribed is
+   * never sent later, also once the fault is off. Counted in faultCounts.stoppedSessions and each
+   * session's stoppedTranscribingAt. null: off.
+   */
+  stopTranscribing: StopTranscribing | null;
+  /**
+   * A recogniser that answers interim results but never finalises: a reached session sends no final
+   * of media past `afterMediaSeconds` (nor the command a final would carry); interims go on
+   * where the config asked for them (/transcribe interimResults; /streams has none, so it goes
+   * quiet). Counted in faultCounts.interimsOnlySessions and withheldFinals. null: off.
+   */
+  interimsOnly: StopTranscribing | null;
+  /**
+   * A recogniser that loses stretches: the finals of segments overlapping `ranges` are never sent
+   * (interims still are), as when some speech goes untranscribed while the rest comes through.
+   * Counted in faultCounts.droppedFinals. null: off.
+   */
+  dropFinals: DropFinals | null;
 }
 
 export interface EmulatorSession {
@@ -91,6 +162,10 @@ export interface EmulatorSession {
   sent: unknown[];
   closed: boolean;
   closeCode?: number;
+  /** media seconds at which stopTranscribing stopped this session's transcripts */
+  stoppedTranscribingAt?: number;
+  /** transcripts and commands the transcript faults kept from the client */
+  withheldTranscripts: number;
 }
 
 export interface TokenRequestRecord {
@@ -105,6 +180,10 @@ export interface Emulator {
   wsBase: string;
   authBase: string;
   faults: FaultSwitches;
+  /** what the transcript faults did (see TranscriptFaultCounts) */
+  readonly faultCounts: Readonly<TranscriptFaultCounts>;
+  /** every fault switch back to off (defaultFaults()), and faultCounts zeroed: between tests */
+  resetFaults(): void;
   /** the most recent sessions, oldest first (see maxSessionRecords) */
   sessions: EmulatorSession[];
   /** the most recent protocol violations by clients */
@@ -134,5 +213,8 @@ export function defaultFaults(): FaultSwitches {
     goingAway: null,
     textOnFlush: null,
     usageCredits: null,
+    stopTranscribing: null,
+    interimsOnly: null,
+    dropFinals: null,
   };
 }
