@@ -27,6 +27,7 @@ export const DEMO_HTML = `<!doctype html>
 <p id="interim" class="interim"></p>
 <h2>Usage</h2>
 <p>Credits: <span id="usage">none yet</span></p>
+<p>Transcript coverage: <span id="coverage">at the end</span></p>
 <h2>Events</h2>
 <ol id="events" class="events"></ol>
 </body>
@@ -94,7 +95,7 @@ export const DEMO_JS = `'use strict';
     return token().then(function (jwt) {
       var url = new URL('/audio-bridge/v2/transcribe', location.href);
       url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
-      url.search = new URLSearchParams({ 'tenant-name': 'base', token: 'Bearer ' + jwt, resume: s.key }).toString();
+      url.search = new URLSearchParams({ 'tenant-name': 'base', token: 'Bearer ' + jwt, resume: s.key, notices: 'true' }).toString();
       var ws = new WebSocket(url.toString());
       s.ws = ws;
       ws.onopen = function () {
@@ -113,8 +114,18 @@ export const DEMO_JS = `'use strict';
     if (m.type === 'delta_usage') { show('usage', m.credits + ' (so far)'); return event('delta_usage ' + m.credits); }
     if (m.type === 'usage') { show('usage', String(m.credits)); return event('usage ' + m.credits); }
     if (m.type === 'ended') { s.ended = true; show('status', 'ended'); return event('ended'); }
+    if (m.type === 'notice' && m.notice) return onNotice(m.notice);
     if (m.type === 'error' && m.error) { s.error = m.error.id + ': ' + m.error.details; return event('error ' + s.error); }
     event(String(m.type) + (m.reason ? ': ' + m.reason : ''));
+  }
+
+  // The session's coverage at its end: how much of its speech the final transcripts cover.
+  function onNotice(n) {
+    event('notice ' + n.id + ': ' + n.details);
+    var c = n.coverage;
+    if (n.id !== 'TRANSCRIPT_COVERAGE' || !c) return;
+    var pct = c.speechSeconds > 0 ? Math.round((100 * c.transcribedSpeechSeconds) / c.speechSeconds) + '%' : 'no speech';
+    show('coverage', pct + ' of ' + c.speechSeconds.toFixed(1) + ' s of speech transcribed' + (c.gaps.length ? ', ' + c.gaps.length + ' gaps' : ''));
   }
 
   function onAccepted(m) {

@@ -48,14 +48,35 @@ export const serverMessages = {
   notice(id: NoticeId, details: string): { type: 'notice'; notice: { id: NoticeId; details: string } } {
     return { type: 'notice', notice: { id, details } };
   },
+  /** The session's speech and what its finals cover, before its end message (media seconds). */
+  coverageNotice(c: {
+    speechSeconds: number;
+    coveredSeconds: number;
+    gaps: Array<{ start: number; end: number; speechSeconds: number }>;
+  }) {
+    const pct = c.speechSeconds > 0 ? ` (${Math.round((1000 * c.coveredSeconds) / c.speechSeconds) / 10}%)` : '';
+    return {
+      type: 'notice' as const,
+      notice: {
+        id: 'TRANSCRIPT_COVERAGE' as NoticeId,
+        details: `final transcripts cover ${c.coveredSeconds} of ${c.speechSeconds} s of speech${pct}, ${c.gaps.length} gaps`,
+        coverage: { speechSeconds: c.speechSeconds, transcribedSpeechSeconds: c.coveredSeconds, gaps: c.gaps },
+      },
+    };
+  },
 };
 
 /** UPSTREAM_RECONNECTED: the upstream connection was replaced, nothing lost; TRANSCRIPTION_STALLED:
  *  the speech service returned no transcript for the speech sent, it is replaced and that audio sent
  *  again; TRANSCRIPTION_RECOVERED: finals now cover that audio; TRANSCRIPTION_GAP: speech the finals
- *  passed over without covering (its media times in the details). */
+ *  passed over without covering (its media times in the details); TRANSCRIPT_COVERAGE: at the end, the
+ *  session's speech and what its finals cover (with `coverage` figures). */
 export type NoticeId =
-  'UPSTREAM_RECONNECTED' | 'TRANSCRIPTION_STALLED' | 'TRANSCRIPTION_RECOVERED' | 'TRANSCRIPTION_GAP';
+  | 'UPSTREAM_RECONNECTED'
+  | 'TRANSCRIPTION_STALLED'
+  | 'TRANSCRIPTION_RECOVERED'
+  | 'TRANSCRIPTION_GAP'
+  | 'TRANSCRIPT_COVERAGE';
 
 /** No config in time: /transcribe says CONFIG_TIMEOUT, /streams CONFIG_NOT_PROVIDED
  *  (docs/protocol.md, 'Per-connection states'). */

@@ -135,6 +135,8 @@ export class UpstreamSide {
       case 'ended':
       case 'ENDED':
         timers.clear('upstream_answer');
+        if (this.p.info.notices && !migrating(this.driver.state))
+          output.send(JSON.stringify(serverMessages.coverageNotice(this.p.speech.figures())));
         return this.driver.dispatch({ type: 'upstream_ended', data });
       case 'transcript':
         return this.transcript(data, receivedAt);

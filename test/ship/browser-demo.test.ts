@@ -130,6 +130,12 @@ describe('browser demo (Chromium, fake microphone)', () => {
     await page.locator('#status', { hasText: /^ended$/ }).waitFor({ timeout: WAIT_MS });
     assert.match(await page.locator('#usage').innerText(), /^\d+(\.\d+)?$/, 'final credits shown');
     assert.ok(Number(await page.locator('#usage').innerText()) > 0);
+    // The session's transcript coverage at its end: the fixture is speech throughout, and every
+    // second of it has its final.
+    const coverage = await page.locator('#coverage').innerText();
+    const m = /^(\d+)% of ([\d.]+) s of speech transcribed/.exec(coverage);
+    assert.ok(m, `coverage shown: ${coverage}`);
+    assert.ok(Number(m[1]) >= 90 && Number(m[2]) > 1, coverage);
     assertOneTimeline(await finals(page));
     assert.ok(
       (await metric(
