@@ -23,7 +23,13 @@ function toLedger(e: LifecycleEvent, who: SessionIdentity, ledger: UsageLedger):
     ledger.sessionStarted({ sessionKey, tenant, endpoint, interactionId, environment, startedAt: e.at });
   if (e.type === 'upstream_segment') ledger.setUpstreamSessionId(sessionKey, e.upstreamSessionId, e.segment);
   if (e.type === 'ended' && e.live && e.owned)
-    ledger.sessionEnded({ sessionKey, outcome: e.outcome, mediaSeconds: e.mediaSeconds, endedAt: e.at });
+    ledger.sessionEnded({
+      sessionKey,
+      outcome: e.outcome,
+      mediaSeconds: e.mediaSeconds,
+      endedAt: e.at,
+      coverage: e.coverage,
+    });
 }
 
 function toMetrics(e: LifecycleEvent, who: SessionIdentity): void {

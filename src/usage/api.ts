@@ -9,8 +9,11 @@ import { logger } from '../telemetry/index.js';
 import {
   PAGE_SIZE,
   StoreUnavailable,
+  addBucket,
+  emptyBucket,
   fromMediaMs,
   fromMicro,
+  type BucketRow,
   type Granularity,
   type SessionCursor,
   type UsageStore,
@@ -198,10 +201,8 @@ export class UsageHttpApi implements UsageApi {
       to,
       endpoints: endpoint ? [endpoint] : ENDPOINTS,
     });
-    const total = rows.reduce(
-      (t, r) => ({ micro: t.micro + r.micro, sessions: t.sessions + r.sessions, mediaMs: t.mediaMs + r.mediaMs }),
-      { micro: 0, sessions: 0, mediaMs: 0 },
-    );
+    const total = emptyBucket(from);
+    for (const r of rows) addBucket(total, r);
     return {
       status: 200,
       body: {
@@ -209,13 +210,8 @@ export class UsageHttpApi implements UsageApi {
         from: new Date(from).toISOString(),
         to: new Date(to).toISOString(),
         granularity: g,
-        total: { credits: fromMicro(total.micro), sessions: total.sessions, mediaSeconds: fromMediaMs(total.mediaMs) },
-        buckets: rows.map((r) => ({
-          start: new Date(r.start).toISOString(),
-          credits: fromMicro(r.micro),
-          sessions: r.sessions,
-          mediaSeconds: fromMediaMs(r.mediaMs),
-        })),
+        total: figures(total),
+        buckets: rows.map((r) => ({ start: new Date(r.start).toISOString(), ...figures(r) })),
       },
     };
   }
@@ -248,6 +244,15 @@ export class UsageHttpApi implements UsageApi {
           estimated: r.estimated,
           outcome: r.outcome,
           mediaSeconds: r.mediaMs === null ? null : fromMediaMs(r.mediaMs),
+          speechSeconds: r.speechMs === null ? null : fromMediaMs(r.speechMs),
+          transcribedSpeechSeconds: r.coveredMs === null ? null : fromMediaMs(r.coveredMs),
+          coverage: r.speechMs === null || r.coveredMs === null ? null : coverage(r.coveredMs, r.speechMs),
+          gaps: r.gaps.map(([start, end, speech]) => ({
+            start: fromMediaMs(start),
+            end: fromMediaMs(end),
+            speechSeconds: fromMediaMs(speech),
+          })),
+          moreGaps: r.moreGaps,
           segments: r.segments.map((g) => ({
             upstreamSessionId: g.upstreamSessionId,
             credits: fromMicro(g.micro),
@@ -259,6 +264,22 @@ export class UsageHttpApi implements UsageApi {
     };
   }
 }
+
+/** A bucket's or a range's figures as the API shows them. */
+function figures(b: BucketRow) {
+  return {
+    credits: fromMicro(b.micro),
+    sessions: b.sessions,
+    mediaSeconds: fromMediaMs(b.mediaMs),
+    speechSeconds: fromMediaMs(b.speechMs),
+    transcribedSpeechSeconds: fromMediaMs(b.coveredMs),
+    coverage: coverage(b.coveredMs, b.speechMs),
+  };
+}
+
+/** The share of the speech final transcripts cover, to 6 decimals; null without speech. */
+const coverage = (coveredMs: number, speechMs: number): number | null =>
+  speechMs > 0 ? Math.round((coveredMs / speechMs) * 1e6) / 1e6 : null;
 
 const validTenant = (t: string): boolean => t.length <= 256 && !/[\s\0]/.test(t);
 

@@ -12,8 +12,8 @@ import { RedisHealth } from './redis-health.js';
 import type { UsageStore } from './model.js';
 import type { ScriptedRedis } from './redis-store.js';
 
-export type { Outcome, SessionStart } from './model.js';
-export type { UsageLedger, UsageRecord } from './ledger.js';
+export type { Outcome, SessionStart, SpeechCoverage } from './model.js';
+export type { SessionEnd, UsageLedger, UsageRecord } from './ledger.js';
 export { MAX_SEGMENTS, fromMicro, toMicro } from './model.js';
 export type { SessionLimiter } from './limiter.js';
 export type { AuditLog, UsageApi, UsageRequest } from './api.js';

@@ -6,14 +6,20 @@ import { logger, metrics } from '../telemetry/index.js';
 import type { Journal } from './journal.js';
 import {
   MAX_CREDITS_PER_MESSAGE,
+  MAX_GAPS,
+  MAX_TOTAL,
   StoreUnavailable,
   creditsInRange,
   segmentOf,
+  storable,
   toMediaMs,
   toMicro,
+  type CoverageMs,
+  type GapMs,
   type LedgerEvent,
   type Outcome,
   type SessionStart,
+  type SpeechCoverage,
   type UsageStore,
 } from './model.js';
 
@@ -27,11 +33,20 @@ export interface UsageLedger {
    * it is counted nowhere and the session's usage is marked estimated.
    */
   recordUsage(e: UsageRecord): boolean;
-  sessionEnded(e: { sessionKey: string; outcome: Outcome; mediaSeconds: number; endedAt: number }): void;
+  /** `coverage`: a live session's speech (absent: none measured); figures out of range are dropped. */
+  sessionEnded(e: SessionEnd): void;
   flush(): Promise<void>;
   close(): Promise<void>;
   readonly journalDepth: number;
   readonly redisHealthy: boolean;
+}
+
+export interface SessionEnd {
+  sessionKey: string;
+  outcome: Outcome;
+  mediaSeconds: number;
+  endedAt: number;
+  coverage?: SpeechCoverage;
 }
 
 export interface UsageRecord {
@@ -51,6 +66,31 @@ export interface Health {
 }
 
 const BATCH = 500;
+
+/** Whole milliseconds a store can hold, or null (not a number, below 0, past 2^53). */
+const ms = (seconds: unknown): number | null => {
+  const n = typeof seconds === 'number' ? toMediaMs(seconds) : NaN;
+  return storable(n) ? n : null;
+};
+
+/** A session's coverage in stored form: its speech and covered figures (covered at most the speech),
+ * the first MAX_GAPS well-formed gaps (a gap's speech at most its span), the rest counted; null
+ * when the speech or covered figure is not a number of seconds. */
+function coverageMs(c: SpeechCoverage): CoverageMs | null {
+  const speechMs = ms(c.speechSeconds);
+  const coveredMs = ms(c.coveredSeconds);
+  if (speechMs === null || coveredMs === null) return null;
+  const told = Array.isArray(c.gaps) ? c.gaps : [];
+  const gaps: GapMs[] = [];
+  for (const g of told.slice(0, MAX_GAPS)) {
+    const [start, end, speech] = [ms(g?.start), ms(g?.end), ms(g?.speechSeconds)];
+    if (start !== null && end !== null && speech !== null && start <= end)
+      gaps.push([start, end, Math.min(speech, end - start)]);
+  }
+  const more = Number.isSafeInteger(c.moreGaps) && c.moreGaps > 0 ? c.moreGaps : 0;
+  const moreGaps = Math.min(MAX_TOTAL, more + Math.max(0, told.length - MAX_GAPS));
+  return { speechMs, coveredMs: Math.min(coveredMs, speechMs), gaps, moreGaps };
+}
 
 export class Ledger implements UsageLedger {
   private queue: LedgerEvent[] = [];
@@ -137,11 +177,12 @@ export class Ledger implements UsageLedger {
     this.push({ t: 'refused', k: e.sessionKey, at: e.at });
   }
 
-  sessionEnded(e: { sessionKey: string; outcome: Outcome; mediaSeconds: number; endedAt: number }): void {
+  sessionEnded(e: SessionEnd): void {
     // The session counts speech_gateway_credits_total itself; the ledger only records.
     this.guard(() => {
       const mediaMs = Number.isFinite(e.mediaSeconds) ? toMediaMs(e.mediaSeconds) : 0;
-      this.push({ t: 'end', k: e.sessionKey, outcome: e.outcome, mediaMs, at: e.endedAt });
+      const coverage = e.coverage ? coverageMs(e.coverage) : null;
+      this.push({ t: 'end', k: e.sessionKey, outcome: e.outcome, mediaMs, at: e.endedAt, ...coverage });
     });
   }
 

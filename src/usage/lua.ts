@@ -6,7 +6,7 @@
 // usage message; a replay changes nothing and answers 0. Each change of what the session counts gets a
 // new version ('ver'), and what it changed is kept ('undo') so that REVERT can take that change back.
 // Every session step answers the session's state (stateReply): the credits it counts (over segments,
-// final ?? sum of deltas), its media once ended, its version, tenant, endpoint and start.
+// final ?? sum of deltas), its media and speech figures once ended, its version, tenant, endpoint and start.
 //
 // The tenant step (SETTLE; the tenant's keys, one hash tag) brings the tenant's buckets, indexes,
 // credit total and sessions set in line with that state: it adds target − settled for the session,
@@ -25,9 +25,13 @@
 // A session hash written before settlement was split ('started' without 'gen') had its figures put in
 // the buckets by its own script: 'counted', 'mediaCounted' and its start are what the tenant's totals
 // already hold of it (the base the state carries).
+// A session's speech coverage ('speechMs', 'coveredMs', 'gaps' as flat integers 'start,end,speech,...',
+// 'moreGaps') comes with its end and is added to its buckets with its media; what the tenant's totals
+// hold of it is kept beside the session's settlement ('c:<key>' in the 'a:<day>' hash), so that a
+// settlement by the release before, which knows nothing of it, leaves it as it was.
 // Every credit figure is an integer (micro-credits); string.format('%d') keeps Lua from printing large
 // numbers in exponent form.
-import { MAX_MICRO_PER_MESSAGE, MAX_SEGMENTS, MAX_TOTAL } from './model.js';
+import { MAX_GAPS, MAX_MICRO_PER_MESSAGE, MAX_SEGMENTS, MAX_TOTAL } from './model.js';
 
 const common = `
 local MAX_SEGMENTS = ${MAX_SEGMENTS}
@@ -88,14 +92,15 @@ local function keepFor()
   else redis.call('PEXPIRE', sk, fmt(retention)) end
 end
 
--- { status, version, credits, media (0 until ended), tenant, endpoint, start, base micro, base media, base sessions }
+-- { status, version, credits, media (0 until ended), tenant, endpoint, start, base micro, base media,
+--   base sessions, speech, covered (0 until ended, or without coverage) }
 local function stateReply(status)
-  local v = redis.call('HMGET', sk, 'tenant', 'endpoint', 'start', 'ver', 'ended', 'mediaMs', 'gen', 'started', 'counted', 'mediaCounted')
-  local media = '0'
-  if v[5] then media = v[6] or '0' end
+  local v = redis.call('HMGET', sk, 'tenant', 'endpoint', 'start', 'ver', 'ended', 'mediaMs', 'gen', 'started', 'counted', 'mediaCounted', 'speechMs', 'coveredMs')
+  local media, speech, covered = '0', '0', '0'
+  if v[5] then media, speech, covered = v[6] or '0', v[11] or '0', v[12] or '0' end
   local base = { '0', '0', '0' }
   if v[8] and not v[7] then base = { v[9] or '0', (v[10] and v[6]) or '0', '1' } end
-  return { status, v[4] or '0', fmt(credits()), media, v[1] or '', v[2] or '', v[3] or '', base[1], base[2], base[3] }
+  return { status, v[4] or '0', fmt(credits()), media, v[1] or '', v[2] or '', v[3] or '', base[1], base[2], base[3], speech, covered }
 end
 
 -- The event's changes become the session's next version.
@@ -168,7 +173,9 @@ if kind == 'final' then set(field('final', seg), fmt(micro)) else set(field('dsu
 return commit()
 `;
 
-/** ARGV[3..5]: outcome, mediaMs, endedAt. */
+/** ARGV[3..5]: outcome, mediaMs, endedAt; ARGV[6..9], absent or '' without coverage: speechMs,
+ * coveredMs, gaps (flat 'start,end,speech,...', at most MAX_GAPS), moreGaps. Coverage out of range is
+ * none: the end counts without it. */
 export const END =
   session +
   `
@@ -177,6 +184,32 @@ local outcome, mediaMs, at = ARGV[3], int(ARGV[4], 0, MAX), int(ARGV[5], 0, MAX)
 if outcome == '' or not mediaMs or not at then return redis.error_reply('ERR bad end event') end
 for _, kv in ipairs({ { 'ended', '1' }, { 'outcome', outcome }, { 'mediaMs', fmt(mediaMs) }, { 'end', fmt(at) } }) do
   set(kv[1], kv[2])
+end
+-- speech, covered (at most the speech), the gaps rewritten from their integers, moreGaps; or nil
+local function coverage()
+  local speech = int(ARGV[6] or '', 0, MAX)
+  if not speech then return nil end
+  local covered, more, flat = int(ARGV[7] or '', 0, speech), int(ARGV[9] or '0', 0, MAX), ARGV[8] or ''
+  if not covered or not more or #flat > ${MAX_GAPS * 3 * 17} then return nil end
+  local n = {}
+  for part in string.gmatch(flat, '[^,]+') do
+    local x = int(part, 0, MAX)
+    if not x then return nil end
+    n[#n + 1] = x
+  end
+  if #n % 3 ~= 0 or #n > ${MAX_GAPS * 3} then return nil end
+  for i = 1, #n, 3 do
+    if n[i] > n[i + 1] or n[i + 2] > n[i + 1] - n[i] then return nil end
+  end
+  for i = 1, #n do n[i] = fmt(n[i]) end
+  return speech, covered, table.concat(n, ','), more
+end
+local speech, covered, gaps, more = coverage()
+if speech then
+  set('speechMs', fmt(speech))
+  set('coveredMs', fmt(covered))
+  if gaps ~= '' then set('gaps', gaps) end
+  if more > 0 then set('moreGaps', fmt(more)) end
 end
 return commit()
 `;
@@ -211,8 +244,9 @@ return refuse()
 
 /**
  * The tenant step. KEYS: hour bucket, day bucket, hour index, day index, credit total, settled hash,
- * sessions set (all of one tenant). ARGV[3..12]: sessionKey, version, credits, media, base micro,
- * base media, base sessions, start, hour start, day start. 1 settled, 0 nothing newer, -1 refused.
+ * sessions set (all of one tenant). ARGV[3..14]: sessionKey, version, credits, media, base micro,
+ * base media, base sessions, start, hour start, day start, speech, covered (absent: 0). 1 settled,
+ * 0 nothing newer, -1 refused.
  */
 export const SETTLE =
   common +
@@ -221,7 +255,8 @@ local key = ARGV[3]
 local ver, target, media = int(ARGV[4], 0, MAX), int(ARGV[5], 0, MAX), int(ARGV[6], 0, MAX)
 local base = { int(ARGV[7], 0, MAX), int(ARGV[8], 0, MAX), int(ARGV[9], 0, 1) }
 local start, hstart, dstart = int(ARGV[10], 0, MAX), int(ARGV[11], 0, MAX), int(ARGV[12], 0, MAX)
-if key == '' or not ver or not target or not media or not base[1] or not base[2] or not base[3] or not start or not hstart or not dstart then
+local speech, covered = int(ARGV[13] or '0', 0, MAX), int(ARGV[14] or '0', 0, MAX)
+if key == '' or not ver or not target or not media or not base[1] or not base[2] or not base[3] or not start or not hstart or not dstart or not speech or not covered then
   return redis.error_reply('ERR bad settlement')
 end
 local settled = { -1, base[1], base[2], base[3] }
@@ -231,21 +266,27 @@ if cur then
   for n in string.gmatch(cur, '[^:]+') do settled[i] = tonumber(n); i = i + 1 end
 end
 if ver <= settled[1] then return 0 end
-local d = { target - settled[2], media - settled[3], 1 - settled[4] }
+local was = { 0, 0 }
+local cov = redis.call('HGET', KEYS[6], 'c:' .. key)
+if cov then
+  local i = 1
+  for n in string.gmatch(cov, '[^:]+') do was[i] = tonumber(n) or 0; i = i + 1 end
+end
+local d = { target - settled[2], media - settled[3], 1 - settled[4], speech - was[1], covered - was[2] }
 local total = tonumber(redis.call('GET', KEYS[5]) or '0') + d[1]
 if total < 0 or total > MAX then return -1 end
-local FIELDS = { 'micro', 'mediaMs', 'sessions' }
+local FIELDS = { 'micro', 'mediaMs', 'sessions', 'speechMs', 'coveredMs' }
 for b = 1, 2 do
-  local v = redis.call('HMGET', KEYS[b], FIELDS[1], FIELDS[2], FIELDS[3])
-  for i = 1, 3 do
+  local v = redis.call('HMGET', KEYS[b], unpack(FIELDS))
+  for i = 1, #FIELDS do
     local n = tonumber(v[i] or '0') + d[i]
     if n < 0 or n > MAX then return -1 end
   end
 end
-if d[1] ~= 0 or d[2] ~= 0 or d[3] ~= 0 then
+if d[1] ~= 0 or d[2] ~= 0 or d[3] ~= 0 or d[4] ~= 0 or d[5] ~= 0 then
   local grains = { { hstart, 3600000 }, { dstart, 86400000 } }
   for b = 1, 2 do
-    for i = 1, 3 do
+    for i = 1, #FIELDS do
       if d[i] ~= 0 then redis.call('HINCRBY', KEYS[b], FIELDS[i], fmt(d[i])) end
     end
     local bstart, g = grains[b][1], grains[b][2]
@@ -257,6 +298,7 @@ if d[1] ~= 0 or d[2] ~= 0 or d[3] ~= 0 then
 end
 if d[1] ~= 0 then redis.call('INCRBY', KEYS[5], fmt(d[1])) end
 redis.call('HSET', KEYS[6], key, fmt(ver) .. ':' .. fmt(target) .. ':' .. fmt(media) .. ':1')
+if d[4] ~= 0 or d[5] ~= 0 then redis.call('HSET', KEYS[6], 'c:' .. key, fmt(speech) .. ':' .. fmt(covered)) end
 redis.call('PEXPIREAT', KEYS[6], fmt(dstart + retention + 86400000))
 redis.call('ZADD', KEYS[7], fmt(start), key)
 redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', '(' .. fmt(now - retention))

@@ -9,11 +9,15 @@ import {
   HOUR_MS,
   MAX_MICRO_PER_MESSAGE,
   MAX_TOTAL,
+  addBucket,
+  coverageOf,
+  emptyBucket,
   refusedByStore,
   segmentOf,
   sessionFigures,
   storable,
   type BucketRow,
+  type CoverageMs,
   type CreditTotal,
   type Granularity,
   type LedgerEvent,
@@ -45,6 +49,8 @@ interface Session {
   end?: number;
   outcome?: Outcome;
   mediaMs?: number;
+  /** counted in the buckets with the media */
+  coverage?: CoverageMs;
   mediaCounted: boolean;
   refused: boolean;
 }
@@ -120,8 +126,10 @@ export class MemoryUsageStore implements UsageStore {
     } else if (e.t === 'end') {
       if (s.ended) return 'ok';
       if (!e.outcome || !storable(e.mediaMs) || !storable(e.at)) return 'invalid';
-      if (!this.fits(s, { media: e.mediaMs })) return 'refused';
-      Object.assign(s, { ended: true, outcome: e.outcome, mediaMs: e.mediaMs, end: e.at });
+      // Coverage out of range is none: the end still counts (as END in lua.ts).
+      const coverage = coverageOf(e) ?? undefined;
+      if (!this.fits(s, { media: e.mediaMs, coverage })) return 'refused';
+      Object.assign(s, { ended: true, outcome: e.outcome, mediaMs: e.mediaMs, end: e.at, coverage });
     } else {
       s.refused = true; // a figure the ledger refused: the session is estimated
       return 'ok';
@@ -153,7 +161,13 @@ export class MemoryUsageStore implements UsageStore {
    */
   private fits(
     s: Session,
-    o: { seg?: number; value?: number; media?: number; st?: { tenant: string; endpoint: Endpoint; start: number } },
+    o: {
+      seg?: number;
+      value?: number;
+      media?: number;
+      coverage?: CoverageMs;
+      st?: { tenant: string; endpoint: Endpoint; start: number };
+    },
   ): boolean {
     const target = credits(s, o.seg, o.value);
     if (target > MAX_TOTAL) return false;
@@ -164,12 +178,15 @@ export class MemoryUsageStore implements UsageStore {
     const total = (this.totals.get(tenant) ?? 0) + target - s.counted;
     if (total < 0 || total > MAX_TOTAL) return false;
     const dMedia = s.mediaCounted ? 0 : (o.media ?? s.mediaMs ?? 0);
+    const cov = s.mediaCounted ? undefined : (o.coverage ?? s.coverage);
     for (const [g, ms] of GRAINS) {
       const row = this.buckets_.get(`${tenant}\0${endpoint}\0${g}`)?.get(start - (start % ms));
       const after = [
         (row?.micro ?? 0) + target - s.counted,
         (row?.mediaMs ?? 0) + dMedia,
         (row?.sessions ?? 0) + dSessions,
+        (row?.speechMs ?? 0) + (cov?.speechMs ?? 0),
+        (row?.coveredMs ?? 0) + (cov?.coveredMs ?? 0),
       ];
       if (after.some((n) => n < 0 || n > MAX_TOTAL)) return false;
     }
@@ -186,18 +203,20 @@ export class MemoryUsageStore implements UsageStore {
     }
     if (s.mediaMs !== undefined && !s.mediaCounted) {
       this.bump(s, 'mediaMs', s.mediaMs);
+      this.bump(s, 'speechMs', s.coverage?.speechMs ?? 0);
+      this.bump(s, 'coveredMs', s.coverage?.coveredMs ?? 0);
       s.mediaCounted = true;
     }
   }
 
-  private bump(s: Session, field: 'micro' | 'sessions' | 'mediaMs', delta: number): void {
+  private bump(s: Session, field: Exclude<keyof BucketRow, 'start'>, delta: number): void {
     if (s.tenant === undefined || s.endpoint === undefined || s.start === undefined) return;
     for (const [g, ms] of GRAINS) {
       const start = s.start - (s.start % ms);
       const id = `${s.tenant}\0${s.endpoint}\0${g}`;
       let m = this.buckets_.get(id);
       if (!m) this.buckets_.set(id, (m = new Map()));
-      const row = m.get(start) ?? { start, micro: 0, sessions: 0, mediaMs: 0 };
+      const row = m.get(start) ?? emptyBucket(start);
       row[field] += delta;
       m.set(start, row);
     }
@@ -227,10 +246,8 @@ export class MemoryUsageStore implements UsageStore {
       for (const row of this.buckets_.get(`${q.tenant}\0${endpoint}\0${q.granularity}`)?.values() ?? []) {
         if (row.start < q.from || row.start >= q.to || row.start < cutoff) continue;
         if (row.micro === 0 && row.sessions === 0 && row.mediaMs === 0) continue;
-        const m = merged.get(row.start) ?? { start: row.start, micro: 0, sessions: 0, mediaMs: 0 };
-        m.micro += row.micro;
-        m.sessions += row.sessions;
-        m.mediaMs += row.mediaMs;
+        const m = merged.get(row.start) ?? emptyBucket(row.start);
+        addBucket(m, row);
         merged.set(row.start, m);
       }
     }
@@ -298,6 +315,10 @@ function toRow(s: Session): SessionRow {
     end: s.end ?? null,
     outcome: s.outcome ?? null,
     mediaMs: s.mediaMs ?? null,
+    speechMs: s.coverage?.speechMs ?? null,
+    coveredMs: s.coverage?.coveredMs ?? null,
+    gaps: s.coverage?.gaps ?? [],
+    moreGaps: s.coverage?.moreGaps ?? 0,
     ...sessionFigures(segments, s.refused),
   };
 }

@@ -35,16 +35,63 @@ export type LedgerEvent =
   | { t: 'start'; k: string; tenant: string; endpoint: Endpoint; iid?: string; env?: string; at: number }
   | { t: 'upstream'; k: string; usid: string; seg?: number }
   | { t: 'usage'; k: string; seq: number; seg?: number; kind: 'delta' | 'final'; micro: number; at: number }
-  | { t: 'end'; k: string; outcome: Outcome; mediaMs: number; at: number }
+  /** The coverage fields (coverage.ts in session/, as whole milliseconds of the client's stream) are
+   * absent from events written before coverage and from sessions that never went live. */
+  | ({ t: 'end'; k: string; outcome: Outcome; mediaMs: number; at: number } & Partial<CoverageMs>)
   /** A credit figure of the session was refused: its usage is estimated from then on. */
   | { t: 'refused'; k: string; at: number };
 
-/** A bucket as stored: integers only (micro-credits, milliseconds of media). */
+/** What a session ended with of its speech, as the session measured it (seconds of the client's
+ * stream): the speech it forwarded, the part final transcripts cover, the uncovered stretches. */
+export interface SpeechCoverage {
+  speechSeconds: number;
+  coveredSeconds: number;
+  gaps: ReadonlyArray<{ start: number; end: number; speechSeconds: number }>;
+  /** gaps not listed */
+  moreGaps: number;
+}
+
+/** A gap as stored: [startMs, endMs, speechMs] of the client's stream. */
+export type GapMs = [number, number, number];
+
+/** A session's coverage as stored: integers only. */
+export interface CoverageMs {
+  speechMs: number;
+  coveredMs: number;
+  gaps: GapMs[];
+  moreGaps: number;
+}
+
+/** Gaps a session record lists; the rest are counted in moreGaps. */
+export const MAX_GAPS = 100;
+
+/** A bucket as stored: integers only (micro-credits, milliseconds of media and of speech). */
 export interface BucketRow {
   start: number;
   micro: number;
   sessions: number;
   mediaMs: number;
+  /** speech forwarded by the sessions that ended with their coverage, and the part finals covered */
+  speechMs: number;
+  coveredMs: number;
+}
+
+export const emptyBucket = (start: number): BucketRow => ({
+  start,
+  micro: 0,
+  sessions: 0,
+  mediaMs: 0,
+  speechMs: 0,
+  coveredMs: 0,
+});
+
+/** Adds b's figures to a. */
+export function addBucket(a: BucketRow, b: BucketRow): void {
+  a.micro += b.micro;
+  a.sessions += b.sessions;
+  a.mediaMs += b.mediaMs;
+  a.speechMs += b.speechMs;
+  a.coveredMs += b.coveredMs;
 }
 
 /**
@@ -81,6 +128,11 @@ export interface SessionRow {
   estimated: boolean;
   outcome: Outcome | null;
   mediaMs: number | null;
+  /** null while open, and for a session that ended without its coverage (never live, or recorded before) */
+  speechMs: number | null;
+  coveredMs: number | null;
+  gaps: GapMs[];
+  moreGaps: number;
   segments: SegmentRow[];
 }
 
@@ -131,6 +183,21 @@ export const creditsInRange = (credits: unknown): credits is number =>
 /** An integer a store may hold: 0 ≤ n ≤ max. */
 export const storable = (n: unknown, max = MAX_TOTAL): n is number =>
   Number.isInteger(n) && (n as number) >= 0 && (n as number) <= max;
+
+/** The coverage an end event holds, or null: absent, or any figure out of range (covered past the
+ * speech, a gap ending before it starts or holding more speech than its span, too many gaps). */
+export function coverageOf(e: Partial<CoverageMs>): CoverageMs | null {
+  const { speechMs, coveredMs, gaps, moreGaps } = e;
+  if (!storable(speechMs) || !storable(coveredMs) || coveredMs > speechMs || !storable(moreGaps)) return null;
+  if (!Array.isArray(gaps) || gaps.length > MAX_GAPS || !gaps.every(isGapMs)) return null;
+  return { speechMs, coveredMs, gaps, moreGaps };
+}
+
+export function isGapMs(g: unknown): g is GapMs {
+  if (!Array.isArray(g) || g.length !== 3 || !g.every((n) => storable(n))) return false;
+  const [start, end, speech] = g as GapMs;
+  return start <= end && speech <= end - start;
+}
 
 /** A store refused an event whose figures would not fit (a total past 2^53, a figure out of range). */
 export function refusedByStore(e: LedgerEvent | undefined): void {

@@ -9,6 +9,8 @@ import {
   DAY_MS,
   HOUR_MS,
   PAGE_SIZE,
+  addBucket,
+  emptyBucket,
   granularityMs,
   type BucketRow,
   type Granularity,
@@ -33,10 +35,8 @@ export async function usageInRange(store: UsageStore, q: RangeQuery): Promise<Bu
   const add = (rows: BucketRow[]): void => {
     for (const r of rows) {
       const start = Math.max(floorTo(r.start, grid), q.from);
-      const b = out.get(start) ?? { start, micro: 0, sessions: 0, mediaMs: 0 };
-      b.micro += r.micro;
-      b.sessions += r.sessions;
-      b.mediaMs += r.mediaMs;
+      const b = out.get(start) ?? emptyBucket(start);
+      addBucket(b, r);
       out.set(start, b);
     }
   };
@@ -78,8 +78,16 @@ async function sessionFigures(store: UsageStore, q: RangeQuery, from: number, to
   do {
     const page = await store.sessions({ tenant: q.tenant, from, to, after, limit: PAGE_SIZE });
     for (const r of page.rows) {
+      // As its bucket counts it: media and speech once it ended, speech only as measured.
       if (q.endpoints.includes(r.endpoint))
-        rows.push({ start: r.start, micro: r.micro, sessions: 1, mediaMs: r.mediaMs ?? 0 });
+        rows.push({
+          start: r.start,
+          micro: r.micro,
+          sessions: 1,
+          mediaMs: r.mediaMs ?? 0,
+          speechMs: r.speechMs ?? 0,
+          coveredMs: r.coveredMs ?? 0,
+        });
     }
     after = page.next;
   } while (after);

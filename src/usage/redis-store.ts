@@ -10,11 +10,19 @@ import type { Endpoint } from '../protocol/index.js';
 import { DAY_MS, HOUR_MS, bucketStart, registryKeys, sessionKey, tenantKeys } from './keys.js';
 import * as lua from './lua.js';
 import {
+  MAX_GAPS,
   StoreUnavailable,
+  addBucket,
+  coverageOf,
+  emptyBucket,
+  isGapMs,
   refusedByStore,
   sessionFigures,
+  storable,
   type BucketRow,
+  type CoverageMs,
   type CreditTotal,
+  type GapMs,
   type SegmentRow,
   type Granularity,
   type LedgerEvent,
@@ -85,10 +93,12 @@ interface SessionState {
   endpoint: string;
   start: number;
   base: [string, string, string];
+  speech: number;
+  covered: number;
 }
 
 function stateOf(reply: unknown): SessionState {
-  const r = reply as [number, string, string, string, string, string, string, string, string, string];
+  const r = reply as [number, ...string[]];
   return {
     status: Number(r[0]),
     ver: Number(r[1]),
@@ -98,6 +108,8 @@ function stateOf(reply: unknown): SessionState {
     endpoint: r[5],
     start: Number(r[6]),
     base: [r[7], r[8], r[9]],
+    speech: Number(r[10] ?? 0),
+    covered: Number(r[11] ?? 0),
   };
 }
 
@@ -170,7 +182,7 @@ export class RedisUsageStore implements UsageStore {
     if (e.t === 'start') return r.usageStart(sk, ...base, e.k, e.tenant, e.endpoint, e.at, e.iid ?? '', e.env ?? '');
     if (e.t === 'upstream') return r.usageUpstream(sk, ...base, e.seg ?? 0, e.usid);
     if (e.t === 'usage') return r.usageUsage(sk, ...base, e.seg ?? 0, e.seq, e.kind, e.micro);
-    if (e.t === 'end') return r.usageEnd(sk, ...base, e.outcome, e.mediaMs, e.at);
+    if (e.t === 'end') return r.usageEnd(sk, ...base, e.outcome, e.mediaMs, e.at, ...coverageArgs(coverageOf(e)));
     return r.usageRefused(sk, ...base);
   }
 
@@ -186,7 +198,7 @@ export class RedisUsageStore implements UsageStore {
       t.settled(d),
       t.sessions,
     ];
-    const args = [st.ver, st.target, st.media, ...st.base, st.start, h, d];
+    const args = [st.ver, st.target, st.media, ...st.base, st.start, h, d, st.speech, st.covered];
     return Number(await this.redis.usageSettle(...keys, ...this.clock(), key, ...args));
   }
 
@@ -205,7 +217,8 @@ export class RedisUsageStore implements UsageStore {
       if (starts.length === 0) continue;
       // One tenant's buckets share its slot: one pipeline, even on a Cluster.
       const p = this.redis.pipeline();
-      for (const s of starts) p.hmget(t.bucket(endpoint, g, Number(s)), 'micro', 'sessions', 'mediaMs');
+      for (const s of starts)
+        p.hmget(t.bucket(endpoint, g, Number(s)), 'micro', 'sessions', 'mediaMs', 'speechMs', 'coveredMs');
       const res = await this.read(() => p.exec());
       starts.forEach((s, i) => {
         const [err, v] = res?.[i] ?? [null, null];
@@ -213,10 +226,8 @@ export class RedisUsageStore implements UsageStore {
         const [micro, sessions, mediaMs] = (v as (string | null)[]).map((x) => Number(x ?? 0));
         if (micro === 0 && sessions === 0 && mediaMs === 0) return; // expired or empty
         const start = Number(s);
-        const row = merged.get(start) ?? { start, micro: 0, sessions: 0, mediaMs: 0 };
-        row.micro += micro;
-        row.sessions += sessions;
-        row.mediaMs += mediaMs;
+        const row = merged.get(start) ?? emptyBucket(start);
+        addBucket(row, { start, micro, sessions, mediaMs, ...speechOf(v as (string | null)[]) });
         merged.set(start, row);
       });
     }
@@ -328,6 +339,47 @@ function rowFromHash(h: Record<string, string>): SessionRow | null {
     end: h.end !== undefined ? Number(h.end) : null,
     outcome: (h.outcome as Outcome | undefined) ?? null,
     mediaMs: h.mediaMs !== undefined ? Number(h.mediaMs) : null,
+    ...coverageFromHash(h),
     ...sessionFigures(segmentsFromHash(h), h.refused === '1'),
   };
+}
+
+/** END's coverage arguments (lua.ts), or none. */
+function coverageArgs(c: CoverageMs | null): (string | number)[] {
+  return c ? [c.speechMs, c.coveredMs, c.gaps.flat().join(','), c.moreGaps] : [];
+}
+
+/** A stored integer figure (lua.ts writes them; Redis is input all the same), or null: absent, not
+ * an integer, or past 2^53. */
+function figure(v: string | null | undefined): number | null {
+  if (v === null || v === undefined || !/^\d{1,16}$/.test(v)) return null;
+  const n = Number(v);
+  return storable(n) ? n : null;
+}
+
+/** A bucket's speech and covered milliseconds; both 0 when either is out of range or covered passes speech. */
+function speechOf(v: (string | null)[]): Pick<BucketRow, 'speechMs' | 'coveredMs'> {
+  const [speechMs, coveredMs] = [figure(v[3] ?? '0'), figure(v[4] ?? '0')];
+  if (speechMs === null || coveredMs === null || coveredMs > speechMs) return { speechMs: 0, coveredMs: 0 };
+  return { speechMs, coveredMs };
+}
+
+/** A session hash's coverage: speech and covered together or neither, the gaps as a whole or none. */
+function coverageFromHash(h: Record<string, string>): Pick<SessionRow, 'speechMs' | 'coveredMs' | 'gaps' | 'moreGaps'> {
+  const [speechMs, coveredMs] = [figure(h.speechMs), figure(h.coveredMs)];
+  if (speechMs === null || coveredMs === null || coveredMs > speechMs)
+    return { speechMs: null, coveredMs: null, gaps: [], moreGaps: 0 };
+  return { speechMs, coveredMs, gaps: gapsFromHash(h.gaps), moreGaps: figure(h.moreGaps ?? '0') ?? 0 };
+}
+
+function gapsFromHash(flat: string | undefined): GapMs[] {
+  const parts = flat ? flat.split(',', MAX_GAPS * 3 + 1).map(figure) : [];
+  if (parts.length % 3 !== 0 || parts.length > MAX_GAPS * 3) return [];
+  const gaps: GapMs[] = [];
+  for (let i = 0; i < parts.length; i += 3) {
+    const g = parts.slice(i, i + 3);
+    if (!isGapMs(g)) return [];
+    gaps.push(g);
+  }
+  return gaps;
 }

@@ -45,3 +45,14 @@ export const usageOptions = (extra: Partial<UsageOptions> = {}): UsageOptions =>
   connectTimeoutMs: 500,
   ...extra,
 });
+
+/** The speech figures /v1/usage shows for a bucket or range where no session ended with its coverage. */
+export const NO_SPEECH = { speechSeconds: 0, transcribedSpeechSeconds: 0, coverage: null } as const;
+/** The coverage fields of a /v1/usage/sessions row without coverage (open, never live, or recorded before). */
+export const NO_COVERAGE = {
+  speechSeconds: null,
+  transcribedSpeechSeconds: null,
+  coverage: null,
+  gaps: [],
+  moreGaps: 0,
+} as const;

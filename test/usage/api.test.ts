@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, test } from 'vitest';
 import { UsageHttpApi } from '../../src/usage/api.js';
 import { createUsage, type Usage, type UsageApi } from '../../src/usage/index.js';
 import { MemoryUsageStore } from '../../src/usage/memory-store.js';
-import { TOKEN, get, tempDir, uniquePrefix } from '../support/usage.js';
+import { NO_SPEECH, TOKEN, get, tempDir, uniquePrefix } from '../support/usage.js';
 import { startRedis, type TestRedis } from './redis.js';
 import { startCluster, type TestCluster } from './redis-cluster.js';
 
@@ -119,17 +119,17 @@ for (const [mode, make] of Object.entries(modes)) {
         from: FROM,
         to: TO,
         granularity: 'day',
-        total: { credits: 0.45, sessions: 250, mediaSeconds: 125 },
-        buckets: [{ start: FROM, credits: 0.45, sessions: 250, mediaSeconds: 125 }],
+        total: { credits: 0.45, sessions: 250, mediaSeconds: 125, ...NO_SPEECH },
+        buckets: [{ start: FROM, credits: 0.45, sessions: 250, mediaSeconds: 125, ...NO_SPEECH }],
       });
       const streams = await get(u.api, `/v1/usage?tenant=acme&from=${FROM}&to=${TO}&granularity=hour&endpoint=streams`);
-      assert.deepEqual(streams.body.total, { credits: 0.225, sessions: 125, mediaSeconds: 62.5 });
+      assert.deepEqual(streams.body.total, { credits: 0.225, sessions: 125, mediaSeconds: 62.5, ...NO_SPEECH });
       assert.deepEqual(
         streams.body.buckets.map((b: { start: string }) => b.start),
         [new Date(D + 3_600_000).toISOString()],
       );
       const none = await get(u.api, `/v1/usage?tenant=nobody&from=${FROM}&to=${TO}&granularity=hour`);
-      assert.deepEqual(none.body.total, { credits: 0, sessions: 0, mediaSeconds: 0 });
+      assert.deepEqual(none.body.total, { credits: 0, sessions: 0, mediaSeconds: 0, ...NO_SPEECH });
       assert.deepEqual(none.body.buckets, []);
     });
 
@@ -139,7 +139,7 @@ for (const [mode, make] of Object.entries(modes)) {
         (await get(u.api, `/v1/usage?tenant=acme&from=${at(from)}&to=${at(to)}${q}`)).body;
       const H = 3_600_000;
       // Sessions 90 to 179 start in [01:00:30, 01:01:00): 18 estimated at 0.001, 72 at 0.002.
-      const mid = { credits: 0.162, sessions: 90, mediaSeconds: 45 };
+      const mid = { credits: 0.162, sessions: 90, mediaSeconds: 45, ...NO_SPEECH };
       const body = await usage(D + H + 30_000, D + H + 60_000); // granularity day, the default
       assert.deepEqual(body, {
         tenant: 'acme',
@@ -157,9 +157,10 @@ for (const [mode, make] of Object.entries(modes)) {
         credits: 0.081,
         sessions: 45,
         mediaSeconds: 22.5,
+        ...NO_SPEECH,
       });
       // "The last hours" of a dashboard, by day and by hour: every session, in the buckets holding them.
-      const all = { credits: 0.45, sessions: 250, mediaSeconds: 125 };
+      const all = { credits: 0.45, sessions: 250, mediaSeconds: 125, ...NO_SPEECH };
       const lastHours = await usage(D + H / 2, D + DAY + 5 * H);
       assert.deepEqual(lastHours.total, all);
       assert.deepEqual(lastHours.buckets, [{ start: at(D + H / 2), ...all }]);
@@ -170,6 +171,7 @@ for (const [mode, make] of Object.entries(modes)) {
         credits: 0.288,
         sessions: 160,
         mediaSeconds: 80,
+        ...NO_SPEECH,
       });
     });
 
@@ -182,18 +184,23 @@ for (const [mode, make] of Object.entries(modes)) {
       );
       const first = (await get(u.api, '/v1/usage/sessions?tenant=acme')).body.sessions[0];
       assert.deepEqual(Object.keys(first).sort(), [
+        'coverage',
         'credits',
         'end',
         'endpoint',
         'environment',
         'estimated',
+        'gaps',
         'interactionId',
         'mediaSeconds',
+        'moreGaps',
         'outcome',
         'segments',
         'sessionKey',
+        'speechSeconds',
         'start',
         'tenant',
+        'transcribedSpeechSeconds',
         'upstreamSessionId',
       ]);
       assert.equal(first.estimated, true); // s000: no final

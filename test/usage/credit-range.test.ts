@@ -15,7 +15,7 @@ import {
   type UsageStore,
 } from '../../src/usage/model.js';
 import { RedisUsageStore, createRedisClient, type ScriptedRedis } from '../../src/usage/redis-store.js';
-import { get, uniquePrefix, usageOptions } from '../support/usage.js';
+import { NO_SPEECH, get, uniquePrefix, usageOptions } from '../support/usage.js';
 import { startRedis, type TestRedis } from './redis.js';
 
 const DAY = 86_400_000;
@@ -65,7 +65,7 @@ for (const mode of ['redis', 'in-process'] as const) {
       u.ledger.sessionEnded({ sessionKey: 'r1', outcome: 'ended', mediaSeconds: 5, endedAt: T0 + 5000 });
       await u.ledger.flush();
       assert.deepEqual([await refused('out_of_range'), await refused('unreadable')], [before[0] + 8, before[1] + 2]);
-      assert.deepEqual(await totals(u), { credits: 0.5, sessions: 1, mediaSeconds: 5 });
+      assert.deepEqual(await totals(u), { credits: 0.5, sessions: 1, mediaSeconds: 5, ...NO_SPEECH });
       const [row] = await sessions(u);
       assert.deepEqual(
         [row.sessionKey, row.credits, row.estimated, row.outcome, row.end !== null],

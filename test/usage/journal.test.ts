@@ -6,7 +6,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, test } from 'vitest';
 import { createUsage, type UsageOptions } from '../../src/usage/index.js';
-import { get, tempDir, uniquePrefix, usageOptions } from '../support/usage.js';
+import { NO_SPEECH, get, tempDir, uniquePrefix, usageOptions } from '../support/usage.js';
 import { until } from '../support/wait.js';
 import { startRedis, type TestRedis } from './redis.js';
 
@@ -48,7 +48,7 @@ test('events recorded while Redis is down are journaled and replayed exactly whe
   await redis.restart();
   await until(() => u.ledger.journalDepth === 0, 'journal replay');
   const usage = await get(u.api, `/v1/usage?tenant=acme&${RANGE}`);
-  assert.deepEqual(usage.body.total, { credits: 3.6, sessions: 2, mediaSeconds: 32 });
+  assert.deepEqual(usage.body.total, { credits: 3.6, sessions: 2, mediaSeconds: 32, ...NO_SPEECH });
   const sessions = (await get(u.api, '/v1/usage/sessions?tenant=acme')).body.sessions;
   assert.deepEqual(
     sessions.map((s: any) => [s.sessionKey, s.credits, s.estimated, s.outcome]),
@@ -79,7 +79,7 @@ test('close() with Redis down leaves a journal that the next instance replays on
   const second = await createUsage(options(dir, prefix));
   await until(() => second.ledger.journalDepth === 0, 'journal replay on start');
   const usage = await get(second.api, `/v1/usage?tenant=acme&${RANGE}`);
-  assert.deepEqual(usage.body.total, { credits: 2.000001, sessions: 1, mediaSeconds: 4.25 });
+  assert.deepEqual(usage.body.total, { credits: 2.000001, sessions: 1, mediaSeconds: 4.25, ...NO_SPEECH });
   await second.close();
 });
 
@@ -96,7 +96,7 @@ test('a ledger started while Redis is down writes to Redis once it comes up', as
   await u.ledger.flush();
   assert.equal(u.ledger.journalDepth, 0);
   const usage = await get(u.api, `/v1/usage?tenant=acme&${RANGE}`);
-  assert.deepEqual(usage.body.total, { credits: 7, sessions: 1, mediaSeconds: 1 });
+  assert.deepEqual(usage.body.total, { credits: 7, sessions: 1, mediaSeconds: 1, ...NO_SPEECH });
   await u.close();
 });
 

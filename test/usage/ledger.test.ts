@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { afterAll, beforeAll, describe, test } from 'vitest';
 import { Redis } from 'ioredis';
 import { createUsage, type UsageOptions } from '../../src/usage/index.js';
-import { TOKEN, get, tempDir, uniquePrefix } from '../support/usage.js';
+import { NO_COVERAGE, NO_SPEECH, TOKEN, get, tempDir, uniquePrefix } from '../support/usage.js';
 import { startRedis, type TestRedis } from './redis.js';
 import { startCluster, type TestCluster } from './redis-cluster.js';
 
@@ -57,7 +57,7 @@ for (const mode of ['redis', 'redis cluster', 'in-process'] as const) {
 
       const usage = await get(u.api, `/v1/usage?tenant=acme&${RANGE}&granularity=hour`);
       assert.equal(usage.status, 200);
-      assert.deepEqual(usage.body.total, { credits: 0.25, sessions: 1, mediaSeconds: 12.5 });
+      assert.deepEqual(usage.body.total, { credits: 0.25, sessions: 1, mediaSeconds: 12.5, ...NO_SPEECH });
       const sessions = await get(u.api, '/v1/usage/sessions?tenant=acme');
       assert.deepEqual(sessions.body, {
         sessions: [
@@ -74,6 +74,7 @@ for (const mode of ['redis', 'redis cluster', 'in-process'] as const) {
             estimated: false,
             outcome: 'ended',
             mediaSeconds: 12.5,
+            ...NO_COVERAGE,
             segments: [{ upstreamSessionId: 'up-1', credits: 0.25, estimated: false }],
           },
         ],
@@ -103,7 +104,7 @@ for (const mode of ['redis', 'redis cluster', 'in-process'] as const) {
       assert.equal(s.outcome, 'upstream_lost');
       assert.equal(s.interactionId, iid);
       const usage = await get(u.api, `/v1/usage?tenant=acme&${RANGE}&granularity=day`);
-      assert.deepEqual(usage.body.total, { credits: 0.3, sessions: 1, mediaSeconds: 3 });
+      assert.deepEqual(usage.body.total, { credits: 0.3, sessions: 1, mediaSeconds: 3, ...NO_SPEECH });
       await u.close();
     });
 
@@ -121,7 +122,7 @@ for (const mode of ['redis', 'redis cluster', 'in-process'] as const) {
       events();
       await u.ledger.flush();
       const usage = await get(u.api, `/v1/usage?tenant=acme&${RANGE}&granularity=hour`);
-      assert.deepEqual(usage.body.total, { credits: 2.25, sessions: 1, mediaSeconds: 9 });
+      assert.deepEqual(usage.body.total, { credits: 2.25, sessions: 1, mediaSeconds: 9, ...NO_SPEECH });
       await u.close();
     });
 
@@ -147,19 +148,19 @@ for (const mode of ['redis', 'redis cluster', 'in-process'] as const) {
         from: iso(1, '00:00:00'),
         to: iso(3, '00:00:00'),
         granularity: 'hour',
-        total: { credits: 15, sessions: 4, mediaSeconds: 240 },
+        total: { credits: 15, sessions: 4, mediaSeconds: 240, ...NO_SPEECH },
         buckets: [
-          { start: iso(1, '10:00:00'), credits: 3, sessions: 2, mediaSeconds: 120 },
-          { start: iso(1, '11:00:00'), credits: 4, sessions: 1, mediaSeconds: 60 },
-          { start: iso(2, '09:00:00'), credits: 8, sessions: 1, mediaSeconds: 60 },
+          { start: iso(1, '10:00:00'), credits: 3, sessions: 2, mediaSeconds: 120, ...NO_SPEECH },
+          { start: iso(1, '11:00:00'), credits: 4, sessions: 1, mediaSeconds: 60, ...NO_SPEECH },
+          { start: iso(2, '09:00:00'), credits: 8, sessions: 1, mediaSeconds: 60, ...NO_SPEECH },
         ],
       });
       const days = await get(u.api, `/v1/usage?tenant=clinic&${RANGE}&granularity=day&endpoint=transcribe`);
       assert.deepEqual(days.body.buckets, [
-        { start: iso(1, '00:00:00'), credits: 3, sessions: 2, mediaSeconds: 120 },
-        { start: iso(2, '00:00:00'), credits: 8, sessions: 1, mediaSeconds: 60 },
+        { start: iso(1, '00:00:00'), credits: 3, sessions: 2, mediaSeconds: 120, ...NO_SPEECH },
+        { start: iso(2, '00:00:00'), credits: 8, sessions: 1, mediaSeconds: 60, ...NO_SPEECH },
       ]);
-      assert.deepEqual(days.body.total, { credits: 11, sessions: 3, mediaSeconds: 180 });
+      assert.deepEqual(days.body.total, { credits: 11, sessions: 3, mediaSeconds: 180, ...NO_SPEECH });
       await u.close();
     });
 
@@ -187,7 +188,7 @@ for (const mode of ['redis', 'redis cluster', 'in-process'] as const) {
         b.ledger.recordUsage({ sessionKey: 'ra', seq: 1, kind: 'final', credits: 1.1, at: T0 });
         await Promise.all([a.ledger.flush(), b.ledger.flush()]);
         const fromB = await get(b.api, `/v1/usage?tenant=acme&${RANGE}&granularity=day`);
-        assert.deepEqual(fromB.body.total, { credits: 4.4, sessions: 2, mediaSeconds: 2 });
+        assert.deepEqual(fromB.body.total, { credits: 4.4, sessions: 2, mediaSeconds: 2, ...NO_SPEECH });
         assert.deepEqual((await get(a.api, '/v1/tenants')).body, { tenants: ['acme', 'beta'] });
         await Promise.all([a.close(), b.close()]);
       });

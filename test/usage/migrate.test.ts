@@ -8,7 +8,7 @@ import { Redis } from 'ioredis';
 import { createUsage, type Usage } from '../../src/usage/index.js';
 import { registryKeys } from '../../src/usage/keys.js';
 import { RedisUsageStore, createRedisClient } from '../../src/usage/redis-store.js';
-import { get, uniquePrefix, usageOptions } from '../support/usage.js';
+import { NO_SPEECH, get, uniquePrefix, usageOptions } from '../support/usage.js';
 import * as legacy from './legacy-lua.js';
 import { startRedis, type TestRedis } from './redis.js';
 
@@ -65,8 +65,8 @@ test('the old layout is moved at start-up: totals, sessions, tenants and credit 
   await oldSession(prefix, 'beta', 'o4', { deltas: [7] });
 
   const u = await make(prefix);
-  assert.deepEqual(await total(u, 'acme'), { credits: 0.8, sessions: 2, mediaSeconds: 3 });
-  assert.deepEqual(await total(u, 'we:ird'), { credits: 1, sessions: 1, mediaSeconds: 1 });
+  assert.deepEqual(await total(u, 'acme'), { credits: 0.8, sessions: 2, mediaSeconds: 3, ...NO_SPEECH });
+  assert.deepEqual(await total(u, 'we:ird'), { credits: 1, sessions: 1, mediaSeconds: 1, ...NO_SPEECH });
   const sessions = await get(u.api, `/v1/usage/sessions?tenant=acme`);
   assert.deepEqual(
     sessions.body.sessions.map((s: { sessionKey: string; credits: number }) => [s.sessionKey, s.credits]),
@@ -95,20 +95,20 @@ test('the old layout is moved at start-up: totals, sessions, tenants and credit 
   u.ledger.sessionStarted({ sessionKey: 'n1', tenant: 'acme', endpoint: 'transcribe', startedAt: T });
   u.ledger.recordUsage({ sessionKey: 'n1', seq: 1, kind: 'delta', credits: 0.05, at: T + 10 });
   await u.ledger.flush();
-  assert.deepEqual(await total(u, 'acme'), { credits: 0.65, sessions: 3, mediaSeconds: 5 });
+  assert.deepEqual(await total(u, 'acme'), { credits: 0.65, sessions: 3, mediaSeconds: 5, ...NO_SPEECH });
   await u.close();
 
   // Once only: the marker is set, and a second start moves nothing.
   assert.equal(await client.get(registryKeys(prefix).schema), '2');
   const again = await make(prefix);
-  assert.deepEqual(await total(again, 'acme'), { credits: 0.65, sessions: 3, mediaSeconds: 5 });
+  assert.deepEqual(await total(again, 'acme'), { credits: 0.65, sessions: 3, mediaSeconds: 5, ...NO_SPEECH });
   await again.close();
 
   // An old replica still writing after the move: its keys are merged when the migration runs again.
   await oldSession(prefix, 'acme', 'o5', { deltas: [1_000_000], mediaMs: 500 });
   await client.del(registryKeys(prefix).schema);
   const merged = await make(prefix);
-  assert.deepEqual(await total(merged, 'acme'), { credits: 1.65, sessions: 4, mediaSeconds: 5.5 });
+  assert.deepEqual(await total(merged, 'acme'), { credits: 1.65, sessions: 4, mediaSeconds: 5.5, ...NO_SPEECH });
   assert.deepEqual(await store.creditTotals(), [
     { tenant: 'acme', micro: 1_650_000 },
     { tenant: 'we:ird', micro: 1_000_000 },

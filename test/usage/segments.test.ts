@@ -10,7 +10,7 @@ import { createUsage, type Usage } from '../../src/usage/index.js';
 import { MemoryUsageStore } from '../../src/usage/memory-store.js';
 import type { LedgerEvent, UsageStore } from '../../src/usage/model.js';
 import { RedisUsageStore, createRedisClient } from '../../src/usage/redis-store.js';
-import { get, tempDir, uniquePrefix, usageOptions } from '../support/usage.js';
+import { NO_SPEECH, get, tempDir, uniquePrefix, usageOptions } from '../support/usage.js';
 import { until } from '../support/wait.js';
 import { startRedis, type TestRedis } from './redis.js';
 
@@ -64,6 +64,7 @@ for (const mode of ['redis', 'in-process'] as const) {
         credits: 0.375,
         sessions: 1,
         mediaSeconds: 20,
+        ...NO_SPEECH,
       });
       await u.close();
     });
@@ -202,6 +203,7 @@ test('a journal replayed over events Redis already has (and old lines without se
     credits: 1.9,
     sessions: 1,
     mediaSeconds: 0,
+    ...NO_SPEECH,
   });
   await second.close();
 });
