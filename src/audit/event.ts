@@ -46,6 +46,14 @@ export interface AuditEvent {
   kind?: string;
   mediaSeconds?: number;
   credits?: number;
+  /** session_ended: seconds of the forwarded media that held speech (the gateway's speech detector) */
+  speechSeconds?: number;
+  /** session_ended: of those, the seconds final transcripts cover */
+  transcribedSpeechSeconds?: number;
+  /** session_ended: uncovered stretches of speech of 2 s or more */
+  gaps?: number;
+  /** session_ended: the speech seconds in the gaps listed in the session's ledger row (the first 100) */
+  gapSeconds?: number;
   /** usage API: the name of the API token that called (never the token) */
   caller?: string;
   /** usage API: the path called */
@@ -87,7 +95,16 @@ const STRING_FIELDS = [
   'asked',
   'since',
 ] as const;
-const NUMBER_FIELDS = ['mediaSeconds', 'credits', 'status', 'count'] as const;
+const NUMBER_FIELDS = [
+  'mediaSeconds',
+  'credits',
+  'speechSeconds',
+  'transcribedSpeechSeconds',
+  'gaps',
+  'gapSeconds',
+  'status',
+  'count',
+] as const;
 /** Every string a client chose (subject, environment, path) is bounded: an event stays a short line. */
 const MAX_STRING = 256;
 

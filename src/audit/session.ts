@@ -1,6 +1,6 @@
 // A session's lifecycle (session/lifecycle.ts) as audit events: who (from the session's info), what
-// happened, and on its end the media seconds and credits. Steps with nothing to audit (usage deltas,
-// finals delivered) give none.
+// happened, and on its end the media seconds, credits and speech figures (how much, never where or
+// what). Steps with nothing to audit (usage deltas, finals delivered) give none.
 import type { LifecycleEvent, SessionInfo } from '../session/index.js';
 import type { AuditInput } from './event.js';
 
@@ -46,8 +46,25 @@ export function sessionEvent(info: SessionInfo, e: LifecycleEvent): AuditInput |
         outcome: e.outcome,
         mediaSeconds: e.mediaSeconds,
         credits: e.credits,
+        // The session's own figures: one another replica took over ends there with its whole history.
+        ...(e.owned && e.coverage ? speechFigures(e.coverage) : {}),
       };
     default:
       return undefined;
   }
+}
+
+type Coverage = NonNullable<Extract<LifecycleEvent, { type: 'ended' }>['coverage']>;
+
+/** Speech forwarded, the part finals cover, the gaps (listed and not) and the speech the listed hold. */
+function speechFigures(
+  c: Coverage,
+): Pick<AuditInput, 'speechSeconds' | 'transcribedSpeechSeconds' | 'gaps' | 'gapSeconds'> {
+  const gapMs = c.gaps.reduce((sum, g) => sum + Math.round(g.speechSeconds * 1000), 0);
+  return {
+    speechSeconds: c.speechSeconds,
+    transcribedSpeechSeconds: c.coveredSeconds,
+    gaps: c.gaps.length + c.moreGaps,
+    gapSeconds: gapMs / 1000,
+  };
 }
