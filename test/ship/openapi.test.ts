@@ -211,6 +211,37 @@ describe(`a real gateway's usage API answers as ${CONTRACT} says`, () => {
     assert.equal(body.total.sessions, 3);
   });
 
+  it("speech coverage: each ended session's speech and the part transcribed, added up in /v1/usage and told in its session_ended", async () => {
+    const rows = (await get(`/v1/usage/sessions?tenant=${TENANT}`)).body.sessions as Json[];
+    const ended = rows.filter((r) => r.end !== null);
+    assert.equal(ended.length, 2);
+    for (const r of ended) {
+      // The dictation is speech: the detector hears most of it, and the emulator transcribes it.
+      assert.ok(
+        r.speechSeconds > 0.5 * r.mediaSeconds,
+        `${r.endpoint}: speech ${r.speechSeconds} of ${r.mediaSeconds} s`,
+      );
+      assert.ok(r.transcribedSpeechSeconds <= r.speechSeconds);
+      assert.ok(r.coverage > 0 && r.coverage <= 1, `coverage ${r.coverage}`);
+    }
+    const open = rows.find((r) => r.end === null)!;
+    assert.deepEqual([open.speechSeconds, open.coverage, open.gaps], [null, null, []]);
+    const sum = (f: string) => ended.reduce((t, r) => t + Math.round(r[f] * 1000), 0) / 1000;
+    const { body } = await get(`/v1/usage?tenant=${TENANT}&${range()}`);
+    assert.deepEqual(
+      [body.total.speechSeconds, body.total.transcribedSpeechSeconds],
+      [sum('speechSeconds'), sum('transcribedSpeechSeconds')],
+    );
+    const audit = (await get(`/v1/audit?tenant=${TENANT}&${range()}`)).body.events as Json[];
+    for (const r of ended) {
+      const e = audit.find((a) => a.event === 'session_ended' && a.sessionId === r.sessionKey)!;
+      assert.deepEqual(
+        [e.speechSeconds, e.transcribedSpeechSeconds, e.gaps],
+        [r.speechSeconds, r.transcribedSpeechSeconds, r.gaps.length + r.moreGaps],
+      );
+    }
+  });
+
   it('GET /v1/tenants: the tenant that has sessions', async () => {
     const { status, body } = await get('/v1/tenants');
     assert.equal(status, 200);
