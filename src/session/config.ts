@@ -17,6 +17,9 @@ export class SessionConfig {
   /** when the session's first CONFIG_ACCEPTED came (ms since the epoch), on whichever replica: its
    *  time limit counts from it, across handovers and takeovers */
   acceptedAt?: number;
+  /** the upstream is asked for interim results the client did not ask for (the stall watch needs
+   *  them: a recogniser without them says nothing until an utterance ends); they are not relayed */
+  hidesInterims = false;
   /** when the client's config arrived (the config_accepted latency counts from it) */
   receivedAt = 0;
 
@@ -32,6 +35,8 @@ export class SessionConfig {
     const upstreamConfig: Record<string, unknown> = { ...(v.config as object) };
     if (planned.plan.upstreamAudioFormat) upstreamConfig.audioFormat = planned.plan.upstreamAudioFormat;
     else delete upstreamConfig.audioFormat;
+    this.hidesInterims = this.endpoint === 'transcribe' && upstreamConfig.interimResults !== true;
+    if (this.hidesInterims) upstreamConfig.interimResults = true;
     return { verdict: { ok: true, upstreamConfig }, plan: planned.plan };
   }
 
@@ -45,10 +50,33 @@ export class SessionConfig {
   noteAccepted(data: Buffer): string | undefined {
     try {
       const a = JSON.parse(data.toString('utf8')) as Accepted;
-      this.accepted ??= { sessionId: a.sessionId, configuration: a.configuration };
+      this.accepted ??= { sessionId: a.sessionId, configuration: this.asClientSent(a.configuration) };
       return typeof a.sessionId === 'string' ? a.sessionId : undefined;
     } catch {
       return undefined; // relayed as is; the id is only for records
+    }
+  }
+
+  /** The upstream's echo of its config, as the client sent it: without the interim results the
+   *  gateway asked for on its behalf. */
+  asClientSent(configuration: unknown): unknown {
+    if (!this.hidesInterims || typeof configuration !== 'object' || configuration === null) return configuration;
+    const c = { ...(configuration as Record<string, unknown>) };
+    const asked = (this.client as { interimResults?: unknown } | undefined)?.interimResults;
+    if (asked === undefined) delete c.interimResults;
+    else c.interimResults = asked;
+    return c;
+  }
+
+  /** The upstream's CONFIG_ACCEPTED as the client gets it (its echo as asClientSent says). */
+  acceptedForClient(data: Buffer): Buffer {
+    if (!this.hidesInterims) return data;
+    try {
+      const a = JSON.parse(data.toString('utf8')) as Record<string, unknown>;
+      if (!('configuration' in a)) return data;
+      return Buffer.from(JSON.stringify({ ...a, configuration: this.asClientSent(a.configuration) }));
+    } catch {
+      return data;
     }
   }
 

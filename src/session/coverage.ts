@@ -161,13 +161,14 @@ export class Coverage {
   }
 
   /** Intervals far enough behind (or too many) become totals: nothing later changes them. Folded
-   *  in steps of a horizon, cut at the end of a final, so no gap is split in two. */
+   *  in steps of a horizon, cut at the end of a final (so no gap is split in two), never past the
+   *  finals: speech may be known long before its finals come (a client that sends ahead of pacing). */
   private fold(force = false): void {
     const newest = this.speechSpans.at(-1)?.[1] ?? 0;
     const crowded = force || this.speechSpans.length > MAX_INTERVALS;
     if (!crowded && newest - this.horizon < 2 * HORIZON_SECONDS) return;
-    const limit = crowded ? newest - 1 : newest - HORIZON_SECONDS;
-    let cut = limit;
+    const limit = newest - (crowded ? 1 : HORIZON_SECONDS);
+    let cut = crowded ? limit : -Infinity;
     for (let i = this.finalSpans.length - 1; i >= 0; i--)
       if (this.finalSpans[i][1] <= limit) {
         cut = this.finalSpans[i][1];

@@ -2,19 +2,15 @@
 // detector, on the Opus packets as they are parsed), which of them its final transcripts cover
 // (coverage.ts), and whether the current upstream session has stopped transcribing while its socket
 // stays healthy (a silent stall). Stalled: STALL_SPEECH_SECONDS of speech went upstream since its
-// last transcript message (interim or final, or since it became ready). A recogniser that sends no
-// interim results says nothing until an utterance ends, so unless interims are known to come (the
-// client asked for them, or one came), the speech counted is only that of utterances that ended at
-// least UTTERANCE_GRACE_SECONDS of sent media ago: a 30 s utterance without a pause is never a stall
-// while it lasts. Silence and noise are not speech: they never make a stall.
+// last transcript message (interim or final, or since it became ready). A recogniser says nothing
+// until an utterance ends unless it sends interim results, so the gateway always has them sent (it
+// asks /transcribe for them, and keeps them from a client that did not: config.ts), and a long
+// utterance keeps the watch fed. Silence and noise are not speech: they never make a stall.
 import { SpeechDetector } from '../audio/index.js';
 import { Coverage, type CoverageFigures, type CoverageState, type Gap } from './coverage.js';
 
 /** What a final tells: the stall's audio is covered again, or the finals passed over speech (a gap). */
 export type FinalNews = { kind: 'recovered'; start: number; end: number } | ({ kind: 'gap' } & Gap);
-
-/** After an utterance ends, a recogniser without interim results has this much sent media to finalise it. */
-export const UTTERANCE_GRACE_SECONDS = 3;
 
 export class SpeechWatch {
   readonly coverage = new Coverage();
@@ -25,8 +21,6 @@ export class SpeechWatch {
   private since = 0;
   /** how far the media sent upstream reaches (stream seconds) */
   private sentTo = 0;
-  /** interim results are known to come: the client asked for them, or one came */
-  private interims = false;
   /** the sent media a stall left without transcripts, until finals cover it */
   private stall?: { start: number; end: number };
   /** gaps behind a final already told */
@@ -35,19 +29,13 @@ export class SpeechWatch {
   /** `thresholdSeconds`: STALL_SPEECH_SECONDS (0: never a stall). */
   constructor(private readonly thresholdSeconds: number) {}
 
-  /** The config the upstream is sent asks for interim results. */
-  expectInterims(): void {
-    this.interims = true;
-  }
-
   /** An Opus packet as the parser read it (see PacketSink). */
   packet(bytes: Buffer, offset: number, length: number, start: number, duration: number): void {
     this.detector.packet(bytes.subarray(offset, offset + length), start, duration);
   }
 
-  /** A transcript message of the current upstream session (`final`: it holds a final). */
-  heard(final: boolean): void {
-    if (!final) this.interims = true;
+  /** A transcript message of the current upstream session, interim or final. */
+  heard(): void {
     this.since = this.sentTo;
   }
 
@@ -79,9 +67,7 @@ export class SpeechWatch {
   sent(until: number): boolean {
     if (until > this.sentTo) this.sentTo = until;
     if (this.thresholdSeconds <= 0) return false;
-    const counted = this.interims ? this.sentTo : this.endedUtterances(this.sentTo - UTTERANCE_GRACE_SECONDS);
-    if (!(counted > this.since) || this.detector.speechBetween(this.since, counted) < this.thresholdSeconds)
-      return false;
+    if (this.detector.speechBetween(this.since, this.sentTo) < this.thresholdSeconds) return false;
     this.stall = { start: Math.round(this.since * 1000) / 1000, end: Math.round(this.sentTo * 1000) / 1000 };
     return true;
   }
@@ -103,15 +89,6 @@ export class SpeechWatch {
     this.coveredTo = Math.max(this.coveredTo, state?.horizon ?? 0);
     this.sentTo = sentTo;
     this.since = sentTo;
-  }
-
-  /** The end of the last speech stretch that ended by `t` (0: none). */
-  private endedUtterances(t: number): number {
-    for (let i = this.detector.stretchCount - 1; i >= 0; i--) {
-      const end = this.detector.stretchEnd(i);
-      if (end <= t) return end;
-    }
-    return 0;
   }
 
   /** The detector's stretches since the last sync go to the coverage (the newest may still grow). */

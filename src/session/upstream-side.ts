@@ -57,7 +57,6 @@ export class UpstreamSide {
   /** A new upstream session, or with `restore` the next segment of one taken over from another replica. */
   open(config: unknown, restore?: Restore): void {
     const { settings } = this.p.deps;
-    if ((config as { interimResults?: unknown } | undefined)?.interimResults === true) this.p.speech.expectInterims();
     if (!restore)
       this.driver.timer('upstream_answer', settings.configTimeoutMs, {
         type: 'upstream_failed',
@@ -148,7 +147,9 @@ export class UpstreamSide {
   /** A client falling behind loses interim transcripts first, never a final one. The upstream session
    *  transcribes: its stall watch starts again. */
   private transcript(data: Buffer, receivedAt: number): void {
-    this.p.speech.heard(!holdsNoFinal(data));
+    this.p.speech.heard();
+    // Interim results the gateway asked for on the client's behalf (config.ts) are not the client's.
+    if (this.config.hidesInterims && holdsNoFinal(data)) return;
     if (!this.p.output.relayTranscript(data, receivedAt)) return;
     if (!this.p.output.holding) this.given();
   }
@@ -175,7 +176,8 @@ export class UpstreamSide {
     this.live();
     this.noteSegment(data);
     this.p.stream.start();
-    this.driver.dispatch({ type: 'upstream_config_status', status: 'CONFIG_ACCEPTED', data });
+    const forClient = this.config.acceptedForClient(data);
+    this.driver.dispatch({ type: 'upstream_config_status', status: 'CONFIG_ACCEPTED', data: forClient });
   }
 
   /** A new upstream session took over (its replay is sent): the client hears of it only if it asked. */

@@ -62,6 +62,15 @@ describe('transcript coverage', () => {
     assert.deepEqual(again.figures(), f);
   });
 
+  it('speech known long before its finals (a client sending ahead of pacing) is not folded before they come', () => {
+    const c = new Coverage();
+    c.speech(0, 25);
+    c.speech(626, 651); // ten minutes of silence between, all parsed at once
+    for (let t = 0; t < 26; t++) c.final(t, t + 1);
+    for (let t = 626; t < 651; t++) c.final(t, t + 1);
+    assert.deepEqual(c.figures(), { speechSeconds: 50, coveredSeconds: 50, gaps: [], moreGaps: 0 });
+  });
+
   it('a restored state with values that are not numbers is ignored', () => {
     const c = new Coverage();
     c.restore({ horizon: -1, speech: 1, covered: 1, gaps: [], moreGaps: 0, s: [], f: [] });

@@ -163,7 +163,8 @@ describe('Session with a fake clock and fake collaborators', () => {
     await settle(); // the slot is asked for asynchronously
     assert.equal(f.slots.taken, 1);
     const link = f.links[0];
-    assert.deepEqual(link.opened, { primaryLanguage: 'en', audioFormat: 'audio/ogg' });
+    // The upstream is asked for interim results (the stall watch's evidence); the client gets none.
+    assert.deepEqual(link.opened, { primaryLanguage: 'en', audioFormat: 'audio/ogg', interimResults: true });
     f.clock.advance(9_999); // the client's config deadline no longer applies; the upstream has 10 s to answer
     link.says({ type: 'CONFIG_ACCEPTED', sessionId: 'up-1' });
     assert.deepEqual(f.sink.types(), ['CONFIG_ACCEPTED']);

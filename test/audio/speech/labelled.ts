@@ -268,3 +268,18 @@ export async function opusPackets(data: Buffer, container: 'webm' | 'ogg'): Prom
   await done;
   return out;
 }
+
+/** `seconds` of speech without a pause: the fixture's words with the silences between them left out. */
+export async function utterance(seconds: number): Promise<Clip> {
+  const words = (await fixtureSpeech()).samples;
+  const out = new Float32Array(seconds * RATE);
+  const n = RATE / 100;
+  for (let i = 0, at = 0; at < out.length; i = (i + n) % (words.length - n)) {
+    let e = 0;
+    for (let j = 0; j < n; j++) e += words[i + j] * words[i + j];
+    if (10 * Math.log10(e / n + 1e-20) <= -40) continue;
+    out.set(words.subarray(i, i + Math.min(n, out.length - at)), at);
+    at += n;
+  }
+  return { name: `utterance ${seconds} s`, kind: 'speech', samples: out, speech: [[0, seconds]] };
+}
