@@ -49,6 +49,10 @@ export interface CoverageState {
   f: number[];
 }
 
+/** Where the finals of a coverage state end (0: none). */
+export const finalsEnd = (c: CoverageState | undefined): number =>
+  c && Array.isArray(c.f) && c.f.length > 0 ? Number(c.f[c.f.length - 1]) || 0 : (c?.horizon ?? 0);
+
 type Span = [number, number];
 
 /** Adds [start, end] to a sorted list of disjoint spans, merging what it touches. */

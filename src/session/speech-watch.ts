@@ -7,7 +7,7 @@
 // asks /transcribe for them, and keeps them from a client that did not: config.ts), and a long
 // utterance keeps the watch fed. Silence and noise are not speech: they never make a stall.
 import { SpeechDetector } from '../audio/index.js';
-import { Coverage, type CoverageFigures, type CoverageState, type Gap } from './coverage.js';
+import { Coverage, finalsEnd, type CoverageFigures, type CoverageState, type Gap } from './coverage.js';
 
 /** What a final tells: the stall's audio is covered again, or the finals passed over speech (a gap). */
 export type FinalNews = { kind: 'recovered'; start: number; end: number } | ({ kind: 'gap' } & Gap);
@@ -83,9 +83,14 @@ export class SpeechWatch {
     return this.coverage.state();
   }
 
-  /** A session taken over: its coverage so far, from its record. */
+  /** A session taken over: its coverage so far, from its record, whose finals the client had up to
+   *  `sentTo` (where the new upstream session starts). After a crash the record may be older than
+   *  that: the finals delivered since its write are taken as covering what they span (their gaps, if
+   *  any, died with the owner), and the speech of that stretch counts as far as the record knew it. */
   restore(state: CoverageState | undefined, sentTo: number): void {
     this.coverage.restore(state);
+    const known = finalsEnd(state);
+    if (state && sentTo > known) this.coverage.final(known, sentTo);
     this.coveredTo = Math.max(this.coveredTo, state?.horizon ?? 0);
     this.sentTo = sentTo;
     this.since = sentTo;
