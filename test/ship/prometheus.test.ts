@@ -28,6 +28,7 @@ const GUIDE = 'docs/operations.md';
 const JOB_MATCHER = 'job=~".*speech-gateway.*"';
 const run = promisify(execFile);
 const CREDITS_PANEL = 'Credits per tenant';
+const COVERAGE_PANEL = 'Transcript coverage per tenant';
 const USAGE_TOKEN = 'test-usage-token';
 const HOUR = 3_600_000;
 /** The start of the UTC hour holding `ms`: the usage API's hour buckets' edges. */
@@ -208,6 +209,11 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
       assert.ok(credits > 0, `${tenant}: credits in the usage API`);
       assert.ok(Math.abs(shown.get(tenant)! - credits) < 1e-9, `${tenant}: panel ${shown.get(tenant)}, API ${credits}`);
     }
+    // The emulator transcribes every stretch the gateway's detector hears: the late session's speech,
+    // counted after the tenant's series existed, is covered (a replay after the upstream crash too).
+    const coverage = await prom.query(fillVariables(panelQuery(COVERAGE_PANEL), instance));
+    const late = coverage.find((c) => c.metric.tenant === 'clinic-b');
+    assert.ok(late && Number(late.value[1]) >= 0.9 && Number(late.value[1]) <= 1, JSON.stringify(coverage));
     assert.deepEqual(await labels('sum by (outcome) (speech_gateway_sessions_total)', 'outcome'), [
       'config_timeout',
       'ended',
