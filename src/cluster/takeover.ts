@@ -4,7 +4,7 @@
 // ended by whichever replica's janitor sees it first.
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Restore, Session, SessionInfo, SessionSnapshot } from '../session/index.js';
+import { coverageOf, type Restore, type Session, type SessionInfo, type SessionSnapshot } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
 import type { SessionLimiter, UsageLedger } from '../usage/index.js';
 import {
@@ -450,6 +450,7 @@ export function startJanitor(d: TakeoverDeps & { ledger: UsageLedger; limiter: S
         outcome: 'client_gone',
         mediaSeconds: r.timeline?.mediaReceived ?? 0,
         endedAt: Date.now(),
+        coverage: coverageOf(r.timeline?.coverage), // a handed-over record is whole: written last
       });
       await d.limiter.adopt(r.tenant, r.sessionKey); // the slot is this replica's to release now
       await d.limiter.release(r.tenant, r.sessionKey);

@@ -224,3 +224,12 @@ function isGap(g: unknown): g is Gap {
     [x.start, x.end, x.speechSeconds].every((n) => typeof n === 'number' && Number.isFinite(n))
   );
 }
+
+/** The figures of a coverage state (a record's), for a session that ends without its process: the
+ *  janitor's end of a handed-over session nobody resumed. */
+export function coverageOf(state: CoverageState | undefined): CoverageFigures | undefined {
+  if (!state) return undefined;
+  const c = new Coverage();
+  c.restore(state);
+  return c.figures();
+}

@@ -37,8 +37,11 @@ function toMetrics(e: LifecycleEvent, who: SessionIdentity): void {
   const counted = { ...labels, environment: who.environment }; // not on the gauge: its series stay as they were
   switch (e.type) {
     case 'live':
-      // Its credit series exists at 0 from now, so that increase() counts its first credits too.
+      // Its credit and speech series exist at 0 from now, so that increase() counts their first figures too.
       metrics.credits.inc(counted, 0);
+      metrics.speechSeconds.inc(labels, 0);
+      metrics.untranscribedSpeechSeconds.inc(labels, 0);
+      metrics.upstreamStalls.inc(labels, 0);
       return void metrics.activeSessions.inc(labels);
     case 'config_accepted':
       return void metrics.configLatency.observe({ endpoint: who.endpoint }, e.latencySeconds);

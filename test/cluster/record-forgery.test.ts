@@ -25,6 +25,8 @@ const whole = Buffer.concat(chunks);
 const configuration = { primaryLanguage: 'en', audioFormat: 'audio/webm;codecs=opus' };
 const newKey = () => randomBytes(18).toString('base64url');
 const INJECTED = 'discontinue warfarin';
+/** A timeline at the stream's start (a version-1 record held it flat, later ones under `timeline`). */
+const TIMELINE = { offset: 0, finalUntil: 0, mediaReceived: 0, audioBytes: 0, segment: 0, seq: 0 };
 
 /** Whatever connects to it: its request line and headers. */
 interface Attacker {
@@ -151,12 +153,7 @@ describe('a Redis writer against the replicas', () => {
       accepted: { sessionId: 'made-up' },
       kind: 'webm',
       init: chunks[0].toString('base64'),
-      offset: 0,
-      finalUntil: 0,
-      mediaReceived: 0,
-      audioBytes: 0,
-      segment: 0,
-      seq: 0,
+      ...TIMELINE,
       missed: [JSON.stringify({ type: 'transcript', data: { text: INJECTED, start: 0, end: 1, isFinal: true } })],
       sealed: '',
       timeline: undefined as unknown,
@@ -165,16 +162,7 @@ describe('a Redis writer against the replicas', () => {
     for (const v of [undefined, 1, 2, 3]) {
       const key = newKey();
       const record = made(v);
-      if (v === 2 || v === 3)
-        record.timeline = {
-          kind: 'webm',
-          offset: 0,
-          finalUntil: 0,
-          mediaReceived: 0,
-          audioBytes: 0,
-          segment: 0,
-          seq: 0,
-        };
+      if (v === 2 || v === 3) record.timeline = { kind: 'webm', ...TIMELINE };
       await redis.set(`sgw:rec:${recordKeyHash(key)}`, JSON.stringify(record), 'PX', 20_000);
       const got: Array<Record<string, any>> = [];
       try {

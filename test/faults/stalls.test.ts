@@ -88,6 +88,17 @@ async function runSession(
   return c;
 }
 
+type Session = (
+  endpoint: 'transcribe' | 'streams',
+  configuration: object,
+  audio: Buffer,
+  timeoutMs?: number,
+  everyMs?: number,
+) => Promise<TestClient>;
+
+const stallsOn = (stack: Stack) =>
+  metric(stack.gateway.server.adminPort, 'speech_gateway_upstream_failures_total{cause="stalled"}');
+
 describe('an upstream that stops transcribing', () => {
   let stack: Stack;
   let speech: Buffer;
@@ -100,16 +111,9 @@ describe('an upstream that stops transcribing', () => {
   afterEach(() => stack.emulator.resetFaults());
   afterAll(() => stack?.close());
 
-  const session = (
-    endpoint: 'transcribe' | 'streams',
-    configuration: object,
-    audio: Buffer,
-    timeoutMs?: number,
-    everyMs?: number,
-  ) => runSession(stack, endpoint, configuration, audio, timeoutMs, everyMs);
+  const session: Session = (...a) => runSession(stack, ...a);
 
-  const stalls = () =>
-    metric(stack.gateway.server.adminPort, 'speech_gateway_upstream_failures_total{cause="stalled"}');
+  const stalls = () => stallsOn(stack);
 
   function assertOneTimeline(c: TestClient, until: number): void {
     const all = finals(c.messages);
@@ -211,15 +215,8 @@ describe('long stretches without speech', () => {
     });
   }, 60_000);
   afterAll(() => stack?.close());
-  const stalls = () =>
-    metric(stack.gateway.server.adminPort, 'speech_gateway_upstream_failures_total{cause="stalled"}');
-  const session = (
-    endpoint: 'transcribe' | 'streams',
-    configuration: object,
-    audio: Buffer,
-    timeoutMs?: number,
-    everyMs?: number,
-  ) => runSession(stack, endpoint, configuration, audio, timeoutMs, everyMs);
+  const stalls = () => stallsOn(stack);
+  const session: Session = (...a) => runSession(stack, ...a);
 
   for (const [what, quiet] of [
     ['silence', () => silence(600)],
