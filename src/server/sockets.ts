@@ -1,7 +1,14 @@
 // Socket behaviour: an accepted socket is handed to a Session; its frames and its close go to that
 // session, and every callback is guarded so that a throw ends one socket, never the process.
 import uWS from 'uWebSockets.js';
-import { awaitHandover, countTakeover, keepRecord, recordKeyHash, restoreOf, type HopOutbox } from '../cluster/index.js';
+import {
+  awaitHandover,
+  countTakeover,
+  keepRecord,
+  recordKeyHash,
+  restoreOf,
+  type HopOutbox,
+} from '../cluster/index.js';
 import { CLOSE, type Endpoint } from '../protocol/index.js';
 import { Session, type ClientSink } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
