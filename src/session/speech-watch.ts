@@ -7,6 +7,7 @@
 // asks /transcribe for them, and keeps them from a client that did not: config.ts), and a long
 // utterance keeps the watch fed. Silence and noise are not speech: they never make a stall.
 import { SpeechDetector } from '../audio/index.js';
+import { detectorRan } from '../telemetry/index.js';
 import { Coverage, finalsEnd, type CoverageFigures, type CoverageState, type Gap } from './coverage.js';
 
 /** What a final tells: the stall's audio is covered again, or the finals passed over speech (a gap). */
@@ -31,7 +32,9 @@ export class SpeechWatch {
 
   /** An Opus packet as the parser read it (see PacketSink). */
   packet(bytes: Buffer, offset: number, length: number, start: number, duration: number): void {
+    const t = performance.now();
     this.detector.packet(bytes.subarray(offset, offset + length), start, duration);
+    detectorRan((performance.now() - t) / 1000);
   }
 
   /** A transcript message of the current upstream session, interim or final. */

@@ -1,6 +1,6 @@
 // Telemetry: the logger, the Prometheus registry with every gateway metric, bounded tenant labels.
 export { logger, type Logger } from './logger.js';
-export { registry, metrics, initialiseCounters, measureReplayHeld } from './metrics.js';
+export { registry, metrics, initialiseCounters, measureReplayHeld, detectorRan } from './metrics.js';
 export { tenantLabel, setMaxTenantLabels, resetTenantLabels } from './tenant-label.js';
 export {
   ledgerCredits,

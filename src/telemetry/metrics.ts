@@ -19,6 +19,13 @@ export function measureReplayHeld(f: () => number): void {
   replayHeld = f;
 }
 
+/** Seconds the speech detector ran, added where it runs (a number, not a metric call per packet) and
+ *  moved into its counter at each scrape. */
+let detectorSeconds = 0;
+export function detectorRan(seconds: number): void {
+  detectorSeconds += seconds;
+}
+
 export const metrics = {
   activeSessions: new Gauge<'endpoint' | 'tenant'>({
     name: 'speech_gateway_active_sessions',
@@ -245,6 +252,15 @@ export const metrics = {
     registers,
     collect() {
       this.set(replayHeld());
+    },
+  }),
+  speechDetectorSeconds: new Counter({
+    name: 'speech_gateway_speech_detector_seconds_total',
+    help: 'Time the speech detector spent judging forwarded Opus packets (its share of the CPU)',
+    registers,
+    collect() {
+      this.inc(detectorSeconds);
+      detectorSeconds = 0;
     },
   }),
   fullAccessTokenAttempts: new Counter({

@@ -35,6 +35,8 @@ export interface Gauges {
   replayBytes: number;
   externalBytes: number;
   heapUsedBytes: number;
+  /** seconds its speech detector has run so far */
+  detectorSeconds: number;
 }
 
 async function gauges(adminPort: number): Promise<Gauges | null> {
@@ -45,6 +47,7 @@ async function gauges(adminPort: number): Promise<Gauges | null> {
       replayBytes: read('speech_gateway_replay_buffered_bytes'),
       externalBytes: read('nodejs_external_memory_bytes'),
       heapUsedBytes: read('nodejs_heap_size_used_bytes'),
+      detectorSeconds: read('speech_gateway_speech_detector_seconds_total'),
     };
   } catch {
     return null;
@@ -89,9 +92,12 @@ export async function drive(
   // The gateway's replay audio and external memory: before the leg, and a second before its end (every
   // session still open).
   const gaugesBefore = adminPort ? await gauges(adminPort) : null;
-  const gaugesAtPeak = adminPort
-    ? new Promise<Gauges | null>((res) => setTimeout(() => res(gauges(adminPort)), stopAt - 1000 - Date.now()))
-    : Promise.resolve(null);
+  const gaugesAt = (t: number) =>
+    adminPort
+      ? new Promise<Gauges | null>((res) => setTimeout(() => res(gauges(adminPort)), t - Date.now()))
+      : Promise.resolve(null);
+  const gaugesAtHold = gaugesAt(holdFrom);
+  const gaugesAtPeak = gaugesAt(stopAt - 1000);
   const per = Math.ceil(load.sessions / load.workers);
   const results = await Promise.all([
     ...Array.from({ length: load.workers }, (_, w) =>
@@ -112,6 +118,7 @@ export async function drive(
   marks.forEach(clearTimeout);
   const merged = merge(results.slice(0, load.workers) as WorkerResult[]);
   const peak = await gaugesAtPeak;
+  const hold = await gaugesAtHold;
   const systemHold = cpuAtStop.system - cpuAtHold.system;
   const cpuHold = cpuAtStop.user - cpuAtHold.user + systemHold;
   return {
@@ -128,6 +135,11 @@ export async function drive(
       peak && gaugesBefore ? (peak.externalBytes - gaugesBefore.externalBytes) / load.sessions : null,
     heapBytesPerSession:
       peak && gaugesBefore ? (peak.heapUsedBytes - gaugesBefore.heapUsedBytes) / load.sessions : null,
+    // The detector's seconds over the hold (to a second before its end), per session-hour.
+    detectorSecondsPerSessionHour:
+      peak && hold && Number.isFinite(peak.detectorSeconds)
+        ? (peak.detectorSeconds - hold.detectorSeconds) / ((load.sessions * (stopAt - 1000 - holdFrom)) / 1000 / 3600)
+        : null,
     during: results[load.workers],
   };
 }

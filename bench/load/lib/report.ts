@@ -22,6 +22,8 @@ export interface Leg extends Omit<WorkerResult, 'latencies'> {
   replayBytesPerSession: number | null;
   externalBytesPerSession: number | null;
   heapBytesPerSession: number | null;
+  /** the gateway's speech detector, seconds per session-hour over the hold */
+  detectorSecondsPerSessionHour: number | null;
   load: Load;
   during?: unknown;
 }
@@ -104,6 +106,7 @@ function targets(rows: ReturnType<typeof summarize>) {
   const packets = ratio(opus20?.cpuSecondsPerSessionHour, gw.cpuSecondsPerSessionHour) ?? NaN;
   const perCoreRatio = ratio(gw.sessionsPerCoreP99Under5ms, naive?.sessionsPerCoreP99Under5ms) ?? NaN;
   const lostRepeated = rows.reduce((a, r) => a + r.lost + r.repeated, 0);
+  const detector = ratio(gw.detectorSecondsPerSessionHour, gw.cpuSecondsPerSessionHour) ?? NaN;
   const t = (target: string, measured: string, met: boolean | null) => ({ target, measured, met });
   return [
     t('CPU per session-hour ≤ 1.5× nginx (ws upstream)', `${fx(gw.cpuVsNginx)}×`, (gw.cpuVsNginx ?? Infinity) <= 1.5),
@@ -129,6 +132,11 @@ function targets(rows: ReturnType<typeof summarize>) {
     t('PCM→Opus ≥ 3× one ffmpeg per stream (transcode.json)', `${fx(ours / ffmpeg)}×`, ours / ffmpeg >= 3),
     t('PCM→Opus ≥ 300 real-time streams/core (transcode.json)', `${Math.round(ours)}`, ours >= 300),
     t('final transcripts lost or repeated = 0 (all legs)', String(lostRepeated), lostRepeated === 0),
+    t(
+      "speech detector ≤ 10% of the gateway's CPU per session-hour (same run)",
+      `${fx(detector * 100, 1)}%`,
+      detector <= 0.1,
+    ),
   ];
 }
 
