@@ -5,13 +5,21 @@
 // last transcript message (interim or final, or since it became ready). A recogniser says nothing
 // until an utterance ends unless it sends interim results, so the gateway always has them sent (it
 // asks /transcribe for them, and keeps them from a client that did not: config.ts), and a long
-// utterance keeps the watch fed. Silence and noise are not speech: they never make a stall.
+// utterance keeps the watch fed. Speech counts once it has been upstream RESPONSE_GRACE_MS: a
+// recogniser answers what it was just sent a moment later, and audio sent ahead of real time (a
+// client's burst, a replay) is not owed a transcript yet. Silence and noise are not speech: they
+// never make a stall.
 import { SpeechDetector } from '../audio/index.js';
 import { detectorRan } from '../telemetry/index.js';
 import { Coverage, finalsEnd, type CoverageFigures, type CoverageState, type Gap } from './coverage.js';
 
 /** What a final tells: the stall's audio is covered again, or the finals passed over speech (a gap). */
 export type FinalNews = { kind: 'recovered'; start: number; end: number } | ({ kind: 'gap' } & Gap);
+
+/** How long sent speech waits before it counts toward a stall: the recogniser's time to answer it. */
+export const RESPONSE_GRACE_MS = 2000;
+/** Sent-media marks kept for that wait: a few a second, for RESPONSE_GRACE_MS. */
+const MAX_MARKS = 256;
 
 export class SpeechWatch {
   readonly coverage = new Coverage();
@@ -26,9 +34,16 @@ export class SpeechWatch {
   private stall?: { start: number; end: number };
   /** gaps behind a final already told */
   private gapsTold = 0;
+  /** (when, sentTo) of recent sends, oldest first: what had been sent RESPONSE_GRACE_MS ago */
+  private marks: Array<[number, number]> = [];
+  /** sent media old enough to be owed a transcript */
+  private owedTo = 0;
 
-  /** `thresholdSeconds`: STALL_SPEECH_SECONDS (0: never a stall). */
-  constructor(private readonly thresholdSeconds: number) {}
+  /** `thresholdSeconds`: STALL_SPEECH_SECONDS (0: never a stall); `now`: the clock, in ms. */
+  constructor(
+    private readonly thresholdSeconds: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
 
   /** An Opus packet as the parser read it (see PacketSink). */
   packet(bytes: Buffer, offset: number, length: number, start: number, duration: number): void {
@@ -70,7 +85,8 @@ export class SpeechWatch {
   sent(until: number): boolean {
     if (until > this.sentTo) this.sentTo = until;
     if (this.thresholdSeconds <= 0) return false;
-    if (this.detector.speechBetween(this.since, this.sentTo) < this.thresholdSeconds) return false;
+    const owed = this.owed();
+    if (owed <= this.since || this.detector.speechBetween(this.since, owed) < this.thresholdSeconds) return false;
     this.stall = { start: Math.round(this.since * 1000) / 1000, end: Math.round(this.sentTo * 1000) / 1000 };
     return true;
   }
@@ -97,6 +113,17 @@ export class SpeechWatch {
     this.coveredTo = Math.max(this.coveredTo, state?.horizon ?? 0);
     this.sentTo = sentTo;
     this.since = sentTo;
+  }
+
+  /** How far the media sent at least RESPONSE_GRACE_MS ago reaches. */
+  private owed(): number {
+    const t = this.now();
+    if (this.marks.length < MAX_MARKS) this.marks.push([t, this.sentTo]);
+    else this.marks[this.marks.length - 1] = [t, this.sentTo];
+    let i = 0;
+    while (i < this.marks.length && this.marks[i][0] <= t - RESPONSE_GRACE_MS) this.owedTo = this.marks[i++][1];
+    if (i > 0) this.marks.splice(0, i);
+    return this.owedTo;
   }
 
   /** The detector's stretches since the last sync go to the coverage (the newest may still grow). */

@@ -104,8 +104,9 @@ describe('an upstream that stops transcribing', () => {
   let speech: Buffer;
   beforeAll(async () => {
     // Three reconnection attempts an incident: a stall that every new upstream session repeats runs
-    // the budget out within the test's speech.
-    stack = await startStack({ PACE: '8', STALL_SPEECH_SECONDS: String(STALL_S), UPSTREAM_RECONNECT_ATTEMPTS: '3' });
+    // the budget out within the test's speech. Near real time (the emulator's own limit, 1.5x): the
+    // watch gives the recogniser 2 s of wall time to answer what it was sent.
+    stack = await startStack({ PACE: '1.5', STALL_SPEECH_SECONDS: String(STALL_S), UPSTREAM_RECONNECT_ATTEMPTS: '3' });
     speech = await webmOf(await fixtureSpeech(), 'speech');
   }, 60_000);
   afterEach(() => stack.emulator.resetFaults());
@@ -176,8 +177,8 @@ describe('an upstream that stops transcribing', () => {
     stack.emulator.faults.stopTranscribing = { afterMediaSeconds: 0 }; // every upstream session, from its start
     const words = await fixtureSpeech();
     const long = await webmOf(joined('speech x3', words, words, words), 'speech-x3');
-    // As a live client sends (a piece of 0.25 s every 30 ms at PACE 8): new speech keeps going upstream.
-    const c = await session('transcribe', { ...webm, interimResults: true }, long, 90_000, 30);
+    // As a live client sends (a piece of 0.25 s every 160 ms at PACE 1.5): new speech keeps going upstream.
+    const c = await session('transcribe', { ...webm, interimResults: true }, long, 90_000, 160);
     const error = c.messages.find((m) => m.type === 'error');
     assert.ok(error, c.types().join());
     assert.equal(error.error.id, 'UPSTREAM_UNAVAILABLE');
