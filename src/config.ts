@@ -21,9 +21,6 @@ const number = (integer: boolean, min: number, max: number, def: number) => {
 };
 const int = (min: number, max: number, def: number) => number(true, min, max, def);
 const port = (def: number) => int(0, 65535, def);
-/** The default end of the window in which the release before's session records are read: three
- *  months after this release, well past any rolling update from it. */
-const LEGACY_RECORDS_CUTOFF = '2027-03-01T00:00:00Z';
 /** A URL with one of `schemes`, its scheme lower-cased: a client library may read `REDISS://` as no TLS. */
 const url = (...schemes: string[]) => {
   const message = `must be a ${schemes.join(' or ')} URL`;
@@ -197,15 +194,16 @@ const schema = z
     /** Shared by the replicas: signs the internal hop (a resume carried to the session's replica). Unset: no hop. */
     CLUSTER_SECRET: z.string().min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)').optional(),
     /** Until when session records of the release before (version 2: only four clear fields bound to
-     *  their seal, no MAC) are still read, for a rolling update from it: an ISO 8601 time, or `none`. */
+     *  their seal, no MAC) are still read, for a rolling update from it: an ISO 8601 time, or `none`;
+     *  unset: LEGACY_RECORDS_READ_UNTIL (src/cluster/records.ts). */
     LEGACY_RECORDS_UNTIL: z
       .string()
       .refine(
         (v) => v === 'none' || !Number.isNaN(Date.parse(v)),
         'must be an ISO 8601 time (2027-03-01T00:00:00Z) or none',
       )
-      .default(LEGACY_RECORDS_CUTOFF)
-      .transform((v) => (v === 'none' ? 0 : Date.parse(v))),
+      .optional()
+      .transform((v) => (v === undefined ? undefined : v === 'none' ? 0 : Date.parse(v))),
     /** This replica's address for the internal hop (the pod IP in Kubernetes); default ws://127.0.0.1:<ADMIN_PORT>. */
     ADVERTISE_URL: url('ws', 'wss').optional(),
     /** This replica's name in session records and its heartbeat; default <hostname>-<pid>-<random>. */

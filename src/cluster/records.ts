@@ -351,6 +351,10 @@ class MemoryRecordStore implements RecordStore {
   }
 }
 
+/** Where LEGACY_RECORDS_UNTIL is unset: three months after this release, well past any rolling
+ *  update from the release before. */
+export const LEGACY_RECORDS_READ_UNTIL = Date.parse('2027-03-01T00:00:00Z');
+
 /** Why a stored value was not used (the rejection metric's label). */
 export type RecordRejection = 'malformed' | 'unauthenticated' | 'legacy';
 
@@ -432,7 +436,7 @@ export interface RecordStoreOptions {
   graceSeconds: number;
   /** CLUSTER_SECRET's keys: every record carries a MAC, and one without a right one is not read */
   keys?: ClusterKeys;
-  /** LEGACY_RECORDS_UNTIL (ms since the epoch); default: none read */
+  /** LEGACY_RECORDS_UNTIL (ms since the epoch); default LEGACY_RECORDS_READ_UNTIL */
   legacyUntil?: number;
   now?: () => number;
   /** a stored value not used, and why (counted and logged by the cluster) */
@@ -444,7 +448,7 @@ export function createRecordStore(o: RecordStoreOptions): RecordStore {
   const now = o.now ?? Date.now;
   const codec = new RecordCodec({
     keys: o.keys,
-    legacyUntil: o.legacyUntil ?? 0,
+    legacyUntil: o.legacyUntil ?? LEGACY_RECORDS_READ_UNTIL,
     now,
     rejected: (why) => o.rejected?.(why),
   });
