@@ -3,7 +3,9 @@
 // is closed with its verdict, speech or not. One that holds speech is closed as soon as media
 // reaches its end; one that seems silent waits until the detector's onset has passed its end, as
 // speech starting in its last moments is only known then (a recogniser would give those words a
-// segment too). A flush or the end decides at once, with what is known.
+// segment too). A flush or the end decides the waiting window at once, with what is known, and
+// always gives the remainder its segment: a recogniser asked to finalise says what it holds, and
+// clients count on finals reaching the end of their audio.
 
 const EPSILON = 1e-6;
 
@@ -41,7 +43,7 @@ export class SegmentWindows {
     if (media <= this.start + EPSILON) return;
     const start = this.start;
     this.start = media;
-    this.closed(start, media, this.holdsSpeech(start, media));
+    this.closed(start, media, true);
   }
 
   private settle(media: number, now: boolean): void {

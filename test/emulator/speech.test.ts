@@ -117,17 +117,22 @@ describe('emulator: segments only where there is speech', () => {
     );
   });
 
-  it('silence at the end: no remainder segment for it at the end, nor at a flush', async () => {
+  it('silence at the end: its whole seconds get no segments; the remainder at the end, or at a flush, gets its own', async () => {
     const end = await openTranscribe(em);
     await sendAllAndEnd(end, evenChunks(trailing, 4096));
-    assertTiles(finals(end.messages), 0, Math.ceil(SPEECH_SECONDS));
-    assert.ok(em.sessions.at(-1)!.mediaSeconds > SPEECH_SECONDS + SILENCE - 0.1);
+    const media = em.sessions.at(-1)!.mediaSeconds;
+    assert.ok(media > SPEECH_SECONDS + SILENCE - 0.1);
+    const atEnd = finals(end.messages);
+    assertTiles(atEnd.slice(0, -1), 0, Math.ceil(SPEECH_SECONDS));
+    assert.deepEqual([atEnd.at(-1)!.start, atEnd.at(-1)!.end], [Math.floor(media), media], 'the remainder');
 
     const flush = await openTranscribe(em);
     for (const f of evenChunks(trailing, 4096)) flush.ws.send(f);
     flush.sendJson({ type: 'flush' });
     await flush.next((m) => m.type === 'flushed');
-    assertTiles(finals(flush.messages), 0, Math.ceil(SPEECH_SECONDS));
+    const atFlush = finals(flush.messages);
+    assertTiles(atFlush.slice(0, -1), 0, Math.ceil(SPEECH_SECONDS));
+    assert.equal(atFlush.at(-1)!.start, Math.floor(media), 'the remainder');
     flush.ws.close();
   });
 
