@@ -6,18 +6,16 @@
 // that identity, which names B and the address B meant (A's own, from A's signed heartbeat), once
 // (hop-signatures.ts), and then runs the same resume checks as for a local client. Without the
 // secret there is no hop.
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import type uWS from 'uWebSockets.js';
 // ws only types here: it is loaded at the first hop (replicas sharing Redis), not by every gateway
 // (it brings node:http, https, tls and zlib: idle memory).
 import type WebSocket from 'ws';
-import { CLOSE, isEndpoint, type Endpoint } from '../protocol/index.js';
+import { CLOSE, type Endpoint } from '../protocol/index.js';
 import type { GatewayError } from '../protocol/index.js';
 import { SEND_DROPPED } from '../http/index.js';
 import type { SessionInfo } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
-import { HOP_MAC_WINDOW_MS, type UsedSignatures } from './hop-signatures.js';
-import { recordKeyHash } from './records.js';
+import { hopUrl, signHop, verifyHop, type UsedSignatures } from './hop-signatures.js';
 import type { Replicas } from './replicas.js';
 
 /** What B verified about the client, as A checks it against the session it holds. */
@@ -79,65 +77,6 @@ const CONFIRM_EVERY = 16;
 /** A keeps at most this much output B has not confirmed (above the client backlog bound, 1 MiB). */
 const MAX_UNCONFIRMED_BYTES = 2 * 1024 * 1024;
 const RECONNECT = CLOSE.serviceRestart;
-
-const hopPath = (i: Pick<HopIdentity, 'endpoint' | 'interactionId'>) =>
-  i.endpoint === 'transcribe'
-    ? '/internal/hop/audio-bridge/v2/transcribe'
-    : `/internal/hop/audio-bridge/v2/interactions/${i.interactionId}/streams`;
-
-const mac = (secret: string, ts: string, session: string, identity: string) =>
-  createHmac('sha256', secret).update(`${ts}\n${session}\n${identity}`).digest();
-
-/** The hop's URL on the owner: the session named by its record key hash, never its resume key. */
-export function hopUrl(
-  ownerUrl: string,
-  resumeKey: string,
-  identity: Pick<HopIdentity, 'endpoint' | 'interactionId'>,
-): URL {
-  const url = new URL(hopPath(identity), ownerUrl);
-  url.searchParams.set('session', recordKeyHash(resumeKey));
-  return url;
-}
-
-/** The headers B sends for session `session` (its record key hash): the identity (base64url JSON)
- *  and `x-sgw-hop: <ms>.<hex MAC>`. */
-export function signHop(
-  secret: string,
-  session: string,
-  identity: HopIdentity,
-  now = Date.now(),
-): Record<string, string> {
-  const encoded = Buffer.from(JSON.stringify(identity)).toString('base64url');
-  const ts = String(now);
-  return { 'x-sgw-identity': encoded, 'x-sgw-hop': `${ts}.${mac(secret, ts, session, encoded).toString('hex')}` };
-}
-
-/** A's check: the identity when the MAC is right and fresh, else why not (the reason only, for the log). */
-export function verifyHop(
-  secret: string,
-  session: string,
-  identityHeader: string,
-  hopHeader: string,
-  now = Date.now(),
-): HopIdentity | { refused: string } {
-  const m = /^(\d{1,15})\.([0-9a-f]{64})$/.exec(hopHeader);
-  if (!m || !identityHeader) return { refused: 'no signature' };
-  if (Math.abs(now - Number(m[1])) > HOP_MAC_WINDOW_MS) return { refused: 'signature expired' };
-  if (!timingSafeEqual(Buffer.from(m[2], 'hex'), mac(secret, m[1], session, identityHeader)))
-    return { refused: 'bad signature' };
-  const i = JSON.parse(Buffer.from(identityHeader, 'base64url').toString()) as HopIdentity;
-  const valid =
-    typeof i.tenant === 'string' &&
-    isEndpoint(i.endpoint) &&
-    typeof i.notices === 'boolean' &&
-    typeof i.owner === 'string' &&
-    typeof i.ownerUrl === 'string' &&
-    typeof i.from === 'string' &&
-    ['string', 'undefined'].includes(typeof i.subject) &&
-    ['string', 'undefined'].includes(typeof i.environment) &&
-    ['string', 'undefined'].includes(typeof i.interactionId);
-  return valid ? i : { refused: 'bad identity' };
-}
 
 /** A's check of a hop: verifyHop, meant for this replica's address by a live replica, and a
  *  signature not used before (a replay is refused as a bad one). */

@@ -6,24 +6,15 @@ import type { Logger } from '../telemetry/index.js';
 import { loadRedisUsageStore } from '../usage/index.js';
 import type { HopDeps } from './hop.js';
 import { createUsedSignatures } from './hop-signatures.js';
+export { hopUrl, signHop, verifyHop } from './hop-signatures.js';
 import { clusterKeys } from './authenticity.js';
 import { metrics } from '../telemetry/index.js';
-import { createRecordStore, recordTtlMs, type RecordRejection, type RecordStore } from './records.js';
+import type { RecordRejection } from './record-codec.js';
+import { createRecordStore, recordTtlMs, type RecordStore } from './records.js';
 import { Positions } from './positions.js';
 import { createReplicas, defaultReplicaId, type Replicas } from './replicas.js';
 
-export {
-  acceptHop,
-  hopUpgrade,
-  hopUrl,
-  HopOutbox,
-  HopRelay,
-  verifyHop,
-  signHop,
-  type HopDeps,
-  type HopOutcome,
-  type HopIdentity,
-} from './hop.js';
+export { acceptHop, hopUpgrade, HopOutbox, HopRelay, type HopDeps, type HopOutcome, type HopIdentity } from './hop.js';
 export { createReplicas, type Replicas } from './replicas.js';
 export {
   createRecordStore,
@@ -34,21 +25,19 @@ export {
   type RecordState,
 } from './records.js';
 export {
-  addressRefuses,
   awaitHandover,
   claimKey,
   countTakeover,
   findResume,
   handOver,
   keepRecord,
-  openRecord,
-  recordKeys,
   restoreOf,
-  sealRecord,
-  startJanitor,
   type ResumeRoute,
   type TakeoverDeps,
 } from './takeover.js';
+export { openRecord, recordKeys, sealRecord } from './record-seal.js';
+export { addressRefuses } from './owner-probe.js';
+export { startJanitor } from './janitor.js';
 
 export interface ClusterOptions {
   /** REDIS_URL or Sentinel; unset: one replica, everything in process */

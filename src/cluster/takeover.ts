@@ -2,14 +2,11 @@
 // record (keepRecord, the client's content sealed), a replica that gets its key decides how to resume
 // it (findResume), the drain hands it over (handOver), and a handed-over session nobody resumed is
 // ended by whichever replica's janitor sees it first.
-import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { coverageOf, type Restore, type Session, type SessionInfo, type SessionSnapshot } from '../session/index.js';
+import { type Restore, type Session, type SessionInfo, type SessionSnapshot } from '../session/index.js';
 import { metrics, type Logger } from '../telemetry/index.js';
-import type { SessionLimiter, UsageLedger } from '../usage/index.js';
+import type { SessionLimiter } from '../usage/index.js';
 import {
-  recordKeyHash,
-  type RecordContent,
   type RecordHead,
   type RecordState,
   type RecordStore,
@@ -17,10 +14,17 @@ import {
   type SealedRecord,
   type SessionRecord,
 } from './records.js';
-import { seal, sealingKey, unseal } from './sealed.js';
-import { hmac, sameMac } from './authenticity.js';
+import {
+  authenticPosition,
+  openRecord,
+  recordKeys,
+  sealRecord,
+  signedPosition,
+  type RecordKeys,
+} from './record-seal.js';
 import type { Replicas } from './replicas.js';
 import { decodePosition, encodePosition, type Positions } from './positions.js';
+import { addressRefuses } from './owner-probe.js';
 
 /** What the session parts of the cluster need. */
 export interface TakeoverDeps {
@@ -34,67 +38,11 @@ const REFRESH_MS = 2000;
 const POLL_MS = 100;
 /** While a handover is awaited, whether its owner is still alive is asked every this many polls. */
 const OWNER_CHECK_POLLS = 10;
-const JANITOR_MS = 5000;
-/** How long a replica whose heartbeat lasts gets to accept a TCP connection before it counts as alive anyway. */
-const PROBE_MS = 300;
 /** A handed-over slot stays taken this much past the grace, for the janitor to release. */
 const SLOT_MARGIN_MS = 30_000;
 
 /** What keeping a session's record needs: the replica's batched positions. */
 export type KeeperDeps = TakeoverDeps & { positions: Positions };
-
-/** A session's record keys: where its record is (the key's hash), what seals its content, and what
- *  authenticates its positions (only a replica given the resume key reads them). */
-export interface RecordKeys {
-  hash: string;
-  sealing: Buffer;
-  positions: Buffer;
-}
-
-export function recordKeys(resumeKey: string): RecordKeys {
-  const sealing = sealingKey(resumeKey);
-  return { hash: recordKeyHash(resumeKey), sealing, positions: hmac(sealing, 'session-positions/hmac-sha256') };
-}
-
-/** The clear fields a record's content is bound to (its associated data): in version 3 the whole
- *  head, in the fixed order below, so a record with any clear field changed in Redis does not open;
- *  version 2 bound four. */
-function boundTo(h: RecordHead, v: SealedRecord['v']): string {
-  const four = [h.tenant, h.endpoint, h.interactionId ?? null, h.sessionKey];
-  if (v === 2) return JSON.stringify(four);
-  return JSON.stringify([...four, h.owner, h.ownerUrl, h.state, h.updatedAt, h.timeline ?? null]);
-}
-
-/** The record as Redis gets it: its client content sealed. */
-export function sealRecord(k: RecordKeys, r: SessionRecord): SealedRecord {
-  const { subject, environment, config, accepted, init, cont, missed, ...head } = r;
-  return {
-    ...head,
-    v: 3,
-    sealed: seal(k.sealing, boundTo(head, 3), { subject, environment, config, accepted, init, cont, missed }),
-  };
-}
-
-/** The record with its content; throws when it does not open (changed in Redis). */
-export function openRecord(k: RecordKeys, r: SealedRecord): SessionRecord {
-  const { v, sealed, ...head } = r;
-  return { ...head, ...unseal<RecordContent>(k.sealing, boundTo(head, v), sealed) };
-}
-
-/** A position as stored: the position, a dot, and its MAC under the session's own key (base64url,
- *  128 bits): Redis cannot move a session's timeline (which finals a successor skips). */
-function signedPosition(k: RecordKeys, position: string): string {
-  return `${position}.${hmac(k.positions, `${k.hash}\n${position}`).subarray(0, 16).toString('base64url')}`;
-}
-
-/** The position a stored value holds, when its MAC is right. */
-function authenticPosition(k: RecordKeys, stored: string): string | undefined {
-  const dot = stored.lastIndexOf('.');
-  if (dot < 0) return undefined;
-  const position = stored.slice(0, dot);
-  const expected = hmac(k.positions, `${k.hash}\n${position}`).subarray(0, 16);
-  return sameMac(expected, Buffer.from(stored.slice(dot + 1), 'base64url')) ? position : undefined;
-}
 
 /** The record of `info`'s session: with `s`, what another replica goes on from; without, only the
  *  claim of its key (who holds it, whose it is). */
@@ -364,28 +312,6 @@ async function withPosition(d: TakeoverDeps, keys: RecordKeys, r: SessionRecord)
   return p && p.at >= r.updatedAt ? { ...r, timeline: p.timeline } : r;
 }
 
-/** The owner's address refuses connections: its process is gone though its heartbeat has not expired
- * yet (a killed replica whose address is still up). Anything else (accepted, no answer) is not proof.
- * A busy event loop runs the probe's timer before the refusal it has already received (timers come
- * before I/O in a loop turn), so the timeout decides only after that turn's I/O (setImmediate): a
- * dead owner is not taken for alive because this replica was slow. */
-export function addressRefuses(url: string, timeoutMs = PROBE_MS): Promise<boolean> {
-  const { hostname, port, protocol } = new URL(url);
-  return new Promise((resolve) => {
-    const socket = net.connect({
-      host: hostname.replace(/^\[|\]$/g, ''),
-      port: Number(port) || (protocol === 'wss:' ? 443 : 80),
-    });
-    const done = (dead: boolean) => {
-      socket.destroy();
-      resolve(dead);
-    };
-    socket.setTimeout(timeoutMs, () => setImmediate(() => done(false)));
-    socket.once('connect', () => done(false));
-    socket.once('error', (err: NodeJS.ErrnoException) => done(err.code === 'ECONNREFUSED'));
-  });
-}
-
 /** Counts a takeover. What a crash lost is counted by the session (takeover_lost_media) once its
  * restored stream shows where it goes on: the record's mediaReceived is up to 2 s old. */
 export function countTakeover(d: TakeoverDeps, r: SessionRecord, from: 'handover' | 'crash'): void {
@@ -439,35 +365,4 @@ export async function handOver(
     written ? 'session handed over' : 'session ended upstream but its record could not be written',
   );
   return written;
-}
-
-/** Ends the ledger session and releases the slot of every handed-over session nobody resumed in time. */
-export function startJanitor(d: TakeoverDeps & { ledger: UsageLedger; limiter: SessionLimiter }): () => void {
-  const sweep = async () => {
-    for (const r of await d.records.reap(Date.now())) {
-      d.ledger.sessionEnded({
-        sessionKey: r.sessionKey,
-        outcome: 'client_gone',
-        mediaSeconds: r.timeline?.mediaReceived ?? 0,
-        endedAt: Date.now(),
-        coverage: coverageOf(r.timeline?.coverage), // a handed-over record is whole: written last
-      });
-      await d.limiter.adopt(r.tenant, r.sessionKey); // the slot is this replica's to release now
-      await d.limiter.release(r.tenant, r.sessionKey);
-      metrics.handovers.inc({ result: 'expired' });
-      d.logger.info(
-        { event: 'handover_expired', session: r.sessionKey },
-        'a handed-over session was not resumed in time; ended',
-      );
-    }
-  };
-  const timer = setInterval(
-    () =>
-      void sweep().catch((err: Error) =>
-        d.logger.warn({ event: 'janitor_failed', err: err.message }, 'handed-over sessions not swept'),
-      ),
-    JANITOR_MS,
-  );
-  timer.unref();
-  return () => clearInterval(timer);
 }
