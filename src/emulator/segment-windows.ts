@@ -8,6 +8,9 @@
 // clients count on finals reaching the end of their audio.
 
 const EPSILON = 1e-6;
+/** A window shorter than this (the first after a flush) is not judged: too little for the detector
+ *  to tell, it gets its segment, so a client's finals never stop just after its flush. */
+const MIN_JUDGED_SECONDS = 0.5;
 
 /** A window closed: [start, end) of media, and whether it holds speech. */
 export type WindowClosed = (start: number, end: number, speech: boolean) => void;
@@ -32,7 +35,7 @@ export class SegmentWindows {
       if (media + EPSILON < end) return;
       const start = this.start;
       this.start = end;
-      if (this.holdsSpeech(start, end)) this.closed(start, end, true);
+      if (end - start < MIN_JUDGED_SECONDS || this.holdsSpeech(start, end)) this.closed(start, end, true);
       else this.waiting = { start, end };
     }
   }
