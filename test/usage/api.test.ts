@@ -7,23 +7,14 @@ import { UsageHttpApi } from '../../src/usage/api.js';
 import { createUsage, type Usage, type UsageApi } from '../../src/usage/index.js';
 import { MemoryUsageStore } from '../../src/usage/memory-store.js';
 import { NO_SPEECH, TOKEN, get, tempDir, uniquePrefix } from '../support/usage.js';
-import { startRedis, type TestRedis } from './redis.js';
-import { startCluster, type TestCluster } from './redis-cluster.js';
+import { redisAndClusterForFile } from './redis-cluster.js';
 
 const DAY = 86_400_000;
 const D = Math.floor(Date.now() / DAY) * DAY - DAY; // yesterday 00:00 UTC
 const FROM = new Date(D).toISOString();
 const TO = new Date(D + DAY).toISOString();
 
-let redis: TestRedis;
-let cluster: TestCluster;
-beforeAll(async () => {
-  [redis, cluster] = await Promise.all([startRedis(), startCluster()]);
-}, 60_000);
-afterAll(async () => {
-  cluster.stop();
-  await redis.stop();
-});
+const servers = redisAndClusterForFile();
 
 /** 250 sessions of tenant acme, several sharing a start millisecond, in us, eu or (as recorded before
  * environments were) none; and one of tenant beta. */
@@ -67,7 +58,7 @@ async function allPages(api: UsageApi, tenant: string): Promise<{ pages: number[
 const modes = {
   redis: () =>
     createUsage({
-      redis: { url: redis.url },
+      redis: { url: servers.redis.url },
       keyPrefix: uniquePrefix(),
       journalDir: tempDir(),
       retentionDays: 30,
@@ -76,7 +67,7 @@ const modes = {
     }),
   'redis cluster': () =>
     createUsage({
-      redis: { clusterNodes: [{ host: '127.0.0.1', port: cluster.ports[0] }] },
+      redis: { clusterNodes: [{ host: '127.0.0.1', port: servers.cluster.ports[0] }] },
       keyPrefix: uniquePrefix(),
       journalDir: tempDir(),
       retentionDays: 30,

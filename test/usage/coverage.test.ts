@@ -4,7 +4,7 @@
 // coverage) and sessions that never went live have none; figures out of range, in an event or read
 // back from Redis, count as none.
 import assert from 'node:assert/strict';
-import { afterAll, beforeAll, describe, test } from 'vitest';
+import { describe, test } from 'vitest';
 import { Redis } from 'ioredis';
 import { createUsage, type Usage } from '../../src/usage/index.js';
 import { sessionKey, tenantBase } from '../../src/usage/keys.js';
@@ -12,8 +12,7 @@ import { MemoryUsageStore } from '../../src/usage/memory-store.js';
 import type { LedgerEvent, UsageStore } from '../../src/usage/model.js';
 import { RedisUsageStore, createRedisClient } from '../../src/usage/redis-store.js';
 import { get, uniquePrefix, usageOptions } from '../support/usage.js';
-import { startRedis, type TestRedis } from './redis.js';
-import { startCluster, type TestCluster } from './redis-cluster.js';
+import { redisAndClusterForFile } from './redis-cluster.js';
 
 const DAY = 86_400_000;
 const HOUR = 3_600_000;
@@ -64,20 +63,12 @@ const figures = (s: Record<string, unknown>) => ({
   coverage: s.coverage,
 });
 
-let redis: TestRedis;
-let cluster: TestCluster;
-beforeAll(async () => {
-  [redis, cluster] = await Promise.all([startRedis(), startCluster()]);
-}, 60_000);
-afterAll(async () => {
-  cluster.stop();
-  await redis.stop();
-});
+const servers = redisAndClusterForFile();
 
 const modes = {
-  redis: () => ({ redis: { url: redis.url }, keyPrefix: uniquePrefix() }),
+  redis: () => ({ redis: { url: servers.redis.url }, keyPrefix: uniquePrefix() }),
   'redis cluster': () => ({
-    redis: { clusterNodes: [{ host: '127.0.0.1', port: cluster.ports[0] }] },
+    redis: { clusterNodes: [{ host: '127.0.0.1', port: servers.cluster.ports[0] }] },
     keyPrefix: uniquePrefix(),
   }),
   'in-process': () => ({}),
@@ -231,7 +222,7 @@ const allOf = async (store: UsageStore, tenant: string) => ({
 });
 
 test('journal lines from before coverage, and events with figures out of range, apply alike in Redis and in process', async () => {
-  const client = createRedisClient({ url: redis.url });
+  const client = createRedisClient({ url: servers.redis.url });
   await client.connect();
   const stores: UsageStore[] = [
     new RedisUsageStore(client, uniquePrefix(), 30 * DAY, Date.now),
@@ -289,7 +280,7 @@ test('journal lines from before coverage, and events with figures out of range, 
 
 test('figures read back from Redis are input: out of range, they count as none', async () => {
   const prefix = uniquePrefix();
-  const client = createRedisClient({ url: redis.url });
+  const client = createRedisClient({ url: servers.redis.url });
   await client.connect();
   const store = new RedisUsageStore(client, prefix, 30 * DAY, Date.now);
   await store.apply([
@@ -318,7 +309,7 @@ test('figures read back from Redis are input: out of range, they count as none',
       moreGaps: 0,
     },
   ]);
-  const raw = new Redis(redis.url);
+  const raw = new Redis(servers.redis.url);
   await raw.hset(sessionKey(prefix, 'r1'), 'speechMs', '1e400', 'coveredMs', '-5');
   await raw.hset(sessionKey(prefix, 'r2'), 'gaps', '0,2600,nan,4,9', 'moreGaps', '2.5');
   const day = T0 - (T0 % DAY);
@@ -343,7 +334,7 @@ test('figures read back from Redis are input: out of range, they count as none',
 
 test('END in Redis takes no coverage out of range, whoever calls it', async () => {
   const prefix = uniquePrefix();
-  const client = createRedisClient({ url: redis.url });
+  const client = createRedisClient({ url: servers.redis.url });
   await client.connect();
   const clock = [Date.now(), 30 * DAY];
   const cases: Array<[string, (string | number)[]]> = [
@@ -356,7 +347,7 @@ test('END in Redis takes no coverage out of range, whoever calls it', async () =
     ['a negative count', [100, 50, '', -1]],
     ['a fraction', [100.5, 50, '', 0]],
   ];
-  const raw = new Redis(redis.url);
+  const raw = new Redis(servers.redis.url);
   for (const [i, [why, args]] of cases.entries()) {
     const sk = sessionKey(prefix, `e${i}`);
     await client.usageStart(sk, ...clock, `e${i}`, 'acme', 'transcribe', T0, '', '');

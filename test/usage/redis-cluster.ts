@@ -11,7 +11,8 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { freePort } from '../support/ports.js';
 import { until } from '../support/wait.js';
-import { launchRedisServer } from './redis.js';
+import { afterAll, beforeAll } from 'vitest';
+import { launchRedisServer, startRedis, type TestRedis } from './redis.js';
 
 export interface TestCluster {
   ports: number[];
@@ -170,4 +171,18 @@ async function slotOwner(port: number, slot: number): Promise<number | undefined
   const slots = await onNode(port, (r) => r.cluster('SLOTS'));
   const hit = slots.find(([from, to]) => slot >= from && slot <= to);
   return hit ? Number(hit[2][1]) : undefined;
+}
+
+/** A real redis-server and a real Redis Cluster for a whole test file: started before its tests,
+ *  stopped after them; read their addresses from the returned object once the tests run. */
+export function redisAndClusterForFile(): { redis: TestRedis; cluster: TestCluster } {
+  const both = {} as { redis: TestRedis; cluster: TestCluster };
+  beforeAll(async () => {
+    [both.redis, both.cluster] = await Promise.all([startRedis(), startCluster()]);
+  }, 60_000);
+  afterAll(async () => {
+    both.cluster?.stop();
+    await both.redis?.stop();
+  });
+  return both;
 }
